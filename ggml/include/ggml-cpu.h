@@ -1,0 +1,64 @@
+// kvgraph CPU compute: plans, the persistent thread pool, CPU type traits.
+#pragma once
+
+#include "ggml.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ggml_threadpool; // persistent worker threads, reused across computes
+
+struct ggml_cplan {
+    size_t    work_size; // bytes of scratch the graph needs
+    uint8_t * work_data; // caller-provided, at least work_size bytes (may be NULL if work_size == 0)
+
+    int n_threads;
+    struct ggml_threadpool * threadpool; // NULL: the process-wide pool
+
+    ggml_abort_callback abort_callback;
+    void *              abort_callback_data;
+};
+
+GGML_API struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads, struct ggml_threadpool * threadpool);
+GGML_API enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);
+// Plans, allocates the work buffer in ctx and computes.
+GGML_API enum ggml_status  ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph, int n_threads);
+
+struct ggml_threadpool_params {
+    int n_threads;
+};
+GGML_API struct ggml_threadpool_params ggml_threadpool_params_default(int n_threads);
+GGML_API struct ggml_threadpool * ggml_threadpool_new(struct ggml_threadpool_params * params);
+GGML_API void ggml_threadpool_free(struct ggml_threadpool * threadpool);
+
+// kvgraph: how the executor orders work. DAG (default): a node starts once its data and
+// control predecessors finished; independent nodes run at the same time. BARRIER: every
+// node runs on all threads with a barrier after it (ggml's schedule; for benchmarks).
+enum ggml_sched_mode {
+    GGML_SCHED_DAG = 0,
+    GGML_SCHED_BARRIER = 1,
+};
+GGML_API void ggml_cpu_set_sched_mode(enum ggml_sched_mode mode);
+GGML_API enum ggml_sched_mode ggml_cpu_get_sched_mode(void);
+
+// x: k floats, y: blocks of vec_dot_type; s[0] = dot(x, y) (nrc = 1 only)
+typedef void (*ggml_vec_dot_t)(int n, float * s, size_t bs, const void * x, size_t bx, const void * y, size_t by, int nrc);
+
+struct ggml_type_traits_cpu {
+    ggml_from_float_t from_float;
+    ggml_vec_dot_t    vec_dot;
+    enum ggml_type    vec_dot_type; // the type the other operand of vec_dot is converted to
+    int64_t           nrows;        // rows processed per vec_dot call
+};
+GGML_API const struct ggml_type_traits_cpu * ggml_get_type_traits_cpu(enum ggml_type type);
+
+GGML_API int ggml_cpu_has_avx2(void);
+GGML_API int ggml_cpu_has_f16c(void);
+GGML_API int ggml_cpu_has_fma(void);
+GGML_API int ggml_cpu_has_avx512(void);
+GGML_API int ggml_cpu_has_neon(void);
+
+#ifdef __cplusplus
+}
+#endif

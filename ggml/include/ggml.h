@@ -1,0 +1,459 @@
+// kvgraph tensor library: ggml's context API (names, structs and semantics of the
+// subset we implement) plus explicit dependency edges between ops that touch the
+// same memory. Header compiles as C99 and as C++.
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GGML_API
+
+#define GGML_MAX_DIMS 4
+#define GGML_MAX_PARAMS 2048
+#define GGML_MAX_SRC 10
+#define GGML_MAX_N_THREADS 512
+#define GGML_MAX_OP_PARAMS 64
+#define GGML_MAX_NAME 64
+#define GGML_DEFAULT_N_THREADS 4
+#define GGML_DEFAULT_GRAPH_SIZE 2048
+#define GGML_MEM_ALIGN 16
+
+#define GGML_ROPE_TYPE_NEOX 2
+
+#define GGML_PAD(x, n) (((x) + (n) - 1) & ~((n) - 1))
+
+// Logs "file:line: message" and aborts; used for programming errors (bad shapes).
+#define GGML_ABORT(...) ggml_abort(__FILE__, __LINE__, __VA_ARGS__)
+#define GGML_ASSERT(x) \
+    do { if (!(x)) ggml_abort(__FILE__, __LINE__, "GGML_ASSERT(%s) failed", #x); } while (0)
+#define GGML_UNUSED(x) (void)(x)
+
+#ifdef __GNUC__
+__attribute__((noreturn, format(printf, 3, 4)))
+#endif
+GGML_API void ggml_abort(const char * file, int line, const char * fmt, ...);
+
+enum ggml_status {
+    GGML_STATUS_ALLOC_FAILED = -2,
+    GGML_STATUS_FAILED = -1,
+    GGML_STATUS_SUCCESS = 0,
+    GGML_STATUS_ABORTED = 1,
+};
+
+typedef uint16_t ggml_fp16_t;
+typedef struct { uint16_t bits; } ggml_bf16_t;
+
+GGML_API float       ggml_fp16_to_fp32(ggml_fp16_t x);
+GGML_API ggml_fp16_t ggml_fp32_to_fp16(float x);
+GGML_API void        ggml_fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n);
+GGML_API void        ggml_fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n);
+GGML_API ggml_bf16_t ggml_fp32_to_bf16(float x);
+GGML_API float       ggml_bf16_to_fp32(ggml_bf16_t x);
+GGML_API void        ggml_bf16_to_fp32_row(const ggml_bf16_t * x, float * y, int64_t n);
+GGML_API void        ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int64_t n);
+
+// Values are part of the GGUF file format.
+enum ggml_type {
+    GGML_TYPE_F32  = 0,
+    GGML_TYPE_F16  = 1,
+    GGML_TYPE_Q4_0 = 2,
+    GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_I8   = 24,
+    GGML_TYPE_I16  = 25,
+    GGML_TYPE_I32  = 26,
+    GGML_TYPE_I64  = 27,
+    GGML_TYPE_BF16 = 30,
+    GGML_TYPE_COUNT = 39,
+};
+
+#define QK4_0 32
+#define QK8_0 32
+
+enum ggml_op {
+    GGML_OP_NONE = 0,
+    GGML_OP_DUP,
+    GGML_OP_ADD,
+    GGML_OP_SUB,
+    GGML_OP_MUL,
+    GGML_OP_DIV,
+    GGML_OP_SQR,
+    GGML_OP_SQRT,
+    GGML_OP_SUM_ROWS,
+    GGML_OP_ARGMAX,
+    GGML_OP_CONCAT,
+    GGML_OP_NORM,
+    GGML_OP_RMS_NORM,
+    GGML_OP_MUL_MAT,
+    GGML_OP_SCALE,
+    GGML_OP_CPY,
+    GGML_OP_CONT,
+    GGML_OP_RESHAPE,
+    GGML_OP_VIEW,
+    GGML_OP_PERMUTE,
+    GGML_OP_TRANSPOSE,
+    GGML_OP_GET_ROWS,
+    GGML_OP_SET_ROWS,
+    GGML_OP_DIAG_MASK_INF,
+    GGML_OP_SOFT_MAX,
+    GGML_OP_ROPE,
+    GGML_OP_FLASH_ATTN_EXT,
+    GGML_OP_UNARY,
+    GGML_OP_MAP_CUSTOM1,
+    GGML_OP_MAP_CUSTOM2,
+    GGML_OP_MAP_CUSTOM3,
+    GGML_OP_COUNT,
+};
+
+enum ggml_unary_op {
+    GGML_UNARY_OP_RELU,
+    GGML_UNARY_OP_GELU,
+    GGML_UNARY_OP_SILU,
+    GGML_UNARY_OP_COUNT,
+};
+
+enum ggml_tensor_flag {
+    GGML_TENSOR_FLAG_INPUT  = 1,
+    GGML_TENSOR_FLAG_OUTPUT = 2,
+    GGML_TENSOR_FLAG_PARAM  = 4,
+    GGML_TENSOR_FLAG_LOSS   = 8,
+};
+
+// Why an op must run after another one (see "Dependency edges" below).
+enum ggml_dep_kind {
+    GGML_DEP_RAW    = 0, // reads bytes an earlier op wrote
+    GGML_DEP_WAR    = 1, // writes bytes an earlier op still has to read
+    GGML_DEP_WAW    = 2, // writes bytes an earlier op wrote
+    GGML_DEP_MANUAL = 3, // added by ggml_add_control_dep (side effects we cannot see)
+};
+
+struct ggml_tensor;
+
+// A control edge: the owning tensor's op runs after `tensor`'s op.
+struct ggml_dep {
+    struct ggml_tensor * tensor;
+    enum ggml_dep_kind   kind;
+};
+
+struct ggml_tensor {
+    enum ggml_type type;
+    void * buffer; // unused on the CPU-only library; kept for layout familiarity
+
+    int64_t ne[GGML_MAX_DIMS]; // number of elements
+    size_t  nb[GGML_MAX_DIMS]; // stride in bytes: nb[0] = type_size, nb[i] = nb[i-1]*ne[i-1] when contiguous
+
+    enum ggml_op op;
+    int32_t op_params[GGML_MAX_OP_PARAMS / sizeof(int32_t)];
+    int32_t flags;
+
+    struct ggml_tensor * src[GGML_MAX_SRC]; // data edges
+
+    struct ggml_tensor * view_src;  // always the root tensor that owns the bytes
+    size_t               view_offs; // byte offset inside view_src
+
+    void * data;
+    char name[GGML_MAX_NAME];
+    void * extra;
+
+    // Control edges, recorded at op creation by the owning context (storage owned by it).
+    struct ggml_dep * deps;
+    int32_t           n_deps;
+    void *            deps_store; // the owning context's list object
+};
+
+static const size_t GGML_TENSOR_SIZE = sizeof(struct ggml_tensor);
+
+typedef bool (*ggml_abort_callback)(void * data);
+
+struct ggml_init_params {
+    size_t mem_size;   // bytes
+    void * mem_buffer; // if NULL, memory is allocated internally
+    bool   no_alloc;   // don't allocate memory for the tensor data
+};
+
+struct ggml_context;
+struct ggml_cgraph;
+
+// ---- type traits -------------------------------------------------------------
+typedef void (*ggml_to_float_t)(const void * x, float * y, int64_t k);
+typedef void (*ggml_from_float_t)(const float * x, void * y, int64_t k);
+
+struct ggml_type_traits {
+    const char * type_name;
+    int64_t      blck_size;
+    int64_t      blck_size_interleave;
+    size_t       type_size;
+    bool         is_quantized;
+    ggml_to_float_t   to_float;
+    ggml_from_float_t from_float_ref;
+};
+
+GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
+
+// ---- misc --------------------------------------------------------------------
+GGML_API void    ggml_time_init(void);
+GGML_API int64_t ggml_time_ms(void);
+GGML_API int64_t ggml_time_us(void);
+
+GGML_API int64_t ggml_nelements(const struct ggml_tensor * tensor);
+GGML_API int64_t ggml_nrows(const struct ggml_tensor * tensor);
+GGML_API size_t  ggml_nbytes(const struct ggml_tensor * tensor);
+GGML_API int64_t ggml_blck_size(enum ggml_type type);
+GGML_API size_t  ggml_type_size(enum ggml_type type);
+GGML_API size_t  ggml_row_size(enum ggml_type type, int64_t ne); // bytes of ne elements
+GGML_API const char * ggml_type_name(enum ggml_type type);
+GGML_API const char * ggml_op_name(enum ggml_op op);
+GGML_API const char * ggml_op_desc(const struct ggml_tensor * t); // unary ops show their kind
+GGML_API const char * ggml_unary_op_name(enum ggml_unary_op op);
+GGML_API size_t  ggml_element_size(const struct ggml_tensor * tensor);
+GGML_API bool    ggml_is_quantized(enum ggml_type type);
+
+GGML_API bool ggml_is_transposed(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_permuted(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_empty(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_scalar(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_vector(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_matrix(const struct ggml_tensor * tensor);
+GGML_API int  ggml_n_dims(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous_rows(const struct ggml_tensor * tensor); // rows dense, rows may be strided
+GGML_API bool ggml_are_same_shape(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+GGML_API bool ggml_are_same_stride(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+GGML_API bool ggml_can_repeat(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+
+GGML_API size_t ggml_tensor_overhead(void);
+
+// ---- context -----------------------------------------------------------------
+GGML_API struct ggml_context * ggml_init(struct ggml_init_params params); // NULL on failure
+GGML_API void   ggml_reset(struct ggml_context * ctx);
+GGML_API void   ggml_free(struct ggml_context * ctx);
+GGML_API size_t ggml_used_mem(const struct ggml_context * ctx);
+GGML_API bool   ggml_get_no_alloc(struct ggml_context * ctx);
+GGML_API void   ggml_set_no_alloc(struct ggml_context * ctx, bool no_alloc);
+GGML_API void * ggml_get_mem_buffer(const struct ggml_context * ctx);
+GGML_API size_t ggml_get_mem_size(const struct ggml_context * ctx);
+GGML_API size_t ggml_get_max_tensor_size(const struct ggml_context * ctx);
+
+// Tensors of a context, in creation order.
+GGML_API struct ggml_tensor * ggml_get_first_tensor(const struct ggml_context * ctx);
+GGML_API struct ggml_tensor * ggml_get_next_tensor(const struct ggml_context * ctx, struct ggml_tensor * tensor);
+GGML_API struct ggml_tensor * ggml_get_tensor(struct ggml_context * ctx, const char * name);
+
+// ---- tensors -----------------------------------------------------------------
+GGML_API struct ggml_tensor * ggml_new_tensor(struct ggml_context * ctx, enum ggml_type type, int n_dims, const int64_t * ne);
+GGML_API struct ggml_tensor * ggml_new_tensor_1d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0);
+GGML_API struct ggml_tensor * ggml_new_tensor_2d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1);
+GGML_API struct ggml_tensor * ggml_new_tensor_3d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2);
+GGML_API struct ggml_tensor * ggml_new_tensor_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+GGML_API struct ggml_tensor * ggml_new_i32(struct ggml_context * ctx, int32_t value);
+GGML_API struct ggml_tensor * ggml_new_f32(struct ggml_context * ctx, float value);
+GGML_API struct ggml_tensor * ggml_dup_tensor(struct ggml_context * ctx, const struct ggml_tensor * src);
+GGML_API struct ggml_tensor * ggml_view_tensor(struct ggml_context * ctx, struct ggml_tensor * src);
+
+GGML_API const char *         ggml_get_name(const struct ggml_tensor * tensor);
+GGML_API struct ggml_tensor * ggml_set_name(struct ggml_tensor * tensor, const char * name);
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 3)))
+#endif
+GGML_API struct ggml_tensor * ggml_format_name(struct ggml_tensor * tensor, const char * fmt, ...);
+
+GGML_API void ggml_set_input(struct ggml_tensor * tensor);
+GGML_API void ggml_set_output(struct ggml_tensor * tensor);
+
+GGML_API struct ggml_tensor * ggml_set_zero(struct ggml_tensor * tensor);
+GGML_API struct ggml_tensor * ggml_set_i32(struct ggml_tensor * tensor, int32_t value);
+GGML_API struct ggml_tensor * ggml_set_f32(struct ggml_tensor * tensor, float value);
+GGML_API void ggml_unravel_index(const struct ggml_tensor * tensor, int64_t i, int64_t * i0, int64_t * i1, int64_t * i2, int64_t * i3);
+// *_1d index over the elements in logical (row-major, ne[0] fastest) order, honouring strides.
+GGML_API int32_t ggml_get_i32_1d(const struct ggml_tensor * tensor, int i);
+GGML_API void    ggml_set_i32_1d(const struct ggml_tensor * tensor, int i, int32_t value);
+GGML_API int32_t ggml_get_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+GGML_API void    ggml_set_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3, int32_t value);
+GGML_API float   ggml_get_f32_1d(const struct ggml_tensor * tensor, int i);
+GGML_API void    ggml_set_f32_1d(const struct ggml_tensor * tensor, int i, float value);
+GGML_API float   ggml_get_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+GGML_API void    ggml_set_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3, float value);
+GGML_API void *  ggml_get_data(const struct ggml_tensor * tensor);
+GGML_API float * ggml_get_data_f32(const struct ggml_tensor * tensor);
+
+// ---- ops -----------------------------------------------------------------------
+// Shapes use ggml's order: ne[0] is the innermost (contiguous) dimension.
+// An op whose result is a view of an existing tensor writes into that tensor's bytes
+// (cpy, set_rows, *_inplace): the context records dependency edges for it.
+
+GGML_API struct ggml_tensor * ggml_dup(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_dup_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// a op b, b broadcast over a (each ne[i] of a is a multiple of b's)
+GGML_API struct ggml_tensor * ggml_add(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_add_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_sub(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_sub_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_mul(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_mul_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_div(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_div_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+
+GGML_API struct ggml_tensor * ggml_sqr(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sqr_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sqrt(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sqrt_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_scale(struct ggml_context * ctx, struct ggml_tensor * a, float s);
+GGML_API struct ggml_tensor * ggml_scale_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float s);
+
+GGML_API struct ggml_tensor * ggml_unary(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
+GGML_API struct ggml_tensor * ggml_unary_inplace(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
+GGML_API struct ggml_tensor * ggml_relu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_relu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu(struct ggml_context * ctx, struct ggml_tensor * a); // tanh approximation
+GGML_API struct ggml_tensor * ggml_gelu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_silu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_silu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// [n, r2, r3, r4] -> [1, r2, r3, r4]
+GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);
+// index of the max of each row -> I32 [nrows]
+GGML_API struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
+// concatenate a and b along dim
+GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim);
+
+// normalize along rows
+GGML_API struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+
+// A: k columns, n rows => [ne03, ne02, n, k]
+// B: k columns, m rows  (i.e. we transpose it internally) => [ne03 * x, ne02 * y, m, k]
+// result is n columns, m rows => [ne03 * x, ne02 * y, m, n]
+// A is broadcast over dims 2 and 3 (grouped-query attention).
+GGML_API struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+
+// copy a into b (converting type, quantizing if needed); returns a view of b
+GGML_API struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// make contiguous
+GGML_API struct ggml_tensor * ggml_cont(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_cont_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
+GGML_API struct ggml_tensor * ggml_cont_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1);
+GGML_API struct ggml_tensor * ggml_cont_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
+GGML_API struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+
+// views: return tensors sharing a's bytes (a must be contiguous for reshape)
+GGML_API struct ggml_tensor * ggml_reshape(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_reshape_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
+GGML_API struct ggml_tensor * ggml_reshape_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1);
+GGML_API struct ggml_tensor * ggml_reshape_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
+GGML_API struct ggml_tensor * ggml_reshape_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+GGML_API struct ggml_tensor * ggml_view_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, size_t offset);
+GGML_API struct ggml_tensor * ggml_view_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
+GGML_API struct ggml_tensor * ggml_view_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
+GGML_API struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3);
+GGML_API struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// rows of a at the I32 indices b: a [n_embd, n_rows, ne2], b [n, ne2] -> F32 [n_embd, n, ne2]
+GGML_API struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// a[b[i]] = c[i]: scatter rows of b into a at I32/I64 indices c; returns a view of a.
+// a [n_embd, n_rows, ne2, ne3], b [n_embd, n, ne2, ne3], c [n, ne2 or 1, ne3 or 1]
+GGML_API struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c);
+
+// set elements above the diagonal (shifted by n_past) to -INF
+GGML_API struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
+GGML_API struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
+
+GGML_API struct ggml_tensor * ggml_soft_max(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_soft_max_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// softmax(a*scale + mask*(ALiBi slope)); mask F32/F16 [ne0, ne1 (>= a->ne[1])], broadcast over dims 2,3
+GGML_API struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * mask, float scale, float max_bias);
+
+// rotary position embedding; b: I32 positions [a->ne[2]]; mode 0 = adjacent pairs, GGML_ROPE_TYPE_NEOX = halves
+GGML_API struct ggml_tensor * ggml_rope(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode);
+GGML_API struct ggml_tensor * ggml_rope_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode);
+GGML_API struct ggml_tensor * ggml_rope_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c,
+        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+        float beta_fast, float beta_slow);
+GGML_API struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c,
+        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+        float beta_fast, float beta_slow);
+
+#define GGML_KQ_MASK_PAD 1
+// q:    [n_embd_k, n_batch,     n_head,    ne3]
+// k:    [n_embd_k, n_kv,        n_head_kv, ne3]
+// v:    [n_embd_v, n_kv,        n_head_kv, ne3] !! not transposed !!
+// mask: [n_kv,     n_batch_pad, ne32, ne33] (F16 or F32, may be NULL)
+// res:  [n_embd_v, n_head,      n_batch,   ne3] !! permuted !!
+GGML_API struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+        struct ggml_tensor * v, struct ggml_tensor * mask, float scale, float max_bias, float logit_softcap);
+GGML_API void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, int prec);
+
+// custom ops: fun(dst, a, [b, [c,]] ith, nth, userdata); n_tasks = GGML_N_TASKS_MAX for all threads
+#define GGML_N_TASKS_MAX (-1)
+typedef void (*ggml_custom1_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth, void * userdata);
+typedef void (*ggml_custom2_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b, int ith, int nth, void * userdata);
+typedef void (*ggml_custom3_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b, const struct ggml_tensor * c, int ith, int nth, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom1(struct ggml_context * ctx, struct ggml_tensor * a, ggml_custom1_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom1_inplace(struct ggml_context * ctx, struct ggml_tensor * a, ggml_custom1_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c, ggml_custom3_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c, ggml_custom3_op_t fun, int n_tasks, void * userdata);
+
+// ---- dependency edges ------------------------------------------------------------
+// Every tensor's bytes are (root buffer = view_src or itself, byte extent). When an op is
+// created, its reads (sources) and its write (if its result is a view: cpy, set_rows,
+// *_inplace, custom *_inplace) are compared with earlier accesses to the same root in
+// this context, in creation order, and the new tensor gets control edges:
+//   RAW: it reads bytes written earlier -> after the latest overlapping writers
+//   WAR: it writes bytes read earlier   -> after the overlapping readers since then
+//   WAW: it writes bytes written earlier -> after the latest overlapping writer
+// ggml_build_forward_expand follows control edges like src[], so e.g. a KV-cache write
+// is pulled into the graph before the attention that reads the cache, with no extra
+// expand call. Rules and reasoning: ggml/src/hazards.cpp.
+
+// Order `tensor`'s op after `dep`'s op (for side effects the library cannot see).
+GGML_API void ggml_add_control_dep(struct ggml_context * ctx, struct ggml_tensor * tensor, struct ggml_tensor * dep);
+GGML_API int  ggml_n_control_deps(const struct ggml_tensor * tensor);
+GGML_API struct ggml_tensor * ggml_get_control_dep(const struct ggml_tensor * tensor, int i, enum ggml_dep_kind * kind);
+GGML_API const char * ggml_dep_kind_name(enum ggml_dep_kind kind);
+// Forget earlier accesses: ops created after this call are not ordered against earlier
+// ones (start of an independent program in the same context).
+GGML_API void ggml_hazards_reset(struct ggml_context * ctx);
+
+// One pair of conflicting accesses that no path of edges orders.
+struct ggml_hazard {
+    const struct ggml_tensor * first;  // earlier in graph order
+    const struct ggml_tensor * second;
+    const struct ggml_tensor * root;   // the buffer both touch
+    size_t first_begin, first_end;     // byte ranges inside root
+    size_t second_begin, second_end;
+    enum ggml_dep_kind kind;           // what the missing edge would be
+};
+// Checks a finished graph; returns the number of unordered conflicting pairs, stores up
+// to max_out of them in out (may be NULL) and prints each to `log` if it is not NULL.
+GGML_API int ggml_graph_validate(const struct ggml_cgraph * cgraph, struct ggml_hazard * out, int max_out, FILE * log);
+
+// ---- graphs ----------------------------------------------------------------------
+GGML_API size_t ggml_graph_overhead(void);
+GGML_API size_t ggml_graph_overhead_custom(size_t size, bool grads);
+GGML_API struct ggml_cgraph * ggml_new_graph(struct ggml_context * ctx); // size = GGML_DEFAULT_GRAPH_SIZE
+GGML_API struct ggml_cgraph * ggml_new_graph_custom(struct ggml_context * ctx, size_t size, bool grads);
+GGML_API void   ggml_build_forward_expand(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+GGML_API int    ggml_graph_size(struct ggml_cgraph * cgraph);
+GGML_API int    ggml_graph_n_nodes(struct ggml_cgraph * cgraph);
+GGML_API struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i); // i < 0 counts from the end
+GGML_API struct ggml_tensor ** ggml_graph_nodes(struct ggml_cgraph * cgraph);
+GGML_API void   ggml_graph_add_node(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+GGML_API void   ggml_graph_clear(struct ggml_cgraph * cgraph);
+GGML_API struct ggml_tensor * ggml_graph_get_tensor(const struct ggml_cgraph * cgraph, const char * name);
+GGML_API void   ggml_graph_print(const struct ggml_cgraph * cgraph);
+// Graphviz: data edges solid, control edges dashed and labelled with their kind. gb may be NULL.
+GGML_API void   ggml_graph_dump_dot(const struct ggml_cgraph * gb, const struct ggml_cgraph * gf, const char * filename);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,144 @@
+// Compute graphs: membership set, build_forward_expand (follows src[] and control
+// edges, so node order is topological over both), accessors, printing.
+#include "ggml-impl.h"
+
+#include <cstring>
+
+// ---- hash set --------------------------------------------------------------------------
+static size_t hash_size_for(size_t min_size) {
+    // a prime-ish odd size roughly twice the capacity keeps probe chains short
+    size_t n = min_size * 2 + 1;
+    return n | 1;
+}
+
+static size_t hash_slot(const ggml_hash_set * set, const ggml_tensor * key) {
+    return (size_t) ((uintptr_t) key >> 4) % set->size;
+}
+static bool bit_get(const uint32_t * bits, size_t i) { return (bits[i >> 5] >> (i & 31)) & 1; }
+static void bit_set(uint32_t * bits, size_t i) { bits[i >> 5] |= 1u << (i & 31); }
+
+size_t ggml_hash_find(const ggml_hash_set * set, const ggml_tensor * key) {
+    size_t i = hash_slot(set, key);
+    for (size_t probes = 0; probes < set->size; ++probes) {
+        if (!bit_get(set->used, i)) return i;            // free slot: key absent
+        if (set->keys[i] == key) return i;
+        i = (i + 1) % set->size;
+    }
+    return SIZE_MAX;                                      // full
+}
+bool ggml_hash_contains(const ggml_hash_set * set, const ggml_tensor * key) {
+    const size_t i = ggml_hash_find(set, key);
+    return i != SIZE_MAX && bit_get(set->used, i) && set->keys[i] == key;
+}
+// returns true if inserted, false if already present
+static bool hash_insert(ggml_hash_set * set, ggml_tensor * key) {
+    const size_t i = ggml_hash_find(set, key);
+    GGML_ASSERT(i != SIZE_MAX && "graph hash set is full");
+    if (bit_get(set->used, i)) return false;
+    bit_set(set->used, i);
+    set->keys[i] = key;
+    return true;
+}
+
+// ---- allocation ------------------------------------------------------------------------
+static size_t graph_nbytes(size_t size, size_t hash_size) {
+    return sizeof(ggml_cgraph) + 2 * size * sizeof(ggml_tensor *) + hash_size * sizeof(ggml_tensor *) +
+           ((hash_size + 31) / 32) * sizeof(uint32_t) + 64;
+}
+size_t ggml_graph_overhead_custom(size_t size, bool grads) {
+    (void) grads;
+    return GGML_OBJECT_SIZE + GGML_PAD(graph_nbytes(size, hash_size_for(size)), GGML_MEM_ALIGN);
+}
+size_t ggml_graph_overhead(void) { return ggml_graph_overhead_custom(GGML_DEFAULT_GRAPH_SIZE, false); }
+
+ggml_cgraph * ggml_new_graph_custom(ggml_context * ctx, size_t size, bool grads) {
+    (void) grads; // no autograd in kvgraph
+    const size_t hash_size = hash_size_for(size);
+    ggml_object * obj = ggml_new_object(ctx, GGML_OBJECT_TYPE_GRAPH, graph_nbytes(size, hash_size));
+    char * p = (char *) ctx->mem_buffer + obj->offs;
+    ggml_cgraph * g = (ggml_cgraph *) p;
+    p += sizeof(ggml_cgraph);
+    g->size = (int) size;
+    g->n_nodes = 0;
+    g->n_leafs = 0;
+    g->nodes = (ggml_tensor **) p; p += size * sizeof(ggml_tensor *);
+    g->leafs = (ggml_tensor **) p; p += size * sizeof(ggml_tensor *);
+    g->visited_hash_set.size = hash_size;
+    g->visited_hash_set.keys = (ggml_tensor **) p; p += hash_size * sizeof(ggml_tensor *);
+    g->visited_hash_set.used = (uint32_t *) p;
+    std::memset(g->visited_hash_set.used, 0, ((hash_size + 31) / 32) * sizeof(uint32_t));
+    return g;
+}
+ggml_cgraph * ggml_new_graph(ggml_context * ctx) { return ggml_new_graph_custom(ctx, GGML_DEFAULT_GRAPH_SIZE, false); }
+
+void ggml_graph_clear(ggml_cgraph * g) {
+    g->n_nodes = 0;
+    g->n_leafs = 0;
+    std::memset(g->visited_hash_set.used, 0, ((g->visited_hash_set.size + 31) / 32) * sizeof(uint32_t));
+}
+
+// ---- building --------------------------------------------------------------------------
+// Post-order DFS over data edges (src[]) and control edges (deps): every predecessor
+// is placed before its consumer, so the node list is a topological order of both.
+static void visit(ggml_cgraph * g, ggml_tensor * t) {
+    if (!hash_insert(&g->visited_hash_set, t)) return;
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        if (t->src[i]) visit(g, t->src[i]);
+    }
+    for (int i = 0; i < t->n_deps; ++i) visit(g, t->deps[i].tensor);
+    if (t->op == GGML_OP_NONE && !(t->flags & GGML_TENSOR_FLAG_PARAM)) {
+        GGML_ASSERT(g->n_leafs < g->size && "graph is full: use ggml_new_graph_custom with a larger size");
+        if (t->name[0] == '\0') ggml_format_name(t, "leaf_%d", g->n_leafs);
+        g->leafs[g->n_leafs++] = t;
+    } else {
+        GGML_ASSERT(g->n_nodes < g->size && "graph is full: use ggml_new_graph_custom with a larger size");
+        if (t->name[0] == '\0') ggml_format_name(t, "node_%d", g->n_nodes);
+        g->nodes[g->n_nodes++] = t;
+    }
+}
+
+void ggml_build_forward_expand(ggml_cgraph * g, ggml_tensor * tensor) { visit(g, tensor); }
+
+void ggml_graph_add_node(ggml_cgraph * g, ggml_tensor * tensor) {
+    GGML_ASSERT(g->n_nodes < g->size);
+    hash_insert(&g->visited_hash_set, tensor);
+    g->nodes[g->n_nodes++] = tensor;
+}
+
+bool ggml_graph_has_node(const ggml_cgraph * g, const ggml_tensor * t) {
+    return ggml_hash_contains(&g->visited_hash_set, t) && t->op != GGML_OP_NONE;
+}
+
+int ggml_graph_size(ggml_cgraph * g) { return g->size; }
+int ggml_graph_n_nodes(ggml_cgraph * g) { return g->n_nodes; }
+ggml_tensor ** ggml_graph_nodes(ggml_cgraph * g) { return g->nodes; }
+ggml_tensor * ggml_graph_node(ggml_cgraph * g, int i) {
+    if (i < 0) i += g->n_nodes;
+    GGML_ASSERT(i >= 0 && i < g->n_nodes);
+    return g->nodes[i];
+}
+
+ggml_tensor * ggml_graph_get_tensor(const ggml_cgraph * g, const char * name) {
+    for (int i = 0; i < g->n_leafs; ++i) {
+        if (std::strcmp(g->leafs[i]->name, name) == 0) return g->leafs[i];
+    }
+    for (int i = 0; i < g->n_nodes; ++i) {
+        if (std::strcmp(g->nodes[i]->name, name) == 0) return g->nodes[i];
+    }
+    return nullptr;
+}
+
+void ggml_graph_print(const ggml_cgraph * g) {
+    printf("=== GRAPH ===\nn_nodes = %d\n", g->n_nodes);
+    for (int i = 0; i < g->n_nodes; ++i) {
+        const ggml_tensor * t = g->nodes[i];
+        printf(" - %3d: [ %5lld, %5lld, %5lld, %5lld] %16s %-24s deps:%d\n", i, (long long) t->ne[0], (long long) t->ne[1],
+               (long long) t->ne[2], (long long) t->ne[3], ggml_op_desc(t), t->name, t->n_deps);
+    }
+    printf("n_leafs = %d\n", g->n_leafs);
+    for (int i = 0; i < g->n_leafs; ++i) {
+        const ggml_tensor * t = g->leafs[i];
+        printf(" - %3d: [ %5lld, %5lld] %8s %s\n", i, (long long) t->ne[0], (long long) t->ne[1], ggml_op_name(t->op), t->name);
+    }
+    printf("========================================\n");
+}

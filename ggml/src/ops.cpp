@@ -1,0 +1,434 @@
+// Op constructors: shape rules, source wiring, op params. No math here (see cpu/).
+// Every constructor ends in finish_op(), which hands the new op to the hazard rules.
+#include "ggml-impl.h"
+
+#include <cstring>
+
+static ggml_tensor * finish_op(ggml_context * ctx, ggml_tensor * t) {
+    ggml_hazards_on_new_op(ctx, t);
+    return t;
+}
+
+// result of an op: fresh memory, or (inplace) a view of a whose bytes the op overwrites
+static ggml_tensor * new_result(ggml_context * ctx, ggml_tensor * a, bool inplace) {
+    return inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+}
+
+// ---- copies -------------------------------------------------------------------------------
+static ggml_tensor * dup_impl(ggml_context * ctx, ggml_tensor * a, bool inplace) {
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    r->op = GGML_OP_DUP;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_dup(ggml_context * ctx, ggml_tensor * a) { return dup_impl(ctx, a, false); }
+ggml_tensor * ggml_dup_inplace(ggml_context * ctx, ggml_tensor * a) { return dup_impl(ctx, a, true); }
+
+ggml_tensor * ggml_cpy(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    GGML_ASSERT(ggml_nelements(a) == ggml_nelements(b));
+    ggml_tensor * r = ggml_view_tensor(ctx, b);
+    if (std::strlen(b->name) > 0) ggml_format_name(r, "%s (copy of %s)", b->name, a->name);
+    else ggml_format_name(r, "%s (copy)", a->name);
+    r->op = GGML_OP_CPY;
+    r->src[0] = a;
+    r->src[1] = b;
+    return finish_op(ctx, r);
+}
+
+static ggml_tensor * cont_impl(ggml_context * ctx, ggml_tensor * a, int n_dims, const int64_t * ne) {
+    int64_t n = 1;
+    for (int i = 0; i < n_dims; ++i) n *= ne[i];
+    GGML_ASSERT(n == ggml_nelements(a));
+    ggml_tensor * r = ggml_new_tensor(ctx, a->type, n_dims, ne);
+    ggml_format_name(r, "%s (cont)", a->name);
+    r->op = GGML_OP_CONT;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_cont(ggml_context * ctx, ggml_tensor * a) { return cont_impl(ctx, a, 4, a->ne); }
+ggml_tensor * ggml_cont_1d(ggml_context * ctx, ggml_tensor * a, int64_t ne0) { return cont_impl(ctx, a, 1, &ne0); }
+ggml_tensor * ggml_cont_2d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1) {
+    const int64_t ne[] = {ne0, ne1};
+    return cont_impl(ctx, a, 2, ne);
+}
+ggml_tensor * ggml_cont_3d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2) {
+    const int64_t ne[] = {ne0, ne1, ne2};
+    return cont_impl(ctx, a, 3, ne);
+}
+ggml_tensor * ggml_cont_4d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    const int64_t ne[] = {ne0, ne1, ne2, ne3};
+    return cont_impl(ctx, a, 4, ne);
+}
+
+// ---- elementwise ----------------------------------------------------------------------------
+static ggml_tensor * binary_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, enum ggml_op op, bool inplace) {
+    if (!ggml_can_repeat(b, a)) {
+        GGML_ABORT("%s: cannot broadcast b [%lld,%lld,%lld,%lld] to a [%lld,%lld,%lld,%lld]", ggml_op_name(op),
+                   (long long) b->ne[0], (long long) b->ne[1], (long long) b->ne[2], (long long) b->ne[3],
+                   (long long) a->ne[0], (long long) a->ne[1], (long long) a->ne[2], (long long) a->ne[3]);
+    }
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    r->op = op;
+    r->src[0] = a;
+    r->src[1] = b;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_add(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) { return binary_impl(ctx, a, b, GGML_OP_ADD, false); }
+ggml_tensor * ggml_add_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) { return binary_impl(ctx, a, b, GGML_OP_ADD, true); }
+ggml_tensor * ggml_sub(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) { return binary_impl(ctx, a, b, GGML_OP_SUB, false); }
+ggml_tensor * ggml_sub_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) { return binary_impl(ctx, a, b, GGML_OP_SUB, true); }
+ggml_tensor * ggml_mul(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) { return binary_impl(ctx, a, b, GGML_OP_MUL, false); }
+ggml_tensor * ggml_mul_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) { return binary_impl(ctx, a, b, GGML_OP_MUL, true); }
+ggml_tensor * ggml_div(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) { return binary_impl(ctx, a, b, GGML_OP_DIV, false); }
+ggml_tensor * ggml_div_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) { return binary_impl(ctx, a, b, GGML_OP_DIV, true); }
+
+static ggml_tensor * unary_op_impl(ggml_context * ctx, ggml_tensor * a, enum ggml_op op, bool inplace) {
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    r->op = op;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_sqr(ggml_context * ctx, ggml_tensor * a) { return unary_op_impl(ctx, a, GGML_OP_SQR, false); }
+ggml_tensor * ggml_sqr_inplace(ggml_context * ctx, ggml_tensor * a) { return unary_op_impl(ctx, a, GGML_OP_SQR, true); }
+ggml_tensor * ggml_sqrt(ggml_context * ctx, ggml_tensor * a) { return unary_op_impl(ctx, a, GGML_OP_SQRT, false); }
+ggml_tensor * ggml_sqrt_inplace(ggml_context * ctx, ggml_tensor * a) { return unary_op_impl(ctx, a, GGML_OP_SQRT, true); }
+
+static ggml_tensor * scale_impl(ggml_context * ctx, ggml_tensor * a, float s, bool inplace) {
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    r->op = GGML_OP_SCALE;
+    ggml_set_op_params_f32(r, 0, s);
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_scale(ggml_context * ctx, ggml_tensor * a, float s) { return scale_impl(ctx, a, s, false); }
+ggml_tensor * ggml_scale_inplace(ggml_context * ctx, ggml_tensor * a, float s) { return scale_impl(ctx, a, s, true); }
+
+static ggml_tensor * unary_impl(ggml_context * ctx, ggml_tensor * a, enum ggml_unary_op op, bool inplace) {
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    r->op = GGML_OP_UNARY;
+    ggml_set_op_params_i32(r, 0, (int32_t) op);
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_unary(ggml_context * ctx, ggml_tensor * a, enum ggml_unary_op op) { return unary_impl(ctx, a, op, false); }
+ggml_tensor * ggml_unary_inplace(ggml_context * ctx, ggml_tensor * a, enum ggml_unary_op op) { return unary_impl(ctx, a, op, true); }
+ggml_tensor * ggml_relu(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, GGML_UNARY_OP_RELU, false); }
+ggml_tensor * ggml_relu_inplace(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, GGML_UNARY_OP_RELU, true); }
+ggml_tensor * ggml_gelu(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, GGML_UNARY_OP_GELU, false); }
+ggml_tensor * ggml_gelu_inplace(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, GGML_UNARY_OP_GELU, true); }
+ggml_tensor * ggml_silu(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, GGML_UNARY_OP_SILU, false); }
+ggml_tensor * ggml_silu_inplace(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, GGML_UNARY_OP_SILU, true); }
+
+// ---- reductions -----------------------------------------------------------------------------
+ggml_tensor * ggml_sum_rows(ggml_context * ctx, ggml_tensor * a) {
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, a->type, 1, a->ne[1], a->ne[2], a->ne[3]);
+    r->op = GGML_OP_SUM_ROWS;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_argmax(ggml_context * ctx, ggml_tensor * a) {
+    GGML_ASSERT(ggml_is_matrix(a) && a->type == GGML_TYPE_F32);
+    ggml_tensor * r = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, a->ne[1]);
+    r->op = GGML_OP_ARGMAX;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_concat(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int dim) {
+    GGML_ASSERT(dim >= 0 && dim < GGML_MAX_DIMS && a->type == b->type);
+    int64_t ne[GGML_MAX_DIMS];
+    for (int d = 0; d < GGML_MAX_DIMS; ++d) {
+        if (d == dim) { ne[d] = a->ne[d] + b->ne[d]; continue; }
+        GGML_ASSERT(a->ne[d] == b->ne[d]);
+        ne[d] = a->ne[d];
+    }
+    ggml_tensor * r = ggml_new_tensor(ctx, a->type, GGML_MAX_DIMS, ne);
+    ggml_set_op_params_i32(r, 0, dim);
+    r->op = GGML_OP_CONCAT;
+    r->src[0] = a;
+    r->src[1] = b;
+    return finish_op(ctx, r);
+}
+
+static ggml_tensor * norm_impl(ggml_context * ctx, ggml_tensor * a, float eps, enum ggml_op op, bool inplace) {
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    r->op = op;
+    ggml_set_op_params_f32(r, 0, eps);
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_norm(ggml_context * ctx, ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_NORM, false); }
+ggml_tensor * ggml_norm_inplace(ggml_context * ctx, ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_NORM, true); }
+ggml_tensor * ggml_rms_norm(ggml_context * ctx, ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, false); }
+ggml_tensor * ggml_rms_norm_inplace(ggml_context * ctx, ggml_tensor * a, float eps) { return norm_impl(ctx, a, eps, GGML_OP_RMS_NORM, true); }
+
+// ---- matmul -----------------------------------------------------------------------------------
+ggml_tensor * ggml_mul_mat(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    if (a->ne[0] != b->ne[0] || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0 || ggml_is_transposed(a)) {
+        GGML_ABORT("ggml_mul_mat: incompatible shapes a [%lld,%lld,%lld,%lld] b [%lld,%lld,%lld,%lld]%s",
+                   (long long) a->ne[0], (long long) a->ne[1], (long long) a->ne[2], (long long) a->ne[3],
+                   (long long) b->ne[0], (long long) b->ne[1], (long long) b->ne[2], (long long) b->ne[3],
+                   ggml_is_transposed(a) ? " (a is transposed)" : "");
+    }
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, a->ne[1], b->ne[1], b->ne[2], b->ne[3]);
+    r->op = GGML_OP_MUL_MAT;
+    r->src[0] = a;
+    r->src[1] = b;
+    return finish_op(ctx, r);
+}
+
+// ---- views --------------------------------------------------------------------------------------
+ggml_tensor * ggml_reshape(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    return ggml_reshape_4d(ctx, a, b->ne[0], b->ne[1], b->ne[2], b->ne[3]);
+}
+static ggml_tensor * reshape_impl(ggml_context * ctx, ggml_tensor * a, int n_dims, const int64_t * ne) {
+    GGML_ASSERT(ggml_is_contiguous(a));
+    int64_t n = 1;
+    for (int i = 0; i < n_dims; ++i) n *= ne[i];
+    if (n != ggml_nelements(a)) {
+        GGML_ABORT("ggml_reshape: %lld elements cannot be reshaped to %lld", (long long) ggml_nelements(a), (long long) n);
+    }
+    ggml_tensor * r = ggml_new_tensor_impl(ctx, a->type, n_dims, ne, a, 0);
+    ggml_format_name(r, "%s (reshaped)", a->name);
+    r->op = GGML_OP_RESHAPE;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_reshape_1d(ggml_context * ctx, ggml_tensor * a, int64_t ne0) { return reshape_impl(ctx, a, 1, &ne0); }
+ggml_tensor * ggml_reshape_2d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1) {
+    const int64_t ne[] = {ne0, ne1};
+    return reshape_impl(ctx, a, 2, ne);
+}
+ggml_tensor * ggml_reshape_3d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2) {
+    const int64_t ne[] = {ne0, ne1, ne2};
+    return reshape_impl(ctx, a, 3, ne);
+}
+ggml_tensor * ggml_reshape_4d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    const int64_t ne[] = {ne0, ne1, ne2, ne3};
+    return reshape_impl(ctx, a, 4, ne);
+}
+
+static ggml_tensor * view_impl(ggml_context * ctx, ggml_tensor * a, int n_dims, const int64_t * ne, const size_t * nb, size_t offset) {
+    ggml_tensor * r = ggml_new_tensor_impl(ctx, a->type, n_dims, ne, a, offset);
+    ggml_format_name(r, "%s (view)", a->name);
+    for (int i = 1; i < n_dims; ++i) r->nb[i] = nb[i - 1];
+    for (int i = n_dims; i < GGML_MAX_DIMS; ++i) r->nb[i] = r->nb[i - 1] * r->ne[i - 1];
+    // the view's extent must stay inside the viewed bytes
+    GGML_ASSERT(ggml_nbytes(r) == 0 || r->view_offs + ggml_nbytes(r) <= ggml_nbytes(r->view_src));
+    std::memcpy(r->op_params, &offset, sizeof(offset));
+    r->op = GGML_OP_VIEW;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_view_1d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, size_t offset) {
+    return view_impl(ctx, a, 1, &ne0, nullptr, offset);
+}
+ggml_tensor * ggml_view_2d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset) {
+    const int64_t ne[] = {ne0, ne1};
+    const size_t nb[] = {nb1};
+    return view_impl(ctx, a, 2, ne, nb, offset);
+}
+ggml_tensor * ggml_view_3d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset) {
+    const int64_t ne[] = {ne0, ne1, ne2};
+    const size_t nb[] = {nb1, nb2};
+    return view_impl(ctx, a, 3, ne, nb, offset);
+}
+ggml_tensor * ggml_view_4d(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                           size_t nb1, size_t nb2, size_t nb3, size_t offset) {
+    const int64_t ne[] = {ne0, ne1, ne2, ne3};
+    const size_t nb[] = {nb1, nb2, nb3};
+    return view_impl(ctx, a, 4, ne, nb, offset);
+}
+
+ggml_tensor * ggml_permute(ggml_context * ctx, ggml_tensor * a, int axis0, int axis1, int axis2, int axis3) {
+    const int axes[4] = {axis0, axis1, axis2, axis3};
+    for (int i = 0; i < 4; ++i) {
+        GGML_ASSERT(axes[i] >= 0 && axes[i] < GGML_MAX_DIMS);
+        for (int j = 0; j < i; ++j) GGML_ASSERT(axes[i] != axes[j]);
+    }
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    ggml_format_name(r, "%s (permuted)", a->name);
+    // source dim i goes to position axes[i]
+    for (int i = 0; i < 4; ++i) {
+        r->ne[axes[i]] = a->ne[i];
+        r->nb[axes[i]] = a->nb[i];
+    }
+    r->op = GGML_OP_PERMUTE;
+    r->src[0] = a;
+    for (int i = 0; i < 4; ++i) ggml_set_op_params_i32(r, i, axes[i]);
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_transpose(ggml_context * ctx, ggml_tensor * a) {
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    ggml_format_name(r, "%s (transposed)", a->name);
+    r->ne[0] = a->ne[1]; r->ne[1] = a->ne[0];
+    r->nb[0] = a->nb[1]; r->nb[1] = a->nb[0];
+    r->op = GGML_OP_TRANSPOSE;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+
+// ---- rows -----------------------------------------------------------------------------------------
+ggml_tensor * ggml_get_rows(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    GGML_ASSERT(a->ne[2] == b->ne[1] && b->ne[3] == 1 && b->type == GGML_TYPE_I32);
+    const enum ggml_type type = a->type == GGML_TYPE_I32 ? GGML_TYPE_I32 : GGML_TYPE_F32;
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, type, a->ne[0], b->ne[0], b->ne[1], b->ne[2]);
+    r->op = GGML_OP_GET_ROWS;
+    r->src[0] = a;
+    r->src[1] = b;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_set_rows(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c) {
+    GGML_ASSERT(a->ne[0] == b->ne[0] && b->ne[1] == c->ne[0]);
+    GGML_ASSERT(a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3]);
+    GGML_ASSERT(b->ne[2] % c->ne[1] == 0 && b->ne[3] % c->ne[2] == 0 && c->ne[3] == 1);
+    GGML_ASSERT(b->type == GGML_TYPE_F32 && (c->type == GGML_TYPE_I32 || c->type == GGML_TYPE_I64));
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    r->op = GGML_OP_SET_ROWS;
+    r->src[0] = b;
+    r->src[1] = c;
+    return finish_op(ctx, r);
+}
+
+// ---- masks, softmax, rope ------------------------------------------------------------------------
+static ggml_tensor * diag_mask_inf_impl(ggml_context * ctx, ggml_tensor * a, int n_past, bool inplace) {
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    ggml_set_op_params_i32(r, 0, n_past);
+    r->op = GGML_OP_DIAG_MASK_INF;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_diag_mask_inf(ggml_context * ctx, ggml_tensor * a, int n_past) { return diag_mask_inf_impl(ctx, a, n_past, false); }
+ggml_tensor * ggml_diag_mask_inf_inplace(ggml_context * ctx, ggml_tensor * a, int n_past) { return diag_mask_inf_impl(ctx, a, n_past, true); }
+
+static ggml_tensor * soft_max_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * mask, float scale, float max_bias, bool inplace) {
+    GGML_ASSERT(ggml_is_contiguous_rows(a) && a->type == GGML_TYPE_F32);
+    if (mask) {
+        GGML_ASSERT(mask->type == GGML_TYPE_F16 || mask->type == GGML_TYPE_F32);
+        GGML_ASSERT(mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1]);
+        GGML_ASSERT(a->ne[2] % mask->ne[2] == 0 && a->ne[3] % mask->ne[3] == 0);
+    }
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    ggml_set_op_params_f32(r, 0, scale);
+    ggml_set_op_params_f32(r, 1, max_bias);
+    r->op = GGML_OP_SOFT_MAX;
+    r->src[0] = a;
+    r->src[1] = mask;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_soft_max(ggml_context * ctx, ggml_tensor * a) { return soft_max_impl(ctx, a, nullptr, 1.0f, 0.0f, false); }
+ggml_tensor * ggml_soft_max_inplace(ggml_context * ctx, ggml_tensor * a) { return soft_max_impl(ctx, a, nullptr, 1.0f, 0.0f, true); }
+ggml_tensor * ggml_soft_max_ext(ggml_context * ctx, ggml_tensor * a, ggml_tensor * mask, float scale, float max_bias) {
+    return soft_max_impl(ctx, a, mask, scale, max_bias, false);
+}
+
+static ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims, int mode,
+                               int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                               float beta_fast, float beta_slow, bool inplace) {
+    GGML_ASSERT(b->type == GGML_TYPE_I32 && ggml_is_vector(b) && a->ne[2] == b->ne[0]);
+    GGML_ASSERT(n_dims <= a->ne[0] && n_dims % 2 == 0);
+    GGML_ASSERT(c == nullptr || (c->type == GGML_TYPE_F32 && c->ne[0] >= n_dims / 2));
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    int32_t params[11] = {0, n_dims, mode, 0, n_ctx_orig};
+    std::memcpy(params + 5, &freq_base, 4);
+    std::memcpy(params + 6, &freq_scale, 4);
+    std::memcpy(params + 7, &ext_factor, 4);
+    std::memcpy(params + 8, &attn_factor, 4);
+    std::memcpy(params + 9, &beta_fast, 4);
+    std::memcpy(params + 10, &beta_slow, 4);
+    ggml_set_op_params(r, params, sizeof(params));
+    r->op = GGML_OP_ROPE;
+    r->src[0] = a;
+    r->src[1] = b;
+    r->src[2] = c;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_rope(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int n_dims, int mode) {
+    return rope_impl(ctx, a, b, nullptr, n_dims, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, false);
+}
+ggml_tensor * ggml_rope_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int n_dims, int mode) {
+    return rope_impl(ctx, a, b, nullptr, n_dims, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, true);
+}
+ggml_tensor * ggml_rope_ext(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims, int mode,
+                            int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                            float beta_fast, float beta_slow) {
+    return rope_impl(ctx, a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow, false);
+}
+ggml_tensor * ggml_rope_ext_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims, int mode,
+                                    int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                                    float beta_fast, float beta_slow) {
+    return rope_impl(ctx, a, b, c, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow, true);
+}
+
+// ---- attention ---------------------------------------------------------------------------------------
+ggml_tensor * ggml_flash_attn_ext(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
+                                  float scale, float max_bias, float logit_softcap) {
+    GGML_ASSERT(q->type == GGML_TYPE_F32 && q->ne[0] == k->ne[0] && k->ne[1] == v->ne[1]);
+    GGML_ASSERT(k->ne[2] == v->ne[2] && q->ne[2] % k->ne[2] == 0 && q->ne[3] == k->ne[3]);
+    if (mask) {
+        GGML_ASSERT(mask->ne[0] == k->ne[1] && mask->ne[1] >= q->ne[1]);
+        GGML_ASSERT(q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0);
+    }
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[2], q->ne[1], q->ne[3]);
+    ggml_set_op_params_f32(r, 0, scale);
+    ggml_set_op_params_f32(r, 1, max_bias);
+    ggml_set_op_params_f32(r, 2, logit_softcap);
+    r->op = GGML_OP_FLASH_ATTN_EXT;
+    r->src[0] = q;
+    r->src[1] = k;
+    r->src[2] = v;
+    r->src[3] = mask;
+    return finish_op(ctx, r);
+}
+void ggml_flash_attn_ext_set_prec(ggml_tensor * a, int prec) { ggml_set_op_params_i32(a, 3, prec); }
+
+// ---- custom ops -------------------------------------------------------------------------------------------
+
+static ggml_tensor * custom_impl(ggml_context * ctx, enum ggml_op op, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c,
+                                 void * fun, int n_tasks, void * userdata, bool inplace) {
+    ggml_tensor * r = new_result(ctx, a, inplace);
+    const custom_op_params params = {fun, n_tasks, userdata};
+    ggml_set_op_params(r, &params, sizeof(params));
+    r->op = op;
+    r->src[0] = a;
+    r->src[1] = b;
+    r->src[2] = c;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_map_custom1(ggml_context * ctx, ggml_tensor * a, ggml_custom1_op_t fun, int n_tasks, void * userdata) {
+    return custom_impl(ctx, GGML_OP_MAP_CUSTOM1, a, nullptr, nullptr, (void *) fun, n_tasks, userdata, false);
+}
+ggml_tensor * ggml_map_custom1_inplace(ggml_context * ctx, ggml_tensor * a, ggml_custom1_op_t fun, int n_tasks, void * userdata) {
+    return custom_impl(ctx, GGML_OP_MAP_CUSTOM1, a, nullptr, nullptr, (void *) fun, n_tasks, userdata, true);
+}
+ggml_tensor * ggml_map_custom2(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks, void * userdata) {
+    return custom_impl(ctx, GGML_OP_MAP_CUSTOM2, a, b, nullptr, (void *) fun, n_tasks, userdata, false);
+}
+ggml_tensor * ggml_map_custom2_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks, void * userdata) {
+    return custom_impl(ctx, GGML_OP_MAP_CUSTOM2, a, b, nullptr, (void *) fun, n_tasks, userdata, true);
+}
+ggml_tensor * ggml_map_custom3(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, ggml_custom3_op_t fun, int n_tasks, void * userdata) {
+    return custom_impl(ctx, GGML_OP_MAP_CUSTOM3, a, b, c, (void *) fun, n_tasks, userdata, false);
+}
+ggml_tensor * ggml_map_custom3_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, ggml_custom3_op_t fun, int n_tasks, void * userdata) {
+    return custom_impl(ctx, GGML_OP_MAP_CUSTOM3, a, b, c, (void *) fun, n_tasks, userdata, true);
+}
+
+// ---- names ---------------------------------------------------------------------------------------------------
+static const char * const g_op_names[GGML_OP_COUNT] = {
+    "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SQR", "SQRT", "SUM_ROWS", "ARGMAX", "CONCAT", "NORM", "RMS_NORM",
+    "MUL_MAT", "SCALE", "CPY", "CONT", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "SET_ROWS",
+    "DIAG_MASK_INF", "SOFT_MAX", "ROPE", "FLASH_ATTN_EXT", "UNARY", "MAP_CUSTOM1", "MAP_CUSTOM2", "MAP_CUSTOM3",
+};
+const char * ggml_op_name(enum ggml_op op) { return op >= 0 && op < GGML_OP_COUNT ? g_op_names[op] : "?"; }
+const char * ggml_unary_op_name(enum ggml_unary_op op) {
+    switch (op) {
+        case GGML_UNARY_OP_RELU: return "RELU";
+        case GGML_UNARY_OP_GELU: return "GELU";
+        case GGML_UNARY_OP_SILU: return "SILU";
+        default: return "?";
+    }
+}
+const char * ggml_op_desc(const ggml_tensor * t) {
+    if (t->op == GGML_OP_UNARY) return ggml_unary_op_name((enum ggml_unary_op) t->op_params[0]);
+    return ggml_op_name(t->op);
+}

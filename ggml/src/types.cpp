@@ -1,0 +1,156 @@
+// Type traits, fp16/bf16 conversion and the GGUF block formats Q8_0 and Q4_0.
+#include "types.h"
+
+#include <cmath>
+#include <cstring>
+
+// ---- fp16 / bf16 (IEEE half, bfloat16 = top half of a float) -----------------------------
+static inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+float ggml_fp16_to_fp32(ggml_fp16_t h) {
+    const uint32_t sign = (uint32_t) (h & 0x8000) << 16;
+    const uint32_t exp = (h >> 10) & 0x1f;
+    const uint32_t mant = h & 0x3ff;
+    if (exp == 0) {
+        // zero or subnormal: value = mant * 2^-24
+        const float v = (float) mant * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13)); // inf / nan
+    return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+ggml_fp16_t ggml_fp32_to_fp16(float f) {
+    const uint32_t x = f32_bits(f);
+    const uint32_t sign = (x >> 16) & 0x8000;
+    const uint32_t absx = x & 0x7fffffff;
+    if (absx > 0x7f800000) return (ggml_fp16_t) (sign | 0x7e00); // nan
+    if (absx >= 0x477ff000) return (ggml_fp16_t) (sign | 0x7c00); // rounds to inf
+    if (absx < 0x38800000) {
+        // subnormal half: round-to-nearest-even of absx * 2^24
+        const float v = bits_f32(absx) * 16777216.0f;
+        const float r = std::nearbyint(v); // default rounding mode is to-nearest-even
+        return (ggml_fp16_t) (sign | (uint32_t) r);
+    }
+    // normal: rebias the exponent, round mantissa to 10 bits (nearest even)
+    uint32_t m = absx + 0xc8000fff + ((absx >> 13) & 1); // -(112<<23) + rounding bias
+    return (ggml_fp16_t) (sign | (m >> 13));
+}
+
+void ggml_fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = ggml_fp16_to_fp32(x[i]);
+}
+void ggml_fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = ggml_fp32_to_fp16(x[i]);
+}
+
+ggml_bf16_t ggml_fp32_to_bf16(float f) {
+    const uint32_t u = f32_bits(f);
+    ggml_bf16_t h;
+    if ((u & 0x7fffffff) > 0x7f800000) { h.bits = (uint16_t) ((u >> 16) | 64); return h; } // quiet nan
+    h.bits = (uint16_t) ((u + (0x7fff + ((u >> 16) & 1))) >> 16); // nearest even
+    return h;
+}
+float ggml_bf16_to_fp32(ggml_bf16_t h) { return bits_f32((uint32_t) h.bits << 16); }
+void ggml_bf16_to_fp32_row(const ggml_bf16_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = ggml_bf16_to_fp32(x[i]);
+}
+void ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = ggml_fp32_to_bf16(x[i]);
+}
+
+// ---- Q8_0: d = max|x|/127, q = round(x/d) ----------------------------------------------------
+void quantize_row_q8_0_ref(const float * x, block_q8_0 * y, int64_t k) {
+    GGML_ASSERT(k % QK8_0 == 0);
+    for (int64_t b = 0; b < k / QK8_0; ++b) {
+        const float * xb = x + b * QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = ggml_fp32_to_fp16(d);
+        for (int j = 0; j < QK8_0; ++j) y[b].qs[j] = (int8_t) std::lround(xb[j] * id);
+    }
+}
+void dequantize_row_q8_0(const block_q8_0 * x, float * y, int64_t k) {
+    for (int64_t b = 0; b < k / QK8_0; ++b) {
+        const float d = ggml_fp16_to_fp32(x[b].d);
+        for (int j = 0; j < QK8_0; ++j) y[b * QK8_0 + j] = x[b].qs[j] * d;
+    }
+}
+
+// ---- Q4_0: d = (value of largest magnitude)/-8, q = x/d + 8 in [0,15]; value = (q-8)*d ---------
+void quantize_row_q4_0_ref(const float * x, block_q4_0 * y, int64_t k) {
+    GGML_ASSERT(k % QK4_0 == 0);
+    for (int64_t b = 0; b < k / QK4_0; ++b) {
+        const float * xb = x + b * QK4_0;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_0; ++j) {
+            if (std::fabs(xb[j]) > amax) { amax = std::fabs(xb[j]); max = xb[j]; }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = ggml_fp32_to_fp16(d);
+        // low nibbles hold elements 0..15, high nibbles 16..31
+        for (int j = 0; j < QK4_0 / 2; ++j) {
+            const int q0 = std::min(15, (int) (xb[j] * id + 8.5f));
+            const int q1 = std::min(15, (int) (xb[j + QK4_0 / 2] * id + 8.5f));
+            y[b].qs[j] = (uint8_t) (q0 | (q1 << 4));
+        }
+    }
+}
+void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t k) {
+    for (int64_t b = 0; b < k / QK4_0; ++b) {
+        const float d = ggml_fp16_to_fp32(x[b].d);
+        for (int j = 0; j < QK4_0 / 2; ++j) {
+            y[b * QK4_0 + j] = ((x[b].qs[j] & 0x0f) - 8) * d;
+            y[b * QK4_0 + j + QK4_0 / 2] = ((x[b].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+// ---- traits table ---------------------------------------------------------------------------
+static void f32_to_float(const void * x, float * y, int64_t k) { std::memcpy(y, x, k * sizeof(float)); }
+static void f32_from_float(const float * x, void * y, int64_t k) { std::memcpy(y, x, k * sizeof(float)); }
+static void f16_to_float(const void * x, float * y, int64_t k) { ggml_fp16_to_fp32_row((const ggml_fp16_t *) x, y, k); }
+static void f16_from_float(const float * x, void * y, int64_t k) { ggml_fp32_to_fp16_row(x, (ggml_fp16_t *) y, k); }
+static void bf16_to_float(const void * x, float * y, int64_t k) { ggml_bf16_to_fp32_row((const ggml_bf16_t *) x, y, k); }
+static void bf16_from_float(const float * x, void * y, int64_t k) { ggml_fp32_to_bf16_row(x, (ggml_bf16_t *) y, k); }
+static void q8_0_to_float(const void * x, float * y, int64_t k) { dequantize_row_q8_0((const block_q8_0 *) x, y, k); }
+static void q8_0_from_float(const float * x, void * y, int64_t k) { quantize_row_q8_0_ref(x, (block_q8_0 *) y, k); }
+static void q4_0_to_float(const void * x, float * y, int64_t k) { dequantize_row_q4_0((const block_q4_0 *) x, y, k); }
+static void q4_0_from_float(const float * x, void * y, int64_t k) { quantize_row_q4_0_ref(x, (block_q4_0 *) y, k); }
+
+static ggml_type_traits g_traits[GGML_TYPE_COUNT];
+
+static bool init_traits() {
+    for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};
+    g_traits[GGML_TYPE_F32]  = {"f32", 1, 0, sizeof(float), false, f32_to_float, f32_from_float};
+    g_traits[GGML_TYPE_F16]  = {"f16", 1, 0, sizeof(ggml_fp16_t), false, f16_to_float, f16_from_float};
+    g_traits[GGML_TYPE_BF16] = {"bf16", 1, 0, sizeof(ggml_bf16_t), false, bf16_to_float, bf16_from_float};
+    g_traits[GGML_TYPE_Q8_0] = {"q8_0", QK8_0, 0, sizeof(block_q8_0), true, q8_0_to_float, q8_0_from_float};
+    g_traits[GGML_TYPE_Q4_0] = {"q4_0", QK4_0, 0, sizeof(block_q4_0), true, q4_0_to_float, q4_0_from_float};
+    g_traits[GGML_TYPE_I8]   = {"i8", 1, 0, 1, false, nullptr, nullptr};
+    g_traits[GGML_TYPE_I16]  = {"i16", 1, 0, 2, false, nullptr, nullptr};
+    g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};
+    g_traits[GGML_TYPE_I64]  = {"i64", 1, 0, 8, false, nullptr, nullptr};
+    return true;
+}
+static const bool g_traits_ready = init_traits();
+
+const ggml_type_traits * ggml_get_type_traits(enum ggml_type type) {
+    (void) g_traits_ready;
+    GGML_ASSERT(type >= 0 && type < GGML_TYPE_COUNT);
+    return &g_traits[type];
+}
+
+bool ggml_type_is_supported(enum ggml_type type) {
+    return type >= 0 && type < GGML_TYPE_COUNT && g_traits[type].blck_size > 0;
+}
+int64_t ggml_blck_size(enum ggml_type type) { return ggml_get_type_traits(type)->blck_size; }
+size_t ggml_type_size(enum ggml_type type) { return ggml_get_type_traits(type)->type_size; }
+const char * ggml_type_name(enum ggml_type type) {
+    return type >= 0 && type < GGML_TYPE_COUNT ? g_traits[type].type_name : "invalid";
+}
+bool ggml_is_quantized(enum ggml_type type) { return ggml_get_type_traits(type)->is_quantized; }

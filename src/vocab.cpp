@@ -1,0 +1,427 @@
+#include "vocab.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <queue>
+
+namespace kvg {
+
+namespace {
+
+const char kSpaceMark[] = "\xE2\x96\x81";  // "▁", U+2581
+constexpr size_t kSpaceMarkLen = 3;
+
+// A piece longer than this is a corrupt length field, not a token.
+constexpr int32_t kMaxPieceBytes = 1 << 20;
+// A tokenizer file larger than this is not a tokenizer.
+constexpr int64_t kMaxFileBytes = int64_t(1) << 30;
+
+void set_err(std::string* err, const std::string& msg) {
+    if (err) *err = msg;
+}
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+// "<0xNN>" -> NN, else -1.
+int parse_byte_piece(const std::string& p) {
+    if (p.size() != 6 || p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return -1;
+    int hi = hex_digit(p[3]), lo = hex_digit(p[4]);
+    if (hi < 0 || lo < 0) return -1;
+    return hi * 16 + lo;
+}
+
+// Length of the well-formed UTF-8 character at s[0..n), or 1 if it is not
+// well-formed (overlong, surrogate, > U+10FFFF, truncated, stray continuation):
+// such a byte becomes a character of its own and so goes to byte fallback.
+size_t utf8_char_len(const unsigned char* s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;  // overlong
+        if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;  // overlong
+        if (c == 0xF4) hi = 0x8F;  // > U+10FFFF
+    } else {
+        return 1;
+    }
+    if (n < len) return 1;
+    if (s[1] < lo || s[1] > hi) return 1;
+    for (size_t i = 2; i < len; i++) {
+        if (s[i] < 0x80 || s[i] > 0xBF) return 1;
+    }
+    return len;
+}
+
+uint32_t read_u32_le(const unsigned char* p) {
+    return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
+
+std::string replace_all(const std::string& s, const char* from, size_t from_len, const char* to,
+                        size_t to_len) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+        if (s.compare(i, from_len, from, from_len) == 0) {
+            out.append(to, to_len);
+            i += from_len;
+        } else {
+            out.push_back(s[i++]);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+Vocab::Vocab() { clear(); }
+
+void Vocab::clear() {
+    pieces_.clear();
+    scores_.clear();
+    types_.clear();
+    piece_to_id_.clear();
+    std::fill(std::begin(byte_to_id_), std::end(byte_to_id_), -1);
+    bos_ = eos_ = unk_ = -1;
+    max_token_length_ = 0;
+    for (auto& v : user_defined_) v.clear();
+}
+
+bool Vocab::load_llama2c(const std::string& path, std::string* err, int expected_n_tokens) {
+    clear();
+    const std::string where = "tokenizer '" + path + "': ";
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+        set_err(err, where + "cannot open file");
+        return false;
+    }
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    if (size < 0 || size > kMaxFileBytes) {
+        set_err(err, where + "cannot determine file size or file too large");
+        return false;
+    }
+    f.seekg(0, std::ios::beg);
+    std::vector<unsigned char> buf((size_t)size);
+    if (size > 0 && !f.read(reinterpret_cast<char*>(buf.data()), size)) {
+        set_err(err, where + "read error");
+        return false;
+    }
+
+    const size_t n = buf.size();
+    size_t off = 0;
+    if (n < 4) {
+        set_err(err, where + "truncated at byte offset 0: missing int32 max_token_length");
+        return false;
+    }
+    const int32_t max_len = (int32_t)read_u32_le(buf.data());
+    if (max_len < 0) {
+        set_err(err, where + "negative max_token_length " + std::to_string(max_len) + " at byte offset 0");
+        return false;
+    }
+    off = 4;
+
+    std::vector<std::string> pieces;
+    std::vector<float> scores;
+    for (int i = 0;; i++) {
+        if (expected_n_tokens > 0 ? i >= expected_n_tokens : off == n) break;
+        const std::string tok = "token " + std::to_string(i);
+        if (n - off < 8) {
+            set_err(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok +
+                             " needs score and length (8 bytes), " + std::to_string(n - off) + " left");
+            return false;
+        }
+        const uint32_t score_bits = read_u32_le(buf.data() + off);
+        float score;
+        std::memcpy(&score, &score_bits, sizeof(score));
+        const int32_t len = (int32_t)read_u32_le(buf.data() + off + 4);
+        if (len < 0 || len > kMaxPieceBytes) {
+            set_err(err, where + "bad length " + std::to_string(len) + " for " + tok + " at byte offset " +
+                             std::to_string(off + 4));
+            return false;
+        }
+        off += 8;
+        if (n - off < (size_t)len) {
+            set_err(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok + " needs " +
+                             std::to_string(len) + " bytes, " + std::to_string(n - off) + " left");
+            return false;
+        }
+        pieces.emplace_back(reinterpret_cast<const char*>(buf.data() + off), (size_t)len);
+        scores.push_back(score);
+        off += (size_t)len;
+    }
+    if (off != n) {
+        set_err(err, where + std::to_string(n - off) + " trailing bytes after " + std::to_string(pieces.size()) +
+                         " tokens at byte offset " + std::to_string(off));
+        return false;
+    }
+    if (pieces.size() < 3) {
+        set_err(err, where + "only " + std::to_string(pieces.size()) +
+                         " tokens; the format needs <unk>, <s>, </s> at ids 0, 1, 2");
+        return false;
+    }
+
+    // llama2.c's exporter wrote ' ' for "▁" and wrapped BOS/EOS in newlines;
+    // undo both so pieces match SentencePiece / GGUF.
+    for (auto& p : pieces) p = replace_all(p, " ", 1, kSpaceMark, kSpaceMarkLen);
+    if (pieces[1] == "\n<s>\n") pieces[1] = "<s>";
+    if (pieces[2] == "\n</s>\n") pieces[2] = "</s>";
+
+    if (!init(std::move(pieces), std::move(scores), {}, 1, 2, 0, err)) {
+        if (err) *err = where + *err;
+        return false;
+    }
+    max_token_length_ = max_len;
+    return true;
+}
+
+bool Vocab::init(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types, int bos,
+                 int eos, int unk, std::string* err) {
+    clear();
+    const size_t n = pieces.size();
+    if (n == 0) {
+        set_err(err, "vocab has no tokens");
+        return false;
+    }
+    if (n > (size_t)std::numeric_limits<int>::max()) {
+        set_err(err, "vocab too large");
+        return false;
+    }
+    if (!scores.empty() && scores.size() != n) {
+        set_err(err, "scores has " + std::to_string(scores.size()) + " entries for " + std::to_string(n) + " tokens");
+        return false;
+    }
+    if (!types.empty() && types.size() != n) {
+        set_err(err, "token types has " + std::to_string(types.size()) + " entries for " + std::to_string(n) +
+                         " tokens");
+        return false;
+    }
+    for (int id : {bos, eos, unk}) {
+        if (id < -1 || id >= (int)n) {
+            set_err(err, "special token id " + std::to_string(id) + " out of range [0, " + std::to_string(n) + ")");
+            return false;
+        }
+    }
+    if (scores.empty()) scores.assign(n, 0.0f);
+    for (size_t i = 0; i < n; i++) {
+        // NaN would break the merge queue's ordering.
+        if (std::isnan(scores[i])) {
+            set_err(err, "score of token " + std::to_string(i) + " is NaN");
+            return false;
+        }
+    }
+    if (types.empty()) {
+        types.assign(n, TOKEN_TYPE_NORMAL);
+        for (size_t i = 0; i < n; i++) {
+            if (parse_byte_piece(pieces[i]) >= 0) types[i] = TOKEN_TYPE_BYTE;
+        }
+        if (bos >= 0) types[bos] = TOKEN_TYPE_CONTROL;
+        if (eos >= 0) types[eos] = TOKEN_TYPE_CONTROL;
+        if (unk >= 0) types[unk] = TOKEN_TYPE_UNKNOWN;
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        const int t = types[i];
+        if (t < TOKEN_TYPE_UNDEFINED || t > TOKEN_TYPE_BYTE) {
+            set_err(err, "token " + std::to_string(i) + " has unknown type " + std::to_string(t));
+            clear();
+            return false;
+        }
+        if (t == TOKEN_TYPE_BYTE) {
+            const int b = parse_byte_piece(pieces[i]);
+            if (b < 0) {
+                set_err(err, "token " + std::to_string(i) + " has type byte but its piece is not <0xNN>");
+                clear();
+                return false;
+            }
+            if (byte_to_id_[b] < 0) byte_to_id_[b] = (int)i;
+        }
+        if (t == TOKEN_TYPE_USER_DEFINED && !pieces[i].empty()) {
+            user_defined_[(unsigned char)pieces[i][0]].push_back((int)i);
+        }
+        piece_to_id_.emplace(pieces[i], (int)i);  // keeps the first id of a duplicate
+    }
+    pieces_ = std::move(pieces);
+    scores_ = std::move(scores);
+    types_ = std::move(types);
+    for (auto& v : user_defined_) {
+        std::stable_sort(v.begin(), v.end(), [&](int a, int b) { return pieces_[a].size() > pieces_[b].size(); });
+    }
+    bos_ = bos;
+    eos_ = eos;
+    unk_ = unk;
+    return true;
+}
+
+bool Vocab::is_mergeable(int id) const {
+    const int t = types_[id];
+    return t == TOKEN_TYPE_NORMAL || t == TOKEN_TYPE_UNDEFINED || t == TOKEN_TYPE_USER_DEFINED;
+}
+
+std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
+    std::vector<int> out;
+    if (add_bos && bos_ >= 0) out.push_back(bos_);
+    if (text.empty() || pieces_.empty()) return out;
+
+    // Normalise: dummy prefix, then every space becomes "▁".
+    std::string norm;
+    norm.reserve(text.size() + kSpaceMarkLen * 4);
+    norm.append(kSpaceMark, kSpaceMarkLen);
+    for (char c : text) {
+        if (c == ' ') {
+            norm.append(kSpaceMark, kSpaceMarkLen);
+        } else {
+            norm.push_back(c);
+        }
+    }
+
+    // Symbols form a doubly linked list over byte ranges of norm; a merged-away
+    // symbol has len 0.
+    struct Sym {
+        int start, len, prev, next;
+        bool frozen;  // a user-defined piece: never merged further
+    };
+    std::vector<Sym> syms;
+    syms.reserve(norm.size());
+    const auto* s = reinterpret_cast<const unsigned char*>(norm.data());
+    for (size_t pos = 0; pos < norm.size();) {
+        size_t len = 0;
+        bool frozen = false;
+        for (int id : user_defined_[s[pos]]) {
+            const std::string& p = pieces_[id];
+            if (norm.compare(pos, p.size(), p) == 0) {
+                len = p.size();
+                frozen = true;
+                break;
+            }
+        }
+        if (len == 0) len = utf8_char_len(s + pos, norm.size() - pos);
+        const int i = (int)syms.size();
+        syms.push_back({(int)pos, (int)len, i - 1, i + 1, frozen});
+        pos += len;
+    }
+    syms.back().next = -1;
+
+    // Candidate merges; stale ones (a side merged since) are skipped on pop.
+    struct Cand {
+        float score;
+        int left, right, len;
+    };
+    auto lower = [](const Cand& a, const Cand& b) {
+        if (a.score != b.score) return a.score < b.score;
+        return a.left > b.left;  // leftmost wins ties
+    };
+    std::priority_queue<Cand, std::vector<Cand>, decltype(lower)> queue(lower);
+
+    std::string key;  // reused so lookups do not allocate each time
+    auto lookup = [&](int start, int len) -> int {
+        key.assign(norm, (size_t)start, (size_t)len);
+        auto it = piece_to_id_.find(key);
+        return it == piece_to_id_.end() ? -1 : it->second;
+    };
+    auto push_pair = [&](int l, int r) {
+        if (l < 0 || r < 0 || syms[l].frozen || syms[r].frozen) return;
+        const int len = syms[l].len + syms[r].len;
+        const int id = lookup(syms[l].start, len);
+        if (id < 0 || !is_mergeable(id)) return;
+        queue.push({scores_[id], l, r, len});
+    };
+
+    for (size_t i = 0; i + 1 < syms.size(); i++) push_pair((int)i, (int)i + 1);
+
+    while (!queue.empty()) {
+        const Cand c = queue.top();
+        queue.pop();
+        Sym& l = syms[c.left];
+        Sym& r = syms[c.right];
+        // Start offsets never change, so adjacency + same total length means
+        // the pair still spells the same piece.
+        if (l.len == 0 || r.len == 0 || l.next != c.right || l.len + r.len != c.len) continue;
+        l.len = c.len;
+        r.len = 0;
+        l.next = r.next;
+        if (r.next >= 0) syms[r.next].prev = c.left;
+        push_pair(l.prev, c.left);
+        push_pair(c.left, l.next);
+    }
+
+    for (int i = 0; i >= 0; i = syms[i].next) {
+        const Sym& sym = syms[i];
+        const int id = lookup(sym.start, sym.len);
+        if (id >= 0 && is_mergeable(id)) {
+            out.push_back(id);
+            continue;
+        }
+        // Byte fallback; SentencePiece emits one <unk> if any byte lacks a token.
+        bool all_bytes = true;
+        for (int k = 0; k < sym.len; k++) all_bytes = all_bytes && byte_to_id_[s[sym.start + k]] >= 0;
+        if (all_bytes) {
+            for (int k = 0; k < sym.len; k++) out.push_back(byte_to_id_[s[sym.start + k]]);
+        } else if (unk_ >= 0) {
+            out.push_back(unk_);
+        }
+    }
+    return out;
+}
+
+std::string Vocab::token_to_piece(int id) const {
+    if (!valid_id(id)) return {};
+    switch (types_[id]) {
+        case TOKEN_TYPE_CONTROL:
+            return {};
+        case TOKEN_TYPE_UNKNOWN:
+            return " \xE2\x81\x87 ";  // " ⁇ "
+        case TOKEN_TYPE_BYTE:
+            return std::string(1, (char)parse_byte_piece(pieces_[id]));
+        default:
+            return replace_all(pieces_[id], kSpaceMark, kSpaceMarkLen, " ", 1);
+    }
+}
+
+std::string Vocab::decode_next(int prev, int id) const {
+    std::string p = token_to_piece(id);
+    // Only a text piece carries the dummy prefix; a byte token is literal.
+    const bool text_piece = valid_id(id) && types_[id] != TOKEN_TYPE_BYTE && types_[id] != TOKEN_TYPE_UNKNOWN;
+    if ((prev < 0 || prev == bos_) && text_piece && !p.empty() && p[0] == ' ') p.erase(0, 1);
+    return p;
+}
+
+std::string Vocab::decode(const std::vector<int>& ids) const {
+    std::string out;
+    int prev = -1;
+    for (int id : ids) {
+        out += decode_next(prev, id);
+        prev = id;
+    }
+    return out;
+}
+
+const std::string& Vocab::piece(int id) const {
+    static const std::string empty;
+    return valid_id(id) ? pieces_[id] : empty;
+}
+
+float Vocab::score(int id) const { return valid_id(id) ? scores_[id] : 0.0f; }
+
+int Vocab::type(int id) const { return valid_id(id) ? types_[id] : -1; }
+
+int Vocab::find(const std::string& piece) const {
+    auto it = piece_to_id_.find(piece);
+    return it == piece_to_id_.end() ? -1 : it->second;
+}
+
+}  // namespace kvg

@@ -1,0 +1,97 @@
+// SentencePiece-style BPE tokenizer, as Llama-2 uses it.
+//
+// Pieces are stored in SentencePiece's canonical form: a space is "▁" (U+2581).
+// llama2.c's tokenizer.bin writes spaces instead of "▁" and "\n<s>\n" for BOS;
+// load_llama2c() converts both back, so a vocab looks the same whichever loader
+// filled it (GGUF tokenizer.ggml.model = "llama" already uses "▁").
+//
+// No function throws or aborts on bad input: loaders return false + message,
+// accessors return an empty value for an out-of-range id.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kvg {
+
+// Token types, numbered as SentencePiece / GGUF tokenizer.ggml.token_type.
+enum TokenType : int {
+    TOKEN_TYPE_UNDEFINED    = 0,  // treated as normal
+    TOKEN_TYPE_NORMAL       = 1,
+    TOKEN_TYPE_UNKNOWN      = 2,
+    TOKEN_TYPE_CONTROL      = 3,
+    TOKEN_TYPE_USER_DEFINED = 4,
+    TOKEN_TYPE_UNUSED       = 5,
+    TOKEN_TYPE_BYTE         = 6,
+};
+
+class Vocab {
+public:
+    Vocab();
+
+    // llama2.c tokenizer.bin: int32 max_token_length, then per token
+    // float32 score, int32 len, len bytes. If expected_n_tokens > 0 exactly
+    // that many tokens are read (trailing bytes are an error); otherwise tokens
+    // are read until EOF. Ids 0/1/2 become unk/bos/eos; types are inferred.
+    bool load_llama2c(const std::string& path, std::string* err, int expected_n_tokens = -1);
+
+    // For the GGUF loader. scores may be empty (all 0); types may be empty
+    // (inferred like llama2.c: "<0xNN>" byte, bos/eos control, unk unknown).
+    // bos/eos/unk may be -1 (absent). On failure the vocab is left empty.
+    bool init(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types,
+              int bos, int eos, int unk, std::string* err);
+
+    // Llama-2 SentencePiece encoding: dummy-prefix space, ' ' -> "▁", split into
+    // UTF-8 characters, merge the best-scoring adjacent pair (leftmost on ties)
+    // until none is in the vocab, then byte-fallback for pieces not in it.
+    // Invalid UTF-8 bytes are single-byte characters (SentencePiece would turn
+    // them into U+FFFD first); this keeps decode(encode(s)) == s.
+    std::vector<int> encode(const std::string& text, bool add_bos) const;
+
+    // Text of one token: "▁" -> ' ', "<0xNN>" -> that byte, control -> "",
+    // unknown -> " ⁇ " (SentencePiece's surface for <unk>), bad id -> "".
+    std::string token_to_piece(int id) const;
+
+    // Concatenation of token_to_piece, minus the dummy-prefix space of the first
+    // text token (the first token that is not a control token).
+    std::string decode(const std::vector<int>& ids) const;
+
+    // Streaming form of decode(): the text `id` adds after `prev` (prev < 0 or
+    // BOS means `id` starts the text). A byte token yields one raw byte, which
+    // may be part of a UTF-8 sequence completed by the following tokens.
+    std::string decode_next(int prev, int id) const;
+
+    int n_tokens() const { return (int)pieces_.size(); }
+    int bos() const { return bos_; }
+    int eos() const { return eos_; }
+    int unk() const { return unk_; }
+    int max_token_length() const { return max_token_length_; }  // 0 unless from llama2.c
+
+    // Out-of-range id: "" / 0.0f / -1.
+    const std::string& piece(int id) const;
+    float score(int id) const;
+    int type(int id) const;
+
+    int find(const std::string& piece) const;  // -1 if none
+    int byte_token(uint8_t b) const { return byte_to_id_[b]; }  // -1 if none
+
+private:
+    bool valid_id(int id) const { return id >= 0 && id < (int)pieces_.size(); }
+    bool is_mergeable(int id) const;  // piece may be produced by encode's merges
+    void clear();
+
+    std::vector<std::string> pieces_;
+    std::vector<float> scores_;
+    std::vector<int> types_;
+    std::unordered_map<std::string, int> piece_to_id_;  // first id on duplicates
+    int byte_to_id_[256];  // -1: no byte token for that value
+    int bos_ = -1, eos_ = -1, unk_ = -1;
+    int max_token_length_ = 0;
+    // User-defined pieces are matched whole before BPE (as SentencePiece does),
+    // longest first; bucketed by first byte so the scan stays cheap.
+    std::vector<int> user_defined_[256];
+};
+
+}  // namespace kvg
