@@ -1,6 +1,103 @@
-// TEMPORARY stub, replaced by the kernels work.
-#include "ggml-impl.h"
-int ggml_op_n_tasks(const ggml_tensor *, int) { return 1; }
-int ggml_op_n_phases(const ggml_tensor *) { return 1; }
-size_t ggml_op_work_size(const ggml_tensor *, int) { return 0; }
-void ggml_compute_forward(const ggml_compute_params *, ggml_tensor *) {}
+// Per-op scheduling facts (tasks, phases, scratch) and the dispatch to the kernels.
+#include "kernels.h"
+
+#include <algorithm>
+
+// Below this many elements a node runs as one task: splitting costs more than it saves.
+static const int64_t MIN_ELEMENTS_PER_TASK = 4096;
+
+static int split_by_size(const ggml_tensor * node, int n_threads) {
+    const int64_t n = ggml_nelements(node);
+    const int64_t rows = ggml_nrows(node);
+    int64_t tasks = std::min<int64_t>(n_threads, std::max<int64_t>(1, n / MIN_ELEMENTS_PER_TASK));
+    return (int) std::max<int64_t>(1, std::min(tasks, rows));
+}
+
+int ggml_op_n_tasks(const ggml_tensor * node, int n_threads) {
+    if (ggml_op_is_view(node->op) || node->op == GGML_OP_NONE || ggml_is_empty(node)) return 0;
+    switch (node->op) {
+        case GGML_OP_MUL_MAT:
+        case GGML_OP_FLASH_ATTN_EXT:
+            return n_threads;
+        case GGML_OP_ARGMAX:
+        case GGML_OP_CONCAT:
+            return 1;
+        case GGML_OP_MAP_CUSTOM1:
+        case GGML_OP_MAP_CUSTOM2:
+        case GGML_OP_MAP_CUSTOM3: {
+            const custom_op_params * p = (const custom_op_params *) node->op_params;
+            return p->n_tasks == GGML_N_TASKS_MAX ? n_threads : std::max(1, std::min(p->n_tasks, n_threads));
+        }
+        case GGML_OP_SET_ROWS: {
+            // set_rows splits over the source rows
+            const ggml_tensor * src = node->src[0];
+            return (int) std::max<int64_t>(1, std::min<int64_t>(n_threads, ggml_nelements(src) / MIN_ELEMENTS_PER_TASK));
+        }
+        default:
+            return split_by_size(node, n_threads);
+    }
+}
+
+int ggml_op_n_phases(const ggml_tensor * node) {
+    return node->op == GGML_OP_MUL_MAT ? ggml_mul_mat_n_phases(node) : 1;
+}
+
+size_t ggml_op_work_size(const ggml_tensor * node, int n_tasks) {
+    switch (node->op) {
+        case GGML_OP_MUL_MAT: return ggml_mul_mat_work_size(node, n_tasks);
+        case GGML_OP_FLASH_ATTN_EXT: return ggml_flash_attn_ext_work_size(node, n_tasks);
+        default: return 0;
+    }
+}
+
+static void compute_custom(const ggml_compute_params * params, ggml_tensor * dst) {
+    const custom_op_params * p = (const custom_op_params *) dst->op_params;
+    switch (dst->op) {
+        case GGML_OP_MAP_CUSTOM1:
+            ((ggml_custom1_op_t) p->fun)(dst, dst->src[0], params->ith, params->nth, p->userdata);
+            break;
+        case GGML_OP_MAP_CUSTOM2:
+            ((ggml_custom2_op_t) p->fun)(dst, dst->src[0], dst->src[1], params->ith, params->nth, p->userdata);
+            break;
+        default:
+            ((ggml_custom3_op_t) p->fun)(dst, dst->src[0], dst->src[1], dst->src[2], params->ith, params->nth, p->userdata);
+            break;
+    }
+}
+
+void ggml_compute_forward(const ggml_compute_params * params, ggml_tensor * node) {
+    switch (node->op) {
+        case GGML_OP_DUP:
+        case GGML_OP_CPY:
+        case GGML_OP_CONT: ggml_compute_forward_dup(params, node); break;
+        case GGML_OP_GET_ROWS: ggml_compute_forward_get_rows(params, node); break;
+        case GGML_OP_SET_ROWS: ggml_compute_forward_set_rows(params, node); break;
+        case GGML_OP_CONCAT: ggml_compute_forward_concat(params, node); break;
+        case GGML_OP_ADD:
+        case GGML_OP_SUB:
+        case GGML_OP_MUL:
+        case GGML_OP_DIV: ggml_compute_forward_binary(params, node); break;
+        case GGML_OP_SQR:
+        case GGML_OP_SQRT:
+        case GGML_OP_SCALE:
+        case GGML_OP_UNARY: ggml_compute_forward_map(params, node); break;
+        case GGML_OP_SUM_ROWS: ggml_compute_forward_sum_rows(params, node); break;
+        case GGML_OP_ARGMAX: ggml_compute_forward_argmax(params, node); break;
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM: ggml_compute_forward_norm(params, node); break;
+        case GGML_OP_SOFT_MAX: ggml_compute_forward_soft_max(params, node); break;
+        case GGML_OP_DIAG_MASK_INF: ggml_compute_forward_diag_mask_inf(params, node); break;
+        case GGML_OP_ROPE: ggml_compute_forward_rope(params, node); break;
+        case GGML_OP_MUL_MAT: ggml_compute_forward_mul_mat(params, node); break;
+        case GGML_OP_FLASH_ATTN_EXT: ggml_compute_forward_flash_attn_ext(params, node); break;
+        case GGML_OP_MAP_CUSTOM1:
+        case GGML_OP_MAP_CUSTOM2:
+        case GGML_OP_MAP_CUSTOM3: compute_custom(params, node); break;
+        case GGML_OP_NONE:
+        case GGML_OP_RESHAPE:
+        case GGML_OP_VIEW:
+        case GGML_OP_PERMUTE:
+        case GGML_OP_TRANSPOSE: break;
+        default: GGML_ABORT("ggml_compute_forward: op %s has no CPU kernel", ggml_op_name(node->op));
+    }
+}

@@ -1,0 +1,35 @@
+// CPU kernels, one function per op family. Each runs task params->ith of params->nth
+// (splitting rows so that tasks write disjoint bytes) for phase params->phase.
+#pragma once
+
+#include "ggml-impl.h"
+
+// kernels-copy.cpp
+void ggml_compute_forward_dup(const ggml_compute_params * params, ggml_tensor * dst);      // DUP, CPY, CONT
+void ggml_compute_forward_get_rows(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_set_rows(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_concat(const ggml_compute_params * params, ggml_tensor * dst);
+
+// kernels-elementwise.cpp
+void ggml_compute_forward_binary(const ggml_compute_params * params, ggml_tensor * dst);   // ADD, SUB, MUL, DIV
+void ggml_compute_forward_map(const ggml_compute_params * params, ggml_tensor * dst);      // SQR, SQRT, SCALE, UNARY
+void ggml_compute_forward_sum_rows(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_argmax(const ggml_compute_params * params, ggml_tensor * dst);
+
+// kernels-norm.cpp
+void ggml_compute_forward_norm(const ggml_compute_params * params, ggml_tensor * dst);     // NORM, RMS_NORM
+void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_diag_mask_inf(const ggml_compute_params * params, ggml_tensor * dst);
+
+// kernels-rope.cpp
+void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor * dst);
+
+// kernels-matmul.cpp: phase 0 converts src1 into the weights' vec_dot_type (in wdata),
+// phase 1 computes dot products.
+int    ggml_mul_mat_n_phases(const ggml_tensor * dst);
+size_t ggml_mul_mat_work_size(const ggml_tensor * dst, int n_tasks);
+void   ggml_compute_forward_mul_mat(const ggml_compute_params * params, ggml_tensor * dst);
+
+// kernels-attention.cpp
+size_t ggml_flash_attn_ext_work_size(const ggml_tensor * dst, int n_tasks);
+void   ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggml_tensor * dst);
