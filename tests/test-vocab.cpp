@@ -358,6 +358,8 @@ TEST_CASE("token_to_piece and decode details") {
     CHECK(v.token_to_piece(1).empty());
     CHECK(v.token_to_piece(2).empty());
     CHECK(v.token_to_piece(0) == " \xE2\x81\x87 ");
+    // <unk>'s surface " ⁇ " is literal: no dummy-prefix strip even at the start.
+    CHECK(v.decode({1, 0}) == " \xE2\x81\x87 ");
     CHECK(v.decode({15043, 3186}) == "Hello world");
     CHECK(v.decode({1, 15043, 3186, 2}) == "Hello world");
     // The emoji 🙂 arrives as four byte tokens and must come out whole.
