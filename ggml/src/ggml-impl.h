@@ -55,6 +55,7 @@ struct ggml_cgraph {
     struct ggml_tensor ** nodes; // ops, topologically ordered over data + control edges
     struct ggml_tensor ** leafs; // tensors without an op (weights, inputs, constants)
     struct ggml_hash_set visited_hash_set;
+    struct ggml_context * ctx; // owner: edges the planner adds are stored there
 };
 
 // op_params of GGML_OP_MAP_CUSTOM1..3

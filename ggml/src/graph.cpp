@@ -58,6 +58,7 @@ ggml_cgraph * ggml_new_graph_custom(ggml_context * ctx, size_t size, bool grads)
     char * p = (char *) ctx->mem_buffer + obj->offs;
     ggml_cgraph * g = (ggml_cgraph *) p;
     p += sizeof(ggml_cgraph);
+    g->ctx = ctx;
     g->size = (int) size;
     g->n_nodes = 0;
     g->n_leafs = 0;

@@ -1,0 +1,52 @@
+// kvgraph graph memory planner (CPU): ggml's gallocr names, one compute buffer per
+// allocator, liveness-based reuse and in-place execution that obey dependency edges.
+#pragma once
+
+#include "ggml.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ggml_gallocr * ggml_gallocr_t;
+
+// kvgraph has one backend (CPU memory), so there is no buffer type argument.
+GGML_API ggml_gallocr_t ggml_gallocr_new(void);
+GGML_API void           ggml_gallocr_free(ggml_gallocr_t galloc);
+
+// Plans the graph and grows the buffer to fit it (call with the largest graph shape).
+GGML_API bool   ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
+// Assigns every tensor of the graph that has no data an address in the buffer (planning
+// again only if the graph's structure changed; growing the buffer if needed).
+GGML_API bool   ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
+GGML_API size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc, int buffer_id);
+
+// kvgraph statistics of the last plan.
+struct ggml_gallocr_stats {
+    size_t buffer_bytes;       // peak bytes of the compute buffer
+    size_t sum_tensor_bytes;   // sum of the sizes of all tensors it placed
+    int    n_tensors;          // tensors placed
+    int    n_inplace;          // nodes that reuse their source's bytes
+    int    n_reordered;        // readers moved before an in-place consumer
+    int    n_plans;            // how many times a graph was actually planned
+    int64_t plan_time_us;      // time of the last planning
+};
+GGML_API struct ggml_gallocr_stats ggml_gallocr_get_stats(ggml_gallocr_t galloc);
+
+// For tests/demonstrations: plan like a planner that ignores control edges and orders
+// only by data edges (unsafe with KV-cache style writes through views).
+GGML_API void ggml_gallocr_set_ignore_control_edges(ggml_gallocr_t galloc, bool ignore);
+// Allow or forbid in-place reuse (default: allowed).
+GGML_API void ggml_gallocr_set_inplace(ggml_gallocr_t galloc, bool enable);
+
+// One CPU buffer holding all tensors of a no_alloc context (ggml's
+// ggml_backend_alloc_ctx_tensors, CPU only). Views get their root's address.
+typedef struct ggml_cpu_buffer * ggml_cpu_buffer_t;
+GGML_API ggml_cpu_buffer_t ggml_cpu_alloc_ctx_tensors(struct ggml_context * ctx);
+GGML_API size_t            ggml_cpu_buffer_size(ggml_cpu_buffer_t buffer);
+GGML_API void *            ggml_cpu_buffer_base(ggml_cpu_buffer_t buffer);
+GGML_API void              ggml_cpu_buffer_free(ggml_cpu_buffer_t buffer);
+
+#ifdef __cplusplus
+}
+#endif
