@@ -1,0 +1,650 @@
+// CPU executor: graph plans, the persistent thread pool, and two schedulers.
+//
+// DAG scheduler (default). A node's predecessors are its src[] entries and control
+// edges (deps) that are nodes of the same graph. Each node's pending counter starts at
+// its predecessor count; the thread that finishes a node decrements its successors and
+// makes those reaching zero ready. A ready node is published as n_tasks tokens
+// (node, ith) in a shared lock-free queue; any thread takes any token, so independent
+// nodes run at the same time and a big node still runs its tasks in parallel. The last
+// task of a phase to finish publishes the next phase, so phases stay ordered.
+//
+// Scratch. A node's tasks share ggml_op_work_size(node, n_tasks) bytes. The plan's work
+// buffer holds n_slots = min(n_threads, nodes needing scratch) slots of the largest
+// size; a node needing scratch takes a free slot when it becomes ready (or waits in a
+// FIFO until one frees) and returns it when it finishes. Nodes without scratch never
+// wait. Every node's tasks run with the same n_tasks as in sequential execution, so
+// results are bit-identical.
+//
+// BARRIER scheduler: every node in graph order split over all threads, with a barrier
+// after every phase (ggml's classic schedule). Also used as a fallback for graphs whose
+// node list is not a topological order (duplicates, edges pointing forward).
+//
+// Pool. Workers are created once and reused; a compute wakes them by bumping a
+// generation counter. Idle workers spin briefly (back-to-back computes stay cheap),
+// then block on a condition variable.
+#include "ggml-impl.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+static inline void cpu_relax() { _mm_pause(); }
+#elif defined(__aarch64__)
+static inline void cpu_relax() { __asm__ __volatile__("yield"); }
+#else
+static inline void cpu_relax() {}
+#endif
+
+namespace {
+
+constexpr size_t CACHE_LINE = 64;
+constexpr int SPIN_BEFORE_YIELD = 256;              // pause loops before yielding the core
+constexpr auto WORKER_SPIN_TIME = std::chrono::microseconds(500); // then block
+
+std::atomic<int> g_sched_mode{GGML_SCHED_DAG};
+
+// Set while a thread runs graph work: a compute started from inside a kernel (custom
+// op) runs inline on that thread instead of waiting for the pool it is part of.
+thread_local bool t_in_compute = false;
+
+size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Waits until pred() holds: spins, then yields the core.
+template <typename F> void spin_until(F pred) {
+    for (int k = 0; !pred(); ++k) {
+        if (k < SPIN_BEFORE_YIELD) cpu_relax();
+        else std::this_thread::yield();
+    }
+}
+
+struct barrier_t {
+    alignas(CACHE_LINE) std::atomic<int> count{0};
+    alignas(CACHE_LINE) std::atomic<int> gen{0};
+
+    void wait(int n) {
+        if (n == 1) return;
+        const int g = gen.load(std::memory_order_relaxed);
+        if (count.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
+            count.store(0, std::memory_order_relaxed);
+            gen.fetch_add(1, std::memory_order_release);
+        } else {
+            spin_until([&] { return gen.load(std::memory_order_acquire) != g; });
+        }
+    }
+};
+
+// Per-node run-time state of the DAG scheduler.
+struct node_rt {
+    std::atomic<int> pending{0}; // predecessors not finished yet
+    std::atomic<int> done{0};    // tasks of the current phase finished
+    int n_tasks = 0;
+    int n_phases = 1;
+    int phase = 0;               // written by the last finisher of the previous phase only
+    int slot = -1;               // scratch slot, -1 if none
+    size_t wsize = 0;
+};
+
+// One published task. A cell is valid when its epoch equals the compute's epoch, so the
+// queue never needs clearing between computes.
+struct token_cell {
+    std::atomic<uint32_t> epoch{0};
+    int32_t node = 0;
+    int32_t ith = 0;
+};
+
+} // namespace
+
+// State of one compute (DAG or barrier), reused across computes of a pool.
+struct exec_state {
+    ggml_cgraph * graph = nullptr;
+    int n_threads = 1;
+    bool dag = true;
+    ggml_abort_callback abort_cb = nullptr;
+    void * abort_data = nullptr;
+    std::atomic<bool> aborted{false};
+    std::mutex abort_mutex;
+
+    // scratch
+    uint8_t * wbase = nullptr;
+    size_t wstride = 0;
+    int n_slots = 0;
+
+    // barrier mode
+    barrier_t barrier;
+
+    // DAG mode
+    std::unique_ptr<node_rt[]> nodes;
+    int nodes_cap = 0;
+    std::vector<int> succ_off, succ; // successors, CSR
+    std::vector<int> slot_map;       // graph hash slot -> node index, -1 elsewhere
+    std::vector<int> last_consumer;  // edge de-duplication while building
+    std::vector<std::pair<int, int>> edges;
+
+    std::unique_ptr<token_cell[]> queue;
+    size_t queue_cap = 0;
+    uint32_t epoch = 0;
+    alignas(CACHE_LINE) std::atomic<size_t> q_head{0};
+    alignas(CACHE_LINE) std::atomic<size_t> q_tail{0};
+    alignas(CACHE_LINE) std::atomic<int> nodes_left{0};
+
+    std::mutex slot_mutex;           // only nodes that need scratch take it
+    std::vector<int> free_slots;
+    std::vector<int> slot_waiting;   // FIFO of ready nodes waiting for a slot
+    size_t slot_waiting_head = 0;
+};
+
+struct ggml_threadpool {
+    std::mutex compute_mutex; // one compute at a time per pool
+    std::mutex mutex;         // guards sleeping workers
+    std::condition_variable cv;
+    std::vector<std::thread> workers;
+    // generation << 16 | n_threads of the current job, published in one word so that a
+    // worker never pairs one job's generation with another job's thread count
+    std::atomic<uint64_t> ticket{0};
+    std::atomic<bool> stop{false};
+    alignas(CACHE_LINE) std::atomic<int> n_active{0}; // workers still in the current job
+    exec_state state;         // the job; touched only by workers with ith < its n_threads
+
+    ~ggml_threadpool();
+    void grow(int n_workers);
+    void worker_main(int ith, uint64_t seen);
+    void run(exec_state * st); // caller participates as thread 0
+};
+
+static void run_thread(exec_state * st, int ith);
+
+// ---- pool -------------------------------------------------------------------------------
+
+void ggml_threadpool::worker_main(int ith, uint64_t seen) {
+    t_in_compute = true; // pool threads never wait on their own pool
+    auto changed = [&] { return (ticket.load(std::memory_order_acquire) >> 16) != seen || stop.load(std::memory_order_acquire); };
+    for (;;) {
+        // spin briefly so back-to-back computes need no wake-up, then sleep
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int k = 0; !changed(); ++k) {
+            if (k < SPIN_BEFORE_YIELD) {
+                cpu_relax();
+            } else {
+                std::this_thread::yield();
+                if ((k & 15) == 0 && std::chrono::steady_clock::now() - t0 > WORKER_SPIN_TIME) {
+                    std::unique_lock<std::mutex> lk(mutex);
+                    cv.wait(lk, changed);
+                }
+            }
+        }
+        if (stop.load(std::memory_order_acquire)) return;
+        const uint64_t t = ticket.load(std::memory_order_acquire);
+        seen = t >> 16;
+        if (ith < (int) (t & 0xffff)) {
+            run_thread(&state, ith);
+            n_active.fetch_sub(1, std::memory_order_acq_rel);
+        }
+    }
+}
+
+void ggml_threadpool::grow(int n_workers) {
+    n_workers = std::min(n_workers, GGML_MAX_N_THREADS - 1);
+    while ((int) workers.size() < n_workers) {
+        const int ith = (int) workers.size() + 1;
+        const uint64_t seen = ticket.load(std::memory_order_acquire) >> 16;
+        workers.emplace_back([this, ith, seen] { worker_main(ith, seen); });
+    }
+}
+
+void ggml_threadpool::run(exec_state * st) {
+    GGML_ASSERT(st == &state);
+    grow(st->n_threads - 1);
+    n_active.store(st->n_threads - 1, std::memory_order_relaxed);
+    {
+        std::lock_guard<std::mutex> lk(mutex);
+        const uint64_t gen = (ticket.load(std::memory_order_relaxed) >> 16) + 1;
+        ticket.store(gen << 16 | (uint64_t) st->n_threads, std::memory_order_release);
+    }
+    cv.notify_all();
+    run_thread(st, 0);
+    // workers may still be leaving (or not yet awake): the state must outlive them
+    spin_until([&] { return n_active.load(std::memory_order_acquire) == 0; });
+}
+
+ggml_threadpool::~ggml_threadpool() {
+    {
+        std::lock_guard<std::mutex> lk(mutex);
+        stop.store(true, std::memory_order_release);
+    }
+    cv.notify_all();
+    for (auto & w : workers) w.join();
+}
+
+static ggml_threadpool & default_pool() {
+    static ggml_threadpool pool; // joined at exit
+    return pool;
+}
+
+// ---- DAG scheduler -------------------------------------------------------------------------
+
+// The callback runs between nodes on whichever thread finished one; the mutex keeps
+// calls from overlapping so callbacks need not be thread-safe.
+static bool check_abort(exec_state * st) {
+    if (st->aborted.load(std::memory_order_acquire)) return true;
+    if (!st->abort_cb) return false;
+    std::lock_guard<std::mutex> lk(st->abort_mutex);
+    if (!st->aborted.load(std::memory_order_relaxed) && st->abort_cb(st->abort_data)) {
+        st->aborted.store(true, std::memory_order_release);
+    }
+    return st->aborted.load(std::memory_order_relaxed);
+}
+
+static void push_tokens(exec_state * st, int node) {
+    const int n = st->nodes[node].n_tasks;
+    const size_t pos = st->q_tail.fetch_add((size_t) n, std::memory_order_relaxed);
+    GGML_ASSERT(pos + n <= st->queue_cap);
+    for (int i = 0; i < n; ++i) {
+        token_cell & c = st->queue[pos + i];
+        c.node = node;
+        c.ith = i;
+        c.epoch.store(st->epoch, std::memory_order_release);
+    }
+}
+
+// false: nothing published yet (queue empty or the next cell is being written)
+static bool pop_token(exec_state * st, int * node, int * ith) {
+    size_t h = st->q_head.load(std::memory_order_relaxed);
+    for (;;) {
+        if (h >= st->q_tail.load(std::memory_order_acquire)) return false;
+        const token_cell & c = st->queue[h];
+        if (c.epoch.load(std::memory_order_acquire) != st->epoch) return false;
+        const int n = c.node, i = c.ith;
+        if (st->q_head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+            *node = n;
+            *ith = i;
+            return true;
+        }
+    }
+}
+
+// A node whose predecessors all finished: publish it, complete it if it computes
+// nothing, or park it until a scratch slot frees. Uses an explicit stack because
+// completing a node can make further nodes ready.
+static void make_ready(exec_state * st, int first) {
+    int stack_small[64];
+    std::vector<int> stack_big;
+    int n_small = 0;
+    auto push = [&](int v) { if (n_small < 64) stack_small[n_small++] = v; else stack_big.push_back(v); };
+    auto pop = [&](int * v) {
+        if (!stack_big.empty()) { *v = stack_big.back(); stack_big.pop_back(); return true; }
+        if (n_small > 0) { *v = stack_small[--n_small]; return true; }
+        return false;
+    };
+    push(first);
+    int i;
+    while (pop(&i)) {
+        node_rt & nr = st->nodes[i];
+        if (nr.n_tasks > 0) {
+            if (nr.wsize > 0) {
+                std::unique_lock<std::mutex> lk(st->slot_mutex);
+                if (st->free_slots.empty()) {
+                    st->slot_waiting.push_back(i);
+                    continue;
+                }
+                nr.slot = st->free_slots.back();
+                st->free_slots.pop_back();
+            }
+            push_tokens(st, i);
+            continue;
+        }
+        // nothing to compute (view, empty tensor): completes right away
+        st->nodes_left.fetch_sub(1, std::memory_order_acq_rel);
+        for (int k = st->succ_off[i]; k < st->succ_off[i + 1]; ++k) {
+            const int s = st->succ[k];
+            if (st->nodes[s].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) push(s);
+        }
+    }
+}
+
+static void finish_node(exec_state * st, int i) {
+    if (check_abort(st)) return; // publish nothing more; every thread leaves
+    node_rt & nr = st->nodes[i];
+    if (nr.slot >= 0) {
+        // hand the slot to the oldest waiting node, or free it
+        int next = -1;
+        {
+            std::lock_guard<std::mutex> lk(st->slot_mutex);
+            if (st->slot_waiting_head < st->slot_waiting.size()) next = st->slot_waiting[st->slot_waiting_head++];
+            else st->free_slots.push_back(nr.slot);
+        }
+        if (next >= 0) {
+            st->nodes[next].slot = nr.slot;
+            push_tokens(st, next);
+        }
+        nr.slot = -1;
+    }
+    for (int k = st->succ_off[i]; k < st->succ_off[i + 1]; ++k) {
+        const int s = st->succ[k];
+        if (st->nodes[s].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(st, s);
+    }
+    // last: the compute may end (and the state be reused) once this reaches zero
+    st->nodes_left.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+static void run_token(exec_state * st, int i, int ith) {
+    node_rt & nr = st->nodes[i];
+    ggml_compute_params params;
+    params.ith = ith;
+    params.nth = nr.n_tasks;
+    params.phase = nr.phase;
+    params.wdata = nr.slot >= 0 ? st->wbase + (size_t) nr.slot * st->wstride : nullptr;
+    params.wsize = nr.slot >= 0 ? nr.wsize : 0;
+    ggml_compute_forward(&params, st->graph->nodes[i]);
+    if (nr.n_tasks > 1 && nr.done.fetch_add(1, std::memory_order_acq_rel) + 1 != nr.n_tasks) return;
+    // this thread finished the phase last
+    nr.done.store(0, std::memory_order_relaxed);
+    if (++nr.phase < nr.n_phases) {
+        push_tokens(st, i);
+    } else {
+        finish_node(st, i);
+    }
+}
+
+static void run_dag_thread(exec_state * st) {
+    int idle = 0;
+    for (;;) {
+        if (st->aborted.load(std::memory_order_relaxed)) return;
+        int node, task;
+        if (pop_token(st, &node, &task)) {
+            run_token(st, node, task);
+            idle = 0;
+            continue;
+        }
+        if (st->nodes_left.load(std::memory_order_acquire) == 0) return;
+        if (++idle < SPIN_BEFORE_YIELD) cpu_relax();
+        else std::this_thread::yield();
+    }
+}
+
+// Builds predecessor counts and successor lists. false: the node list is not a
+// topological order of the edges (or holds a tensor twice); use the barrier schedule.
+static bool dag_setup(exec_state * st) {
+    ggml_cgraph * g = st->graph;
+    const int n = g->n_nodes;
+    const ggml_hash_set * hs = &g->visited_hash_set;
+
+    if (st->nodes_cap < n) {
+        st->nodes.reset(new node_rt[n]);
+        st->nodes_cap = n;
+    }
+    if (st->slot_map.size() < hs->size) st->slot_map.assign(hs->size, -1);
+    st->last_consumer.assign(n, -1);
+    st->edges.clear();
+
+    bool ok = true;
+    int mapped = 0;
+    for (; mapped < n && ok; ++mapped) {
+        const ggml_tensor * t = g->nodes[mapped];
+        const size_t slot = ggml_hash_contains(hs, t) ? ggml_hash_find(hs, t) : SIZE_MAX;
+        if (slot == SIZE_MAX || st->slot_map[slot] >= 0) { ok = false; break; }
+        st->slot_map[slot] = mapped;
+    }
+
+    size_t total_tokens = 0;
+    for (int i = 0; i < n && ok; ++i) {
+        ggml_tensor * t = g->nodes[i];
+        node_rt & nr = st->nodes[i];
+        int n_preds = 0;
+        auto add_pred = [&](const ggml_tensor * p) {
+            if (!p) return;
+            const size_t slot = ggml_hash_find(hs, p);
+            if (slot == SIZE_MAX) return;
+            const int j = st->slot_map[slot];
+            if (j < 0 || j == i) return; // leaf or outside the graph
+            if (j > i) { ok = false; return; }
+            if (st->last_consumer[j] == i) return; // same predecessor twice
+            st->last_consumer[j] = i;
+            st->edges.emplace_back(j, i);
+            ++n_preds;
+        };
+        for (int s = 0; s < GGML_MAX_SRC; ++s) add_pred(t->src[s]);
+        for (int d = 0; d < t->n_deps; ++d) add_pred(t->deps[d].tensor);
+
+        nr.pending.store(n_preds, std::memory_order_relaxed);
+        nr.done.store(0, std::memory_order_relaxed);
+        nr.n_tasks = ggml_op_n_tasks(t, st->n_threads);
+        nr.n_phases = nr.n_tasks > 0 ? ggml_op_n_phases(t) : 1;
+        nr.phase = 0;
+        nr.slot = -1;
+        nr.wsize = nr.n_tasks > 0 ? ggml_op_work_size(t, nr.n_tasks) : 0;
+        if (nr.wsize > st->wstride) ok = false; // checked by the caller; keep it safe here too
+        total_tokens += (size_t) nr.n_tasks * nr.n_phases;
+    }
+    for (int i = 0; i < mapped; ++i) st->slot_map[ggml_hash_find(hs, g->nodes[i])] = -1;
+    if (!ok) return false;
+
+    // successors in CSR form
+    st->succ_off.assign(n + 1, 0);
+    for (const auto & e : st->edges) st->succ_off[e.first + 1]++;
+    for (int i = 0; i < n; ++i) st->succ_off[i + 1] += st->succ_off[i];
+    st->succ.resize(st->edges.size());
+    std::vector<int> & fill = st->last_consumer; // reused as write cursors
+    for (int i = 0; i < n; ++i) fill[i] = st->succ_off[i];
+    for (const auto & e : st->edges) st->succ[fill[e.first]++] = e.second;
+
+    if (st->queue_cap < total_tokens) {
+        st->queue_cap = std::max<size_t>(total_tokens, 2 * st->queue_cap);
+        st->queue.reset(new token_cell[st->queue_cap]);
+        st->epoch = 0;
+    }
+    if (++st->epoch == 0) { // wrapped: old cells could look valid
+        for (size_t k = 0; k < st->queue_cap; ++k) st->queue[k].epoch.store(0, std::memory_order_relaxed);
+        st->epoch = 1;
+    }
+    st->q_head.store(0, std::memory_order_relaxed);
+    st->q_tail.store(0, std::memory_order_relaxed);
+    st->nodes_left.store(n, std::memory_order_relaxed);
+
+    st->free_slots.clear();
+    for (int s = st->n_slots - 1; s >= 0; --s) st->free_slots.push_back(s);
+    st->slot_waiting.clear();
+    st->slot_waiting_head = 0;
+    return true;
+}
+
+// Called by thread 0 before the workers start: publishes the nodes without predecessors.
+static void dag_seed(exec_state * st) {
+    for (int i = 0; i < st->graph->n_nodes; ++i) {
+        if (st->nodes[i].pending.load(std::memory_order_relaxed) == 0) make_ready(st, i);
+    }
+}
+
+// ---- barrier scheduler ------------------------------------------------------------------------
+
+static void run_barrier_thread(exec_state * st, int ith) {
+    ggml_cgraph * g = st->graph;
+    const int nt_all = st->n_threads;
+    for (int i = 0; i < g->n_nodes; ++i) {
+        ggml_tensor * node = g->nodes[i];
+        const int n_tasks = ggml_op_n_tasks(node, nt_all);
+        if (n_tasks == 0) continue;
+        const int n_phases = ggml_op_n_phases(node);
+        ggml_compute_params params;
+        params.ith = ith;
+        params.nth = n_tasks;
+        params.wsize = ggml_op_work_size(node, n_tasks);
+        params.wdata = params.wsize > 0 ? st->wbase : nullptr;
+        for (int p = 0; p < n_phases; ++p) {
+            params.phase = p;
+            if (ith < n_tasks) ggml_compute_forward(&params, node);
+            if (p + 1 < n_phases) st->barrier.wait(nt_all);
+        }
+        if (ith == 0) check_abort(st);
+        st->barrier.wait(nt_all);
+        if (st->aborted.load(std::memory_order_relaxed)) return;
+    }
+}
+
+static void run_thread(exec_state * st, int ith) {
+    if (st->dag) run_dag_thread(st);
+    else run_barrier_thread(st, ith);
+}
+
+// ---- plan and compute -------------------------------------------------------------------------
+
+static int clamp_threads(int n_threads) {
+    if (n_threads <= 0) n_threads = GGML_DEFAULT_N_THREADS;
+    return std::min(n_threads, GGML_MAX_N_THREADS);
+}
+
+// Largest scratch any node needs and how many nodes need any.
+static size_t max_work_size(const ggml_cgraph * g, int n_threads, int * n_needing) {
+    size_t max_ws = 0;
+    int count = 0;
+    for (int i = 0; i < g->n_nodes; ++i) {
+        const int n_tasks = ggml_op_n_tasks(g->nodes[i], n_threads);
+        if (n_tasks == 0) continue;
+        const size_t ws = ggml_op_work_size(g->nodes[i], n_tasks);
+        if (ws > 0) ++count;
+        max_ws = std::max(max_ws, ws);
+    }
+    if (n_needing) *n_needing = count;
+    return max_ws;
+}
+
+extern "C" {
+
+ggml_cplan ggml_graph_plan(const ggml_cgraph * cgraph, int n_threads, ggml_threadpool * threadpool) {
+    GGML_ASSERT(cgraph != nullptr);
+    ggml_cplan cplan;
+    std::memset(&cplan, 0, sizeof(cplan));
+    cplan.n_threads = clamp_threads(n_threads);
+    cplan.threadpool = threadpool;
+    int n_needing = 0;
+    const size_t max_ws = max_work_size(cgraph, cplan.n_threads, &n_needing);
+    if (max_ws > 0) {
+        const int n_slots = std::max(1, std::min(cplan.n_threads, n_needing));
+        // slack so the slots can start on a cache line whatever the buffer's alignment
+        cplan.work_size = align_up(max_ws, CACHE_LINE) * n_slots + CACHE_LINE;
+    }
+    return cplan;
+}
+
+enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
+    GGML_ASSERT(cgraph != nullptr && cplan != nullptr);
+    if (cplan->n_threads <= 0 || cplan->n_threads > GGML_MAX_N_THREADS) {
+        fprintf(stderr, "ggml_graph_compute: n_threads = %d is out of range [1, %d]\n", cplan->n_threads,
+                GGML_MAX_N_THREADS);
+        return GGML_STATUS_FAILED;
+    }
+    int n_threads = cplan->n_threads;
+    if (cgraph->n_nodes == 0) return GGML_STATUS_SUCCESS;
+
+    const bool nested = t_in_compute;
+    if (nested) n_threads = 1; // inside a kernel of another compute: run inline
+
+    // scratch slots inside the caller's buffer
+    const size_t max_ws = max_work_size(cgraph, n_threads, nullptr);
+    const size_t stride = align_up(max_ws, CACHE_LINE);
+    uint8_t * wbase = nullptr;
+    int n_slots = 0;
+    if (max_ws > 0) {
+        if (cplan->work_data == nullptr) {
+            fprintf(stderr, "ggml_graph_compute: the graph needs %zu bytes of work buffer but cplan->work_data is NULL "
+                            "(allocate cplan->work_size bytes from ggml_graph_plan)\n", max_ws);
+            return GGML_STATUS_ALLOC_FAILED;
+        }
+        const uintptr_t p = (uintptr_t) cplan->work_data;
+        const size_t skip = align_up(p, CACHE_LINE) - p;
+        const size_t usable = cplan->work_size > skip ? cplan->work_size - skip : 0;
+        n_slots = (int) std::min<size_t>((size_t) n_threads, usable / stride);
+        if (n_slots >= 1) {
+            wbase = cplan->work_data + skip;
+        } else if (cplan->work_size >= max_ws) {
+            wbase = cplan->work_data; // unaligned but large enough: one slot
+            n_slots = 1;
+        } else {
+            fprintf(stderr, "ggml_graph_compute: work buffer too small: %zu bytes, a node needs %zu "
+                            "(use ggml_graph_plan's work_size)\n", cplan->work_size, max_ws);
+            return GGML_STATUS_ALLOC_FAILED;
+        }
+    }
+
+    exec_state local_state;
+    ggml_threadpool * pool = nullptr;
+    exec_state * st = &local_state;
+    std::unique_lock<std::mutex> pool_lock;
+    if (n_threads > 1) {
+        pool = cplan->threadpool ? cplan->threadpool : &default_pool();
+        pool_lock = std::unique_lock<std::mutex>(pool->compute_mutex);
+        st = &pool->state;
+    }
+
+    st->graph = cgraph;
+    st->n_threads = n_threads;
+    st->abort_cb = cplan->abort_callback;
+    st->abort_data = cplan->abort_callback_data;
+    st->aborted.store(false, std::memory_order_relaxed);
+    st->wbase = wbase;
+    st->wstride = stride;
+    st->n_slots = n_slots;
+    st->dag = n_threads > 1 && ggml_cpu_get_sched_mode() == GGML_SCHED_DAG && dag_setup(st);
+
+    t_in_compute = true;
+    if (!pool) {
+        run_barrier_thread(st, 0); // one thread: graph order
+    } else {
+        if (st->dag) dag_seed(st);
+        pool->run(st);
+    }
+    t_in_compute = nested;
+
+    return st->aborted.load(std::memory_order_relaxed) ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
+}
+
+enum ggml_status ggml_graph_compute_with_ctx(ggml_context * ctx, ggml_cgraph * cgraph, int n_threads) {
+    GGML_ASSERT(ctx != nullptr && cgraph != nullptr);
+    ggml_cplan cplan = ggml_graph_plan(cgraph, n_threads, nullptr);
+    if (cplan.work_size > 0) {
+        ggml_object * obj = ggml_new_object(ctx, GGML_OBJECT_TYPE_WORK_BUFFER, cplan.work_size);
+        cplan.work_data = (uint8_t *) ctx->mem_buffer + obj->offs;
+    }
+    return ggml_graph_compute(cgraph, &cplan);
+}
+
+ggml_threadpool_params ggml_threadpool_params_default(int n_threads) {
+    ggml_threadpool_params p;
+    p.n_threads = clamp_threads(n_threads);
+    return p;
+}
+
+ggml_threadpool * ggml_threadpool_new(ggml_threadpool_params * params) {
+    const int n_threads = clamp_threads(params ? params->n_threads : 0);
+    ggml_threadpool * pool = new ggml_threadpool();
+    pool->grow(n_threads - 1);
+    return pool;
+}
+
+void ggml_threadpool_free(ggml_threadpool * threadpool) {
+    if (!threadpool) return;
+    { std::lock_guard<std::mutex> lk(threadpool->compute_mutex); } // let a running compute end
+    delete threadpool;
+}
+
+void ggml_cpu_set_sched_mode(enum ggml_sched_mode mode) {
+    if (mode != GGML_SCHED_DAG && mode != GGML_SCHED_BARRIER) {
+        fprintf(stderr, "ggml_cpu_set_sched_mode: unknown mode %d ignored\n", (int) mode);
+        return;
+    }
+    g_sched_mode.store(mode, std::memory_order_relaxed);
+}
+
+enum ggml_sched_mode ggml_cpu_get_sched_mode(void) {
+    return (enum ggml_sched_mode) g_sched_mode.load(std::memory_order_relaxed);
+}
+
+} // extern "C"
