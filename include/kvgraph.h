@@ -1,0 +1,136 @@
+// kvgraph runtime: Llama-style models (GGUF or llama2.c checkpoints), tokenizer, KV cache,
+// decode loop and sampling behind a small C API with the kvg_ prefix.
+//
+// Errors are returned, never aborts: functions that can fail on bad input take
+// (char * err, size_t err_size) and write a NUL-terminated message there (err may be NULL).
+//
+// Typical use:
+//   kvg_model * m = kvg_model_load("model.gguf", NULL, kvg_model_default_params(), err, sizeof err);
+//   kvg_context * c = kvg_context_new(m, kvg_context_default_params(), err, sizeof err);
+//   n = kvg_tokenize(m, "Once upon a time", true, toks, 256);
+//   const float * logits = kvg_decode(c, toks, n, 0, err, sizeof err);   // prompt at positions 0..n-1
+//   tok = kvg_sampler_sample(s, logits, kvg_model_n_vocab(m));
+//   logits = kvg_decode(c, &tok, 1, n, err, sizeof err);                 // next token at position n
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t kvg_token;
+
+struct kvg_model;
+struct kvg_context;
+struct kvg_sampler;
+
+// ---- models -------------------------------------------------------------------------------
+struct kvg_model_params {
+    bool use_mmap; // map the file and point weights into it (default true); false copies them
+};
+struct kvg_model_params kvg_model_default_params(void);
+
+// path: a GGUF file (llama architecture) or a llama2.c checkpoint (.bin). tokenizer_path:
+// a llama2.c tokenizer.bin for checkpoints (NULL: no tokenizer, token ids only); for GGUF
+// files it overrides the tokenizer.ggml.* metadata when not NULL. NULL on failure.
+struct kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, struct kvg_model_params params,
+                                  char * err, size_t err_size);
+void kvg_model_free(struct kvg_model * model);
+
+// Output weight types of kvg_model_save_gguf.
+enum kvg_ftype {
+    KVG_FTYPE_F32  = 0,
+    KVG_FTYPE_F16  = 1,
+    KVG_FTYPE_Q8_0 = 2,
+    KVG_FTYPE_Q4_0 = 3,
+};
+// Writes the model (weights converted to ftype; 1-D norms stay f32, matrices whose rows are
+// not a multiple of 32 fall back to f16 for q8_0/q4_0) as a GGUF v3 llama file with
+// llama.cpp's keys and tensor names, tokenizer included when the model has one. A model
+// without a tokenizer gets a placeholder vocabulary unless no_vocab is set. false on failure.
+bool kvg_model_save_gguf(const struct kvg_model * model, const char * path, enum kvg_ftype ftype, bool no_vocab,
+                         char * err, size_t err_size);
+
+int32_t kvg_model_n_vocab(const struct kvg_model * model);
+int32_t kvg_model_n_ctx_train(const struct kvg_model * model);
+int32_t kvg_model_n_embd(const struct kvg_model * model);
+int32_t kvg_model_n_layer(const struct kvg_model * model);
+int32_t kvg_model_n_head(const struct kvg_model * model);
+int32_t kvg_model_n_head_kv(const struct kvg_model * model);
+kvg_token kvg_model_bos(const struct kvg_model * model); // -1 if none
+kvg_token kvg_model_eos(const struct kvg_model * model); // -1 if none
+bool kvg_model_has_vocab(const struct kvg_model * model);
+size_t kvg_model_weight_bytes(const struct kvg_model * model); // bytes of all weight tensors
+// One line: format, shape, weight types (e.g. "llama2.c f32, 4 layers, dim 64, ...").
+const char * kvg_model_desc(const struct kvg_model * model);
+
+// ---- tokenizer --------------------------------------------------------------------------------
+// Writes up to n_max token ids; returns the count, or -(count) if n_max is too small, or
+// INT32_MIN if the model has no tokenizer.
+int32_t kvg_tokenize(const struct kvg_model * model, const char * text, bool add_bos, kvg_token * tokens, int32_t n_max);
+// Text that token adds after prev (prev < 0: token starts the text), streaming-safe. Returns
+// its length (buf NUL-terminated when it fits), or -(length) if buf is too small.
+int32_t kvg_token_to_piece(const struct kvg_model * model, kvg_token prev, kvg_token token, char * buf, int32_t size);
+// Whole-sequence text; same return convention as kvg_token_to_piece.
+int32_t kvg_detokenize(const struct kvg_model * model, const kvg_token * tokens, int32_t n, char * buf, int32_t size);
+
+// ---- contexts --------------------------------------------------------------------------------------
+enum kvg_kv_type {
+    KVG_KV_F32 = 0,
+    KVG_KV_F16 = 1,
+};
+enum kvg_attn_impl {
+    KVG_ATTN_FLASH  = 0, // ggml_flash_attn_ext
+    KVG_ATTN_MATMUL = 1, // mul_mat + soft_max_ext + mul_mat
+};
+struct kvg_context_params {
+    int32_t n_ctx;     // KV-cache length; 0 is an error, > the model's context length too
+    int32_t n_threads;
+    int32_t n_batch;   // max prompt tokens per graph
+    enum kvg_kv_type kv_type;
+    enum kvg_attn_impl attn;
+    bool logits_all;   // keep logits of every position of a decode call, not only the last
+};
+// n_ctx = 512, n_threads = 4, n_batch = 512, kv f32, flash attention, last logits only.
+struct kvg_context_params kvg_context_default_params(void);
+
+// NULL on failure. The model must outlive the context.
+struct kvg_context * kvg_context_new(const struct kvg_model * model, struct kvg_context_params params,
+                                     char * err, size_t err_size);
+void kvg_context_free(struct kvg_context * ctx);
+
+int32_t kvg_n_ctx(const struct kvg_context * ctx);
+size_t  kvg_kv_cache_bytes(const struct kvg_context * ctx);
+void    kvg_set_n_threads(struct kvg_context * ctx, int32_t n_threads);
+
+// Runs tokens[0..n) at positions pos..pos+n-1 (in chunks of n_batch). Positions >= pos held
+// by the cache are overwritten; pos must not exceed the number of positions already held.
+// Returns the logits of the last token ([n_vocab], valid until the next decode) or NULL
+// with a message (bad token id, positions beyond n_ctx, ...).
+const float * kvg_decode(struct kvg_context * ctx, const kvg_token * tokens, int32_t n, int32_t pos,
+                         char * err, size_t err_size);
+// Logits of the i-th token of the last decode call (i < 0 counts from the end); only the
+// last one unless logits_all. NULL if unavailable.
+const float * kvg_get_logits(struct kvg_context * ctx, int32_t i);
+// Positions currently held by the KV cache.
+int32_t kvg_n_past(const struct kvg_context * ctx);
+
+// ---- sampling ---------------------------------------------------------------------------------------
+struct kvg_sampler_params {
+    float temp;    // <= 0: greedy
+    int32_t top_k; // <= 0: off
+    float top_p;   // >= 1: off
+    uint64_t seed;
+};
+struct kvg_sampler_params kvg_sampler_default_params(void); // temp 0.8, top-k 40, top-p 0.95
+struct kvg_sampler * kvg_sampler_new(struct kvg_sampler_params params);
+void kvg_sampler_free(struct kvg_sampler * sampler);
+kvg_token kvg_sampler_sample(struct kvg_sampler * sampler, const float * logits, int32_t n_vocab);
+kvg_token kvg_argmax(const float * logits, int32_t n_vocab);
+
+#ifdef __cplusplus
+}
+#endif

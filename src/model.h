@@ -1,0 +1,101 @@
+// Llama-style model weights as ggml tensors, loaded from GGUF (llama.cpp's llama
+// architecture: keys and tensor names) or from llama2.c checkpoints, and written back as GGUF.
+//
+// Tensors are named and shaped as in llama.cpp's GGUF files (ne[0] = input features):
+//   token_embd.weight [n_embd, n_vocab]      output_norm.weight [n_embd]
+//   output.weight     [n_embd, n_vocab] (may be token_embd itself: tied)
+//   blk.N.attn_norm [n_embd]  attn_q [n_embd, n_embd]  attn_k/attn_v [n_embd, n_embd_kv]
+//   attn_output [n_embd, n_embd]  ffn_norm [n_embd]  ffn_gate/ffn_up [n_embd, n_ff]  ffn_down [n_ff, n_embd]
+// Weight data points into a read-only mapping of the file when the layout allows (no copy).
+#pragma once
+
+#include "ggml.h"
+#include "vocab.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvg {
+
+struct HParams {
+    int n_vocab = 0;
+    int n_ctx_train = 0;
+    int n_embd = 0;
+    int n_ff = 0;
+    int n_layer = 0;
+    int n_head = 0;
+    int n_head_kv = 0;
+    int n_rot = 0;     // rotated dimensions per head (== head_dim for llama)
+    float rope_base = 10000.0f;
+    float rms_eps = 1e-5f;
+
+    int head_dim() const { return n_embd / n_head; }
+    int n_embd_kv() const { return head_dim() * n_head_kv; }
+};
+
+struct LayerWeights {
+    ggml_tensor * attn_norm = nullptr;
+    ggml_tensor * wq = nullptr;
+    ggml_tensor * wk = nullptr;
+    ggml_tensor * wv = nullptr;
+    ggml_tensor * wo = nullptr;
+    ggml_tensor * ffn_norm = nullptr;
+    ggml_tensor * ffn_gate = nullptr; // w1
+    ggml_tensor * ffn_up = nullptr;   // w3
+    ggml_tensor * ffn_down = nullptr; // w2
+};
+
+struct FileMapping; // read-only mmap of a file (model.cpp)
+
+struct Model {
+    Model();
+    ~Model();
+    Model(const Model &) = delete;
+    Model & operator=(const Model &) = delete;
+
+    HParams hp;
+    std::string format;   // "gguf" or "llama2.c"
+    std::string desc;     // one-line summary
+
+    ggml_context * ctx = nullptr; // tensor structs (data points into the mapping or `owned`)
+    ggml_tensor * tok_embd = nullptr;
+    ggml_tensor * output_norm = nullptr;
+    ggml_tensor * output = nullptr; // == tok_embd when tied
+    std::vector<LayerWeights> layers;
+
+    bool has_vocab = false;
+    Vocab vocab;
+    int bos = 1, eos = 2; // ids used for generation even without a tokenizer
+
+    std::unique_ptr<FileMapping> mapping;
+    std::vector<std::unique_ptr<uint8_t[]>> owned; // weights that could not point into the mapping
+
+    // Every distinct weight tensor, in file order (tied output counted once).
+    std::vector<ggml_tensor *> tensors() const;
+    size_t weight_bytes() const;
+};
+
+struct LoadOptions {
+    bool use_mmap = true;
+};
+
+// Either format, chosen by the file's first bytes ("GGUF" magic or not). tokenizer_path
+// may be empty. All errors come back in *err (with the file offset where one applies).
+std::unique_ptr<Model> load_model(const std::string & path, const std::string & tokenizer_path,
+                                  const LoadOptions & opt, std::string * err);
+
+std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & opt, std::string * err);
+std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string & tokenizer_path,
+                                    const LoadOptions & opt, std::string * err);
+
+// GGUF v3, llama architecture. Matrices are converted to `type` (f32, f16, q8_0, q4_0;
+// q8_0/q4_0 need rows that are a multiple of 32, else f16 is written); norms stay f32.
+// The vocabulary goes into tokenizer.ggml.*; without one, placeholder_vocab writes
+// <unk>/<s>/</s>, the 256 byte tokens and filler pieces so that the file is complete.
+bool save_gguf(const Model & model, const std::string & path, ggml_type type, bool placeholder_vocab,
+               std::string * err);
+
+} // namespace kvg
