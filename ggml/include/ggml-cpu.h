@@ -59,6 +59,18 @@ GGML_API int ggml_cpu_has_fma(void);
 GGML_API int ggml_cpu_has_avx512(void);
 GGML_API int ggml_cpu_has_neon(void);
 
+// kvgraph: SIMD paths of the CPU kernels, picked at run time from CPUID. The environment
+// variable KVG_CPU_FEATURES=scalar|avx2|avx512 caps the path at startup; this call caps
+// it later (testing, benchmarks; not while a graph computes). Returns the path now in
+// use: the lower of `limit` and the best one the CPU supports.
+enum ggml_cpu_features {
+    GGML_CPU_FEATURES_SCALAR = 0,
+    GGML_CPU_FEATURES_AVX2   = 1, // AVX2 + FMA + F16C
+    GGML_CPU_FEATURES_AVX512 = 2, // AVX-512 F/BW/VL
+    GGML_CPU_FEATURES_BEST   = 3,
+};
+GGML_API enum ggml_cpu_features ggml_cpu_set_features_limit(enum ggml_cpu_features limit);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,239 @@
+// GGML_OP_MUL_MAT: dst[n, m] = dot(weight row n of src0, activation row m of src1), per
+// batch (i12, i13), src0 broadcast over dims 2/3.
+//
+// Phase 0 (only when needed) converts src1 into dense rows of the weights' vec_dot_type
+// in wdata: q8_0 for quantized weights, F32 rows when src1's rows are strided elements.
+// Phase 1 splits the output into blocks of weight rows x activation rows, hands each task
+// a contiguous range of blocks, and runs register tiles (simd.h) over K chunks, so a
+// weight vector loaded once is used for several activation rows and the chunk of
+// activations a block sweeps stays in cache. Tiles sit on a grid fixed by the shape, and
+// every output element is summed in the same order whatever the tile, so results do not
+// depend on the number of tasks.
+#include "kernels.h"
+#include "simd.h"
+#include "types.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#ifdef KVG_USE_OPENBLAS
+#include <cblas.h>
+#endif
+
+using namespace kvg;
+
+namespace {
+
+constexpr size_t ALIGN = 64; // cache line: converted rows start on one
+
+ggml_type vec_dot_type_of(ggml_type t) {
+    return (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0) ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
+}
+
+struct mm_info {
+    const ggml_tensor * src0;
+    const ggml_tensor * src1;
+    ggml_type vdt;
+    bool convert;       // phase 0 writes src1 as dense vdt rows into wdata
+    size_t x_stride;    // bytes between converted rows
+    int64_t K, N, M;
+};
+
+// Validates the node and derives what both phases need; aborts with the reason otherwise.
+mm_info inspect(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+    if (!a || !b) GGML_ABORT("mul_mat: missing source");
+    mm_type_of(a->type); // aborts for unsupported weight types
+    if (b->type != GGML_TYPE_F32) GGML_ABORT("mul_mat: src1 must be F32, got %s", ggml_type_name(b->type));
+    if (dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) GGML_ABORT("mul_mat: dst must be F32 with dense rows");
+    if (a->ne[0] != b->ne[0] || a->ne[1] != dst->ne[0] || b->ne[1] != dst->ne[1] || b->ne[2] != dst->ne[2] ||
+        b->ne[3] != dst->ne[3] || a->ne[2] == 0 || a->ne[3] == 0 || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) {
+        GGML_ABORT("mul_mat: incompatible shapes src0 [%lld,%lld,%lld,%lld] src1 [%lld,%lld,%lld,%lld] dst [%lld,%lld,%lld,%lld]",
+                   (long long) a->ne[0], (long long) a->ne[1], (long long) a->ne[2], (long long) a->ne[3],
+                   (long long) b->ne[0], (long long) b->ne[1], (long long) b->ne[2], (long long) b->ne[3],
+                   (long long) dst->ne[0], (long long) dst->ne[1], (long long) dst->ne[2], (long long) dst->ne[3]);
+    }
+    if (a->nb[0] != ggml_type_size(a->type)) GGML_ABORT("mul_mat: src0 rows must be contiguous (nb[0] = %zu)", a->nb[0]);
+    if (a->ne[0] % ggml_blck_size(a->type) != 0) {
+        GGML_ABORT("mul_mat: row length %lld is not a multiple of the %s block size", (long long) a->ne[0], ggml_type_name(a->type));
+    }
+    if (dst->nb[1] % sizeof(float) != 0) GGML_ABORT("mul_mat: dst row stride must be a multiple of 4");
+    mm_info info;
+    info.src0 = a;
+    info.src1 = b;
+    info.vdt = vec_dot_type_of(a->type);
+    info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
+    info.K = a->ne[0];
+    info.N = a->ne[1];
+    info.M = b->ne[1];
+    info.x_stride = GGML_PAD(ggml_row_size(info.vdt, info.K), ALIGN);
+    return info;
+}
+
+char * align_up(void * p) {
+    return (char *) (((uintptr_t) p + ALIGN - 1) & ~(uintptr_t) (ALIGN - 1));
+}
+
+size_t conv_bytes(const mm_info & mi) {
+    return mi.x_stride * (size_t) (mi.M * mi.src1->ne[2] * mi.src1->ne[3]);
+}
+
+// Floats of per-task scratch: strided src1 rows are gathered there before quantizing.
+int64_t gather_floats(const mm_info & mi) {
+    return (mi.vdt != GGML_TYPE_F32 && !ggml_is_contiguous_rows(mi.src1)) ? GGML_PAD(mi.K, 16) : 0;
+}
+
+// Task ith's share [begin, end) of n items split into nth nearly equal ranges.
+void split(int64_t n, int ith, int nth, int64_t & begin, int64_t & end) {
+    begin = n * ith / nth;
+    end = n * (ith + 1) / nth;
+}
+
+void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
+    const ggml_tensor * b = mi.src1;
+    const cpu_kernels & kern = cpu_active_kernels();
+    char * conv = align_up(params->wdata);
+    float * tmp = (float *) (conv + GGML_PAD(conv_bytes(mi), ALIGN)) + params->ith * gather_floats(mi);
+    const int64_t rows = mi.M * b->ne[2] * b->ne[3];
+    int64_t r0, r1;
+    split(rows, params->ith, params->nth, r0, r1);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t i11 = r % mi.M, i12 = (r / mi.M) % b->ne[2], i13 = r / (mi.M * b->ne[2]);
+        const char * src = (const char *) b->data + i11 * b->nb[1] + i12 * b->nb[2] + i13 * b->nb[3];
+        char * out = conv + r * mi.x_stride;
+        const float * row = (const float *) src;
+        if (!ggml_is_contiguous_rows(b)) {
+            float * g = mi.vdt == GGML_TYPE_F32 ? (float *) out : tmp;
+            for (int64_t i = 0; i < mi.K; ++i) g[i] = *(const float *) (src + i * b->nb[0]);
+            row = g;
+        }
+        if (mi.vdt == GGML_TYPE_Q8_0) kern.quantize_q8_0(row, out, mi.K);
+        else if (row != (const float *) out) std::memcpy(out, row, mi.K * sizeof(float));
+    }
+}
+
+#ifdef KVG_USE_OPENBLAS
+// Large dense f32 products go to sgemm: each task multiplies its slice of weight rows,
+// with OpenBLAS single-threaded (our tasks are the threads).
+bool blas_eligible(const mm_info & mi, const ggml_tensor * dst) {
+    const ggml_tensor * a = mi.src0;
+    const ggml_tensor * b = mi.src1;
+    return a->type == GGML_TYPE_F32 && !mi.convert && mi.M >= 32 && mi.N >= 64 && mi.K >= 64 &&
+           a->nb[1] % 4 == 0 && a->nb[1] >= mi.K * 4 && b->nb[1] % 4 == 0 && b->nb[1] >= mi.K * 4 &&
+           dst->nb[1] >= mi.N * 4;
+}
+
+void blas_mul_mat(const ggml_compute_params * params, const mm_info & mi, ggml_tensor * dst) {
+    static std::once_flag once;
+    std::call_once(once, [] { openblas_set_num_threads(1); });
+    const ggml_tensor * a = mi.src0;
+    const ggml_tensor * b = mi.src1;
+    const int64_t nblk = (mi.N + 15) / 16;
+    int64_t b0, b1;
+    split(nblk, params->ith, params->nth, b0, b1);
+    const int64_t n0 = b0 * 16, n1 = std::min(mi.N, b1 * 16);
+    if (n0 >= n1) return;
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    for (int64_t i13 = 0; i13 < b->ne[3]; ++i13) {
+        for (int64_t i12 = 0; i12 < b->ne[2]; ++i12) {
+            const float * A = (const float *) ((const char *) a->data + (i12 / r2) * a->nb[2] + (i13 / r3) * a->nb[3] + n0 * a->nb[1]);
+            const float * B = (const float *) ((const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3]);
+            float * C = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]) + n0;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) mi.M, (int) (n1 - n0), (int) mi.K, 1.0f, B,
+                        (int) (b->nb[1] / 4), A, (int) (a->nb[1] / 4), 0.0f, C, (int) (dst->nb[1] / 4));
+        }
+    }
+}
+#endif
+
+// Elements per K chunk: the activation chunk of a block (about 64 rows) should stay in
+// L2 and a register tile's weight chunk in L1.
+int64_t k_chunk(const mm_info & mi, int tile_cols) {
+    if (mi.M <= tile_cols) return std::max<int64_t>(mi.K, 1); // one tile column: stream whole rows
+    const int64_t kc = mi.vdt == GGML_TYPE_F32 ? 512 : 2048;
+    return mi.K < kc + kc / 2 ? std::max<int64_t>(mi.K, 1) : kc; // avoid a tiny last chunk
+}
+
+void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor * dst) {
+    const ggml_tensor * a = mi.src0;
+    const ggml_tensor * b = mi.src1;
+    const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
+    const int RN = mk.rows, RM = mk.cols;
+
+    // Block = BN weight rows x BM activation rows, multiples of the tile so tiles stay on
+    // a fixed grid.
+    const int64_t BM = mi.M <= RM ? mi.M : RM * ((64 + RM - 1) / RM);
+    const int64_t BN = mi.M <= RM ? RN * 4 : RN * ((64 + RN - 1) / RN);
+    const int64_t KC = k_chunk(mi, RM);
+    const int64_t nbn = (mi.N + BN - 1) / BN, nbm = (mi.M + BM - 1) / BM;
+    const int64_t ne12 = b->ne[2];
+    const int64_t n_batch = ne12 * b->ne[3];
+    const int64_t r2 = ne12 / a->ne[2], r3 = b->ne[3] / a->ne[3];
+
+    const size_t w_elem_num = ggml_type_size(a->type), w_elem_den = ggml_blck_size(a->type);
+    const size_t x_elem_num = ggml_type_size(mi.vdt), x_elem_den = ggml_blck_size(mi.vdt);
+
+    const char * conv = mi.convert ? align_up(params->wdata) : nullptr;
+    const size_t x_stride = mi.convert ? mi.x_stride : b->nb[1];
+    const int64_t out_stride = (int64_t) (dst->nb[1] / sizeof(float));
+
+    int64_t u0, u1;
+    split(n_batch * nbn * nbm, params->ith, params->nth, u0, u1);
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t batch = u / (nbn * nbm);
+        const int64_t bn = (u / nbm) % nbn, bm = u % nbm;
+        const int64_t i12 = batch % ne12, i13 = batch / ne12;
+        const char * w = (const char *) a->data + (i12 / r2) * a->nb[2] + (i13 / r3) * a->nb[3];
+        const char * x = mi.convert ? conv + batch * mi.M * mi.x_stride
+                                    : (const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3];
+        float * out = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
+        const int64_t n0 = bn * BN, n1 = std::min(mi.N, n0 + BN);
+        const int64_t m0 = bm * BM, m1 = std::min(mi.M, m0 + BM);
+        for (int64_t k0 = 0; k0 == 0 || k0 < mi.K; k0 += KC) {
+            const int64_t kc = std::min(KC, mi.K - k0);
+            const size_t w_off = k0 * w_elem_num / w_elem_den, x_off = k0 * x_elem_num / x_elem_den;
+            for (int64_t i = n0; i < n1; i += RN) {
+                const int rn = (int) std::min<int64_t>(RN, n1 - i);
+                for (int64_t j = m0; j < m1; j += RM) {
+                    const int rm = (int) std::min<int64_t>(RM, m1 - j);
+                    const mm_tile_args args = {kc, w + i * a->nb[1] + w_off, a->nb[1], x + j * x_stride + x_off, x_stride,
+                                               out + j * out_stride + i, out_stride, k0 > 0};
+                    mk.tile[rn][rm](args);
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+int ggml_mul_mat_n_phases(const ggml_tensor * dst) { return inspect(dst).convert ? 2 : 1; }
+
+size_t ggml_mul_mat_work_size(const ggml_tensor * dst, int n_tasks) {
+    const mm_info mi = inspect(dst);
+    if (!mi.convert) return 0;
+    return ALIGN + GGML_PAD(conv_bytes(mi), ALIGN) + (size_t) std::max(n_tasks, 1) * gather_floats(mi) * sizeof(float);
+}
+
+void ggml_compute_forward_mul_mat(const ggml_compute_params * params, ggml_tensor * dst) {
+    const mm_info mi = inspect(dst);
+    if (params->ith < 0 || params->ith >= params->nth) GGML_ABORT("mul_mat: task %d of %d", params->ith, params->nth);
+    if (mi.convert) {
+        if (params->wsize < ggml_mul_mat_work_size(dst, params->nth) || !params->wdata) {
+            GGML_ABORT("mul_mat: work buffer of %zu bytes, need %zu", params->wsize, ggml_mul_mat_work_size(dst, params->nth));
+        }
+        if (params->phase == 0) {
+            convert_src1(params, mi);
+            return;
+        }
+    }
+#ifdef KVG_USE_OPENBLAS
+    if (blas_eligible(mi, dst)) {
+        blas_mul_mat(params, mi, dst);
+        return;
+    }
+#endif
+    compute(params, mi, dst);
+}

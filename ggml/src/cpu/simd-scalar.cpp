@@ -1,0 +1,130 @@
+// Portable kernels: the reference every SIMD path is tested against, and the path used
+// on CPUs without one. Every dot product sums in element order into one float, so a
+// result does not depend on the tile shape it was computed in.
+#include "simd.h"
+#include "types.h"
+
+#include <cstring>
+
+namespace {
+
+using namespace kvg;
+
+template <int R, int C>
+inline void store_tile(const mm_tile_args & a, const float (&acc)[R][C]) {
+    for (int c = 0; c < C; ++c) {
+        float * o = a.out + c * a.out_stride;
+        for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + acc[r][c] : acc[r][c];
+    }
+}
+
+// Float weights: Load(row, i) returns element i of a weight row as float.
+template <typename W, float (*Load)(const W *, int64_t), int R, int C>
+inline void tile_float(const mm_tile_args & a) {
+    const W * w[R];
+    const float * x[C];
+    for (int r = 0; r < R; ++r) w[r] = (const W *) (a.w + r * a.w_stride);
+    for (int c = 0; c < C; ++c) x[c] = (const float *) (a.x + c * a.x_stride);
+    float acc[R][C] = {};
+    for (int64_t i = 0; i < a.k; ++i) {
+        float wv[R];
+        for (int r = 0; r < R; ++r) wv[r] = Load(w[r], i);
+        for (int r = 0; r < R; ++r) {
+            for (int c = 0; c < C; ++c) acc[r][c] += wv[r] * x[c][i];
+        }
+    }
+    store_tile<R, C>(a, acc);
+}
+
+inline float load_f32(const float * p, int64_t i) { return p[i]; }
+inline float load_f16(const ggml_fp16_t * p, int64_t i) { return ggml_fp16_to_fp32(p[i]); }
+inline float load_bf16(const ggml_bf16_t * p, int64_t i) { return ggml_bf16_to_fp32(p[i]); }
+
+template <int R, int C> struct tile_f32 {
+    static void run(const mm_tile_args & a) { tile_float<float, load_f32, R, C>(a); }
+};
+template <int R, int C> struct tile_f16 {
+    static void run(const mm_tile_args & a) { tile_float<ggml_fp16_t, load_f16, R, C>(a); }
+};
+template <int R, int C> struct tile_bf16 {
+    static void run(const mm_tile_args & a) { tile_float<ggml_bf16_t, load_bf16, R, C>(a); }
+};
+
+// Quantized weights against q8_0 activations: integer dot per 32-block, then
+// acc += isum * (d_w * d_x). Unpack(block, q) writes the block's 32 weights as ints.
+template <typename B, void (*Unpack)(const B &, int *), int R, int C>
+inline void tile_quant(const mm_tile_args & a) {
+    const int64_t nb = a.k / QK8_0;
+    float acc[R][C] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+        int wq[R][QK8_0];
+        float wd[R];
+        for (int r = 0; r < R; ++r) {
+            const B & blk = ((const B *) (a.w + r * a.w_stride))[b];
+            Unpack(blk, wq[r]);
+            wd[r] = ggml_fp16_to_fp32(blk.d);
+        }
+        for (int c = 0; c < C; ++c) {
+            const block_q8_0 & xb = ((const block_q8_0 *) (a.x + c * a.x_stride))[b];
+            const float xd = ggml_fp16_to_fp32(xb.d);
+            for (int r = 0; r < R; ++r) {
+                int sum = 0;
+                for (int j = 0; j < QK8_0; ++j) sum += wq[r][j] * xb.qs[j];
+                acc[r][c] += (float) sum * (wd[r] * xd);
+            }
+        }
+    }
+    store_tile<R, C>(a, acc);
+}
+
+inline void unpack_q8_0(const block_q8_0 & b, int * q) {
+    for (int j = 0; j < QK8_0; ++j) q[j] = b.qs[j];
+}
+inline void unpack_q4_0(const block_q4_0 & b, int * q) {
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+        q[j] = (b.qs[j] & 0x0f) - 8;
+        q[j + QK4_0 / 2] = (b.qs[j] >> 4) - 8;
+    }
+}
+
+template <int R, int C> struct tile_q8_0 {
+    static void run(const mm_tile_args & a) { tile_quant<block_q8_0, unpack_q8_0, R, C>(a); }
+};
+template <int R, int C> struct tile_q4_0 {
+    static void run(const mm_tile_args & a) { tile_quant<block_q4_0, unpack_q4_0, R, C>(a); }
+};
+
+void quantize_q8_0(const float * x, void * y, int64_t k) { quantize_row_q8_0_ref(x, (block_q8_0 *) y, k); }
+
+void axpy_f32(int64_t n, float a, const float * x, float * y) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+void axpy_f16(int64_t n, float a, const ggml_fp16_t * x, float * y) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * ggml_fp16_to_fp32(x[i]);
+}
+void scale_f32(int64_t n, float a, float * y) {
+    for (int64_t i = 0; i < n; ++i) y[i] *= a;
+}
+
+cpu_kernels make_kernels() {
+    cpu_kernels k;
+    std::memset(&k, 0, sizeof(k));
+    k.name = "scalar";
+    mm_fill<tile_f32, 4, 4>(k.mm[MM_F32]);
+    mm_fill<tile_f16, 4, 4>(k.mm[MM_F16]);
+    mm_fill<tile_bf16, 4, 4>(k.mm[MM_BF16]);
+    mm_fill<tile_q8_0, 4, 4>(k.mm[MM_Q8_0]);
+    mm_fill<tile_q4_0, 4, 4>(k.mm[MM_Q4_0]);
+    k.quantize_q8_0 = quantize_q8_0;
+    k.axpy_f32 = axpy_f32;
+    k.axpy_f16 = axpy_f16;
+    k.scale_f32 = scale_f32;
+    return k;
+}
+
+} // namespace
+
+const kvg::cpu_kernels & kvg::kernels_scalar() {
+    static const cpu_kernels k = make_kernels();
+    return k;
+}

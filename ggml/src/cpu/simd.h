@@ -1,0 +1,78 @@
+// Inner loops of the CPU kernels (dot products, register tiles, axpy), one table per
+// instruction-set path. Tables for x86 SIMD are compiled with per-function target
+// attributes and picked at run time, so one binary runs on any x86-64.
+#pragma once
+
+#include "ggml-impl.h"
+
+namespace kvg {
+
+// Instruction-set paths, ordered: a path may be capped to any lower one.
+enum cpu_path { PATH_SCALAR = 0, PATH_AVX2 = 1, PATH_AVX512 = 2, PATH_COUNT = 3 };
+
+// Largest register tile any path uses (weight rows x activation rows).
+constexpr int MM_MAX_ROWS = 8;
+constexpr int MM_MAX_COLS = 8;
+
+// One register tile of a matmul over one K chunk:
+// out[c * out_stride + r] (+)= dot(weight row r, activation row c), r < R, c < C.
+struct mm_tile_args {
+    int64_t k;           // elements (multiple of 32 for quantized weights)
+    const char * w;      // first weight row (weight type)
+    size_t w_stride;     // bytes between weight rows
+    const char * x;      // first activation row (the weight type's vec_dot_type)
+    size_t x_stride;     // bytes between activation rows
+    float * out;
+    int64_t out_stride;  // floats between output rows (one per activation row)
+    bool accumulate;     // add to out instead of overwriting it
+};
+typedef void (*mm_tile_fn)(const mm_tile_args & a);
+
+// Weight types with a matmul kernel.
+enum mm_type { MM_F32 = 0, MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0, MM_TYPE_COUNT };
+
+struct mm_kernel {
+    int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
+    mm_tile_fn tile[MM_MAX_ROWS + 1][MM_MAX_COLS + 1];
+};
+
+struct cpu_kernels {
+    const char * name;
+    mm_kernel mm[MM_TYPE_COUNT];
+    // activations for q8_0/q4_0 weights (k multiple of 32)
+    void (*quantize_q8_0)(const float * x, void * y, int64_t k);
+    // y += a * x
+    void (*axpy_f32)(int64_t n, float a, const float * x, float * y);
+    void (*axpy_f16)(int64_t n, float a, const ggml_fp16_t * x, float * y);
+    // y *= a
+    void (*scale_f32)(int64_t n, float a, float * y);
+};
+
+// Fills tile[1..R][1..C] of a kernel from Tile<r, c>::run (Tile must have internal
+// linkage: each path's file compiles it for its own instruction set).
+template <template <int, int> class Tile, int R, int C>
+void mm_fill_row(mm_kernel & k) {
+    k.tile[R][C] = &Tile<R, C>::run;
+    if constexpr (C > 1) mm_fill_row<Tile, R, C - 1>(k);
+}
+template <template <int, int> class Tile, int R, int C>
+void mm_fill(mm_kernel & k) {
+    mm_fill_row<Tile, R, C>(k);
+    if constexpr (R > 1) mm_fill<Tile, R - 1, C>(k);
+    k.rows = R;
+    k.cols = C;
+}
+
+const cpu_kernels & kernels_scalar();
+const cpu_kernels * kernels_avx2();   // nullptr when not built for x86-64
+const cpu_kernels * kernels_avx512(); // nullptr when not built for x86-64
+
+// Best path the CPU supports, and the table in use (capped by KVG_CPU_FEATURES or
+// ggml_cpu_set_features_limit).
+cpu_path cpu_best_path();
+cpu_path cpu_active_path();
+const cpu_kernels & cpu_active_kernels();
+
+mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
+
+} // namespace kvg

@@ -1,0 +1,151 @@
+// CPU type traits (vec_dot, activation conversion), CPU feature detection and the choice
+// of the SIMD path.
+//
+// Activations for float weights stay F32: F16 and BF16 weights are widened in registers
+// and dotted with F32 activations (f16·f32, bf16·f32). This avoids a conversion pass over
+// the activations, keeps them exact, and in a register tile the widening of one weight
+// vector is shared by all activation rows of the tile. Quantized weights (q8_0, q4_0)
+// use q8_0 activations, quantized once per activation row, so the inner loop is integer.
+#include "simd.h"
+#include "types.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace kvg {
+
+static bool cpu_supports(cpu_path p) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    switch (p) {
+        case PATH_SCALAR: return true;
+        case PATH_AVX2:
+            return kernels_avx2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                   __builtin_cpu_supports("f16c");
+        case PATH_AVX512:
+            return kernels_avx512() && cpu_supports(PATH_AVX2) && __builtin_cpu_supports("avx512f") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+        default: return false;
+    }
+#else
+    return p == PATH_SCALAR;
+#endif
+}
+
+cpu_path cpu_best_path() {
+    static const cpu_path best = [] {
+        int p = PATH_COUNT - 1;
+        while (p > PATH_SCALAR && !cpu_supports((cpu_path) p)) --p;
+        return (cpu_path) p;
+    }();
+    return best;
+}
+
+static const char * const g_path_names[PATH_COUNT] = {"scalar", "avx2", "avx512"};
+
+// The cap from KVG_CPU_FEATURES, read once.
+static int env_limit() {
+    const char * s = std::getenv("KVG_CPU_FEATURES");
+    if (!s || !*s) return PATH_COUNT - 1;
+    for (int p = 0; p < PATH_COUNT; ++p) {
+        if (std::strcmp(s, g_path_names[p]) == 0) return p;
+    }
+    std::fprintf(stderr, "kvgraph: ignoring KVG_CPU_FEATURES=%s (expected scalar, avx2 or avx512)\n", s);
+    return PATH_COUNT - 1;
+}
+
+static std::atomic<int> & active_slot() {
+    static std::atomic<int> slot{std::min<int>(env_limit(), cpu_best_path())};
+    return slot;
+}
+
+cpu_path cpu_active_path() { return (cpu_path) active_slot().load(std::memory_order_relaxed); }
+
+const cpu_kernels & cpu_active_kernels() {
+    switch (cpu_active_path()) {
+        case PATH_AVX512: return *kernels_avx512();
+        case PATH_AVX2: return *kernels_avx2();
+        default: return kernels_scalar();
+    }
+}
+
+mm_type mm_type_of(enum ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_F32: return MM_F32;
+        case GGML_TYPE_F16: return MM_F16;
+        case GGML_TYPE_BF16: return MM_BF16;
+        case GGML_TYPE_Q8_0: return MM_Q8_0;
+        case GGML_TYPE_Q4_0: return MM_Q4_0;
+        default: GGML_ABORT("no CPU matmul kernel for weight type %s", ggml_type_name(type));
+    }
+}
+
+} // namespace kvg
+
+using namespace kvg;
+
+enum ggml_cpu_features ggml_cpu_set_features_limit(enum ggml_cpu_features limit) {
+    if ((int) limit < 0 || (int) limit > GGML_CPU_FEATURES_BEST) {
+        GGML_ABORT("ggml_cpu_set_features_limit: invalid limit %d", (int) limit);
+    }
+    const int p = std::min<int>((int) limit, cpu_best_path());
+    active_slot().store(p, std::memory_order_relaxed);
+    return (enum ggml_cpu_features) p;
+}
+
+// ---- vec_dot: x is a row of the weight type, y a row of its vec_dot_type -------------------
+template <mm_type T>
+static void vec_dot(int n, float * s, size_t bs, const void * x, size_t bx, const void * y, size_t by, int nrc) {
+    GGML_UNUSED(bs); GGML_UNUSED(bx); GGML_UNUSED(by);
+    if (nrc != 1) GGML_ABORT("vec_dot: nrc = %d, only 1 row per call is supported", nrc);
+    if ((T == MM_Q8_0 || T == MM_Q4_0) && n % QK8_0 != 0) GGML_ABORT("vec_dot: n = %d is not a multiple of 32", n);
+    mm_tile_args a = {n, (const char *) x, 0, (const char *) y, 0, s, 1, false};
+    cpu_active_kernels().mm[T].tile[1][1](a);
+}
+
+static void from_f32(const float * x, void * y, int64_t k) { std::memcpy(y, x, k * sizeof(float)); }
+static void from_f16(const float * x, void * y, int64_t k) { ggml_fp32_to_fp16_row(x, (ggml_fp16_t *) y, k); }
+static void from_bf16(const float * x, void * y, int64_t k) { ggml_fp32_to_bf16_row(x, (ggml_bf16_t *) y, k); }
+static void from_q8_0(const float * x, void * y, int64_t k) {
+    GGML_ASSERT(k % QK8_0 == 0);
+    cpu_active_kernels().quantize_q8_0(x, y, k);
+}
+static void from_q4_0(const float * x, void * y, int64_t k) { quantize_row_q4_0_ref(x, (block_q4_0 *) y, k); }
+
+static const ggml_type_traits_cpu * make_cpu_traits() {
+    static ggml_type_traits_cpu t[GGML_TYPE_COUNT] = {};
+    t[GGML_TYPE_F32]  = {from_f32, vec_dot<MM_F32>, GGML_TYPE_F32, 1};
+    t[GGML_TYPE_F16]  = {from_f16, vec_dot<MM_F16>, GGML_TYPE_F32, 1};
+    t[GGML_TYPE_BF16] = {from_bf16, vec_dot<MM_BF16>, GGML_TYPE_F32, 1};
+    t[GGML_TYPE_Q8_0] = {from_q8_0, vec_dot<MM_Q8_0>, GGML_TYPE_Q8_0, 1};
+    t[GGML_TYPE_Q4_0] = {from_q4_0, vec_dot<MM_Q4_0>, GGML_TYPE_Q8_0, 1};
+    return t;
+}
+
+const ggml_type_traits_cpu * ggml_get_type_traits_cpu(enum ggml_type type) {
+    static const ggml_type_traits_cpu * table = make_cpu_traits();
+    if ((int) type < 0 || (int) type >= GGML_TYPE_COUNT) GGML_ABORT("ggml_get_type_traits_cpu: invalid type %d", (int) type);
+    return &table[type];
+}
+
+// ---- features --------------------------------------------------------------------------------
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+static int has(bool v) { return v ? 1 : 0; }
+int ggml_cpu_has_avx2(void) { __builtin_cpu_init(); return has(__builtin_cpu_supports("avx2")); }
+int ggml_cpu_has_f16c(void) { __builtin_cpu_init(); return has(__builtin_cpu_supports("f16c")); }
+int ggml_cpu_has_fma(void) { __builtin_cpu_init(); return has(__builtin_cpu_supports("fma")); }
+int ggml_cpu_has_avx512(void) { __builtin_cpu_init(); return has(__builtin_cpu_supports("avx512f")); }
+#else
+int ggml_cpu_has_avx2(void) { return 0; }
+int ggml_cpu_has_f16c(void) { return 0; }
+int ggml_cpu_has_fma(void) { return 0; }
+int ggml_cpu_has_avx512(void) { return 0; }
+#endif
+#if defined(__ARM_NEON) || defined(__aarch64__)
+int ggml_cpu_has_neon(void) { return 1; }
+#else
+int ggml_cpu_has_neon(void) { return 0; }
+#endif

@@ -1,0 +1,227 @@
+// flash_attn_ext against a naive softmax(q·K^T * scale [softcap] + slope * mask) · V in
+// double precision, on every SIMD path this machine has.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "ggml.h"
+#include "ggml-cpu.h"
+#include "cpu/kernels.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<ggml_cpu_features> available_paths() {
+    std::vector<ggml_cpu_features> paths;
+    for (int p = GGML_CPU_FEATURES_SCALAR; p <= GGML_CPU_FEATURES_AVX512; ++p) {
+        if (ggml_cpu_set_features_limit((ggml_cpu_features) p) == p) paths.push_back((ggml_cpu_features) p);
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    return paths;
+}
+
+struct Ctx {
+    ggml_context * ctx;
+    Ctx() { ctx = ggml_init({64 << 20, nullptr, false}); REQUIRE(ctx); }
+    ~Ctx() { ggml_free(ctx); }
+};
+
+std::mt19937 rng(77);
+float frand(float amp = 1.0f) { return std::uniform_real_distribution<float>(-amp, amp)(rng); }
+
+void fill(ggml_tensor * t, float amp) {
+    REQUIRE(ggml_is_contiguous(t));
+    for (int64_t i = 0; i < ggml_nelements(t); ++i) {
+        const float v = frand(amp);
+        if (t->type == GGML_TYPE_F32) ((float *) t->data)[i] = v;
+        else ((ggml_fp16_t *) t->data)[i] = ggml_fp32_to_fp16(v);
+    }
+}
+
+// Element (i0..i3) of an F32/F16 tensor through its strides.
+double at(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const char * p = (const char *) t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+    return t->type == GGML_TYPE_F32 ? *(const float *) p : ggml_fp16_to_fp32(*(const ggml_fp16_t *) p);
+}
+
+void set_mask(ggml_tensor * m, int64_t i0, int64_t i1, int64_t i2, float v) {
+    char * p = (char *) m->data + i0 * m->nb[0] + i1 * m->nb[1] + i2 * m->nb[2];
+    if (m->type == GGML_TYPE_F32) *(float *) p = v;
+    else *(ggml_fp16_t *) p = ggml_fp32_to_fp16(v);
+}
+
+double slope_of(double max_bias, int64_t h, int64_t n_head) {
+    if (max_bias <= 0) return 1.0;
+    int64_t n = 1;
+    while (n * 2 <= n_head) n *= 2;
+    return h < n ? std::pow(2.0, -max_bias / n * (h + 1)) : std::pow(2.0, -max_bias / 2 / n * (2 * (h - n) + 1));
+}
+
+// Naive attention; result laid out like dst: [Dv, n_head, n_q, ne3].
+std::vector<double> reference(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask,
+                              double scale, double max_bias, double softcap) {
+    const int64_t D = q->ne[0], n_q = q->ne[1], n_head = q->ne[2], ne3 = q->ne[3];
+    const int64_t n_kv = k->ne[1], Dv = v->ne[0], group = n_head / k->ne[2];
+    std::vector<double> out;
+    for (int64_t i3 = 0; i3 < ne3; ++i3)
+        for (int64_t iq = 0; iq < n_q; ++iq)
+            for (int64_t h = 0; h < n_head; ++h) {
+                std::vector<double> s(n_kv);
+                double mx = -INFINITY;
+                for (int64_t j = 0; j < n_kv; ++j) {
+                    double d = 0;
+                    for (int64_t i = 0; i < D; ++i) d += at(q, i, iq, h, i3) * at(k, i, j, h / group, i3);
+                    d *= scale;
+                    if (softcap > 0) d = softcap * std::tanh(d / softcap);
+                    if (mask) d += slope_of(max_bias, h, n_head) * at(mask, j, iq, h % mask->ne[2], i3 % mask->ne[3]);
+                    s[j] = d;
+                    mx = std::max(mx, d);
+                }
+                double sum = 0;
+                for (auto & x : s) sum += (x = mx == -INFINITY ? 0 : std::exp(x - mx));
+                for (int64_t i = 0; i < Dv; ++i) {
+                    double o = 0;
+                    for (int64_t j = 0; j < n_kv; ++j) o += s[j] * at(v, i, j, h / group, i3);
+                    out.push_back(sum > 0 ? o / sum : 0.0);
+                }
+            }
+    return out;
+}
+
+void run(ggml_tensor * node, int nth) {
+    std::vector<uint8_t> work(ggml_flash_attn_ext_work_size(node, nth));
+    for (int ith = 0; ith < nth; ++ith) {
+        ggml_compute_params p = {ith, nth, 0, work.data(), work.size()};
+        ggml_compute_forward_flash_attn_ext(&p, node);
+    }
+}
+
+void check(ggml_tensor * node, double tol) {
+    REQUIRE(ggml_is_contiguous(node));
+    const float * p = (const float *) node->op_params; // scale, max_bias, softcap
+    const std::vector<double> want = reference(node->src[0], node->src[1], node->src[2], node->src[3], p[0], p[1], p[2]);
+    REQUIRE((int64_t) want.size() == ggml_nelements(node));
+    for (ggml_cpu_features path : available_paths()) {
+        ggml_cpu_set_features_limit(path);
+        CAPTURE((int) path);
+        std::vector<float> first;
+        for (int nth = 1; nth <= 3; ++nth) {
+            CAPTURE(nth);
+            std::memset(node->data, 0xff, ggml_nbytes(node));
+            run(node, nth);
+            const float * got = (const float *) node->data;
+            if (nth == 1) {
+                int bad = 0;
+                for (size_t i = 0; i < want.size(); ++i) {
+                    if (!(std::fabs(got[i] - want[i]) <= tol)) {
+                        if (bad++ < 5) FAIL_CHECK("element " << i << ": got " << got[i] << " want " << want[i]);
+                    }
+                }
+                CHECK(bad == 0);
+                first.assign(got, got + want.size());
+            } else {
+                CHECK(std::memcmp(got, first.data(), first.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
+
+// Causal mask [n_kv, n_q_pad] for queries at positions n_kv - n_q .. n_kv - 1; padding rows -inf.
+ggml_tensor * causal_mask(ggml_context * ctx, ggml_type type, int64_t n_kv, int64_t n_q, int64_t n_q_pad, int64_t ne2 = 1) {
+    ggml_tensor * m = ggml_new_tensor_3d(ctx, type, n_kv, n_q_pad, ne2);
+    for (int64_t h = 0; h < ne2; ++h)
+        for (int64_t i = 0; i < n_q_pad; ++i)
+            for (int64_t j = 0; j < n_kv; ++j) {
+                const bool visible = i < n_q && j <= n_kv - n_q + i;
+                set_mask(m, j, i, h, visible ? 0.0f : -INFINITY);
+            }
+    return m;
+}
+
+} // namespace
+
+TEST_CASE("flash_attn_ext: f32 and f16 K/V, GQA, causal mask, odd n_kv") {
+    for (ggml_type kv : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        for (ggml_type mt : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+            CAPTURE((int) kv); CAPTURE((int) mt);
+            Ctx c;
+            const int64_t D = 40, Dv = 24, n_q = 5, n_kv = 37, n_head = 6, n_head_kv = 2;
+            ggml_tensor * q = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, D, n_q, n_head);
+            ggml_tensor * k = ggml_new_tensor_3d(c.ctx, kv, D, n_kv, n_head_kv);
+            ggml_tensor * v = ggml_new_tensor_3d(c.ctx, kv, Dv, n_kv, n_head_kv);
+            fill(q, 1.0f); fill(k, 1.0f); fill(v, 1.0f);
+            ggml_tensor * m = causal_mask(c.ctx, mt, n_kv, n_q, 8);
+            check(ggml_flash_attn_ext(c.ctx, q, k, v, m, 1.0f / std::sqrt((float) D), 0.0f, 0.0f), 2e-5);
+        }
+    }
+}
+
+TEST_CASE("flash_attn_ext: no mask, long K/V with large scores (online rescaling), ne3 = 2") {
+    for (ggml_type kv : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        Ctx c;
+        const int64_t D = 17, n_q = 3, n_kv = 301, n_head = 4;
+        ggml_tensor * q = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, D, n_q, n_head, 2);
+        ggml_tensor * k = ggml_new_tensor_4d(c.ctx, kv, D, n_kv, n_head, 2);
+        ggml_tensor * v = ggml_new_tensor_4d(c.ctx, kv, D, n_kv, n_head, 2);
+        fill(q, 3.0f); fill(k, 3.0f); fill(v, 1.0f);
+        check(ggml_flash_attn_ext(c.ctx, q, k, v, nullptr, 1.0f, 0.0f, 0.0f), 2e-5);
+    }
+}
+
+TEST_CASE("flash_attn_ext: softcap and ALiBi with per-head masks") {
+    for (ggml_type kv : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        Ctx c;
+        const int64_t D = 32, n_q = 4, n_kv = 71, n_head = 6, n_head_kv = 3;
+        ggml_tensor * q = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, D, n_q, n_head);
+        ggml_tensor * k = ggml_new_tensor_3d(c.ctx, kv, D, n_kv, n_head_kv);
+        ggml_tensor * v = ggml_new_tensor_3d(c.ctx, kv, D, n_kv, n_head_kv);
+        fill(q, 2.0f); fill(k, 2.0f); fill(v, 1.0f);
+        check(ggml_flash_attn_ext(c.ctx, q, k, v, causal_mask(c.ctx, GGML_TYPE_F16, n_kv, n_q, n_q), 0.5f, 0.0f, 5.0f), 2e-5);
+        // ALiBi: mask holds -distance for visible keys, per head (ne2 = n_head)
+        ggml_tensor * m = causal_mask(c.ctx, GGML_TYPE_F32, n_kv, n_q, n_q, n_head);
+        for (int64_t h = 0; h < n_head; ++h)
+            for (int64_t i = 0; i < n_q; ++i)
+                for (int64_t j = 0; j <= n_kv - n_q + i; ++j) set_mask(m, j, i, h, -(float) (n_kv - n_q + i - j) * (h + 1) / 8);
+        check(ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.2f, 8.0f, 0.0f), 2e-5);
+        check(ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.2f, 8.0f, 3.0f), 2e-5);
+    }
+}
+
+TEST_CASE("flash_attn_ext: fully masked rows give zeros, sparse masks skip positions") {
+    Ctx c;
+    const int64_t D = 16, n_q = 4, n_kv = 150, n_head = 2;
+    ggml_tensor * q = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, D, n_q, n_head);
+    ggml_tensor * k = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head);
+    ggml_tensor * v = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head);
+    fill(q, 1.0f); fill(k, 1.0f); fill(v, 1.0f);
+    ggml_tensor * m = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F16, n_kv, n_q);
+    for (int64_t i = 0; i < n_q; ++i)
+        for (int64_t j = 0; j < n_kv; ++j) {
+            bool visible = false;
+            if (i == 1) visible = j == 149;               // one key, in the last chunk
+            if (i == 2) visible = j % 7 == 3 || j == 0;   // scattered keys
+            if (i == 3) visible = j >= 60 && j < 70;      // a run spanning a chunk border
+            set_mask(m, j, i, 0, visible ? 0.0f : -INFINITY);
+        }
+    ggml_tensor * r = ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.25f, 0.0f, 0.0f);
+    check(r, 2e-5);
+    for (int64_t h = 0; h < n_head; ++h)
+        for (int64_t i = 0; i < D; ++i) CHECK(((float *) r->data)[(0 * n_head + h) * D + i] == 0.0f); // row 0: all -inf
+}
+
+TEST_CASE("flash_attn_ext: permuted q (heads interleaved as produced by a projection)") {
+    Ctx c;
+    const int64_t D = 24, n_q = 7, n_kv = 33, n_head = 4, n_head_kv = 1;
+    ggml_tensor * qraw = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, D, n_head, n_q);
+    fill(qraw, 1.0f);
+    ggml_tensor * q = ggml_permute(c.ctx, qraw, 0, 2, 1, 3);
+    ggml_tensor * k = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head_kv);
+    ggml_tensor * v = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head_kv);
+    fill(k, 1.0f); fill(v, 1.0f);
+    check(ggml_flash_attn_ext(c.ctx, q, k, v, causal_mask(c.ctx, GGML_TYPE_F16, n_kv, n_q, 8), 0.3f, 0.0f, 0.0f), 2e-5);
+}

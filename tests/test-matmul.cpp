@@ -1,0 +1,383 @@
+// mul_mat and the CPU vec_dot kernels against naive double-precision loops written here,
+// on every SIMD path this machine has.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "ggml.h"
+#include "ggml-cpu.h"
+#include "cpu/kernels.h"
+#include "types.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+const ggml_type ALL_TYPES[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+
+// The SIMD paths this CPU runs (scalar always); leaves the best one active.
+std::vector<ggml_cpu_features> available_paths() {
+    std::vector<ggml_cpu_features> paths;
+    for (int p = GGML_CPU_FEATURES_SCALAR; p <= GGML_CPU_FEATURES_AVX512; ++p) {
+        if (ggml_cpu_set_features_limit((ggml_cpu_features) p) == p) paths.push_back((ggml_cpu_features) p);
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    return paths;
+}
+const char * path_name(ggml_cpu_features p) {
+    return p == GGML_CPU_FEATURES_SCALAR ? "scalar" : p == GGML_CPU_FEATURES_AVX2 ? "avx2" : "avx512";
+}
+
+struct Ctx {
+    ggml_context * ctx;
+    explicit Ctx(size_t mb = 64) { ctx = ggml_init({mb << 20, nullptr, false}); REQUIRE(ctx); }
+    ~Ctx() { ggml_free(ctx); }
+};
+
+std::mt19937 rng(1234);
+float frand() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng); }
+
+// Fills every row of a (root, contiguous) tensor with random values in its type.
+void fill_random(ggml_tensor * t) {
+    REQUIRE(ggml_is_contiguous(t));
+    const int64_t n0 = t->ne[0];
+    std::vector<float> row(n0);
+    for (int64_t r = 0; r < ggml_nrows(t); ++r) {
+        for (auto & v : row) v = frand();
+        char * dst = (char *) t->data + r * t->nb[1];
+        if (t->type == GGML_TYPE_F32) std::memcpy(dst, row.data(), n0 * 4);
+        else ggml_get_type_traits(t->type)->from_float_ref(row.data(), dst, n0);
+    }
+}
+
+// Row (i1, i2, i3) of any tensor as floats, via strides (dequantizing if needed).
+std::vector<float> read_row(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
+    const char * p = (const char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+    std::vector<float> out(t->ne[0]);
+    if (t->type == GGML_TYPE_F32) {
+        for (int64_t i = 0; i < t->ne[0]; ++i) out[i] = *(const float *) (p + i * t->nb[0]);
+    } else {
+        REQUIRE(t->nb[0] == ggml_type_size(t->type));
+        ggml_get_type_traits(t->type)->to_float(p, out.data(), t->ne[0]);
+    }
+    return out;
+}
+
+// What the kernels see of an activation row: q8_0 round trip for quantized weights.
+std::vector<float> as_activation(std::vector<float> x, ggml_type wtype) {
+    if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0) {
+        std::vector<block_q8_0> q(x.size() / QK8_0);
+        quantize_row_q8_0_ref(x.data(), q.data(), (int64_t) x.size());
+        dequantize_row_q8_0(q.data(), x.data(), (int64_t) x.size());
+    }
+    return x;
+}
+
+struct RefResult {
+    std::vector<double> val, mag; // exact product and sum |w*x| per output, [i13][i12][i11][i01]
+};
+
+// Naive mul_mat in double: weight row (i01, i12/r2, i13/r3) against activation row (i11, i12, i13).
+RefResult ref_mul_mat(const ggml_tensor * a, const ggml_tensor * b) {
+    const int64_t K = a->ne[0], N = a->ne[1], M = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    RefResult r;
+    for (int64_t i13 = 0; i13 < b->ne[3]; ++i13)
+        for (int64_t i12 = 0; i12 < b->ne[2]; ++i12)
+            for (int64_t i11 = 0; i11 < M; ++i11) {
+                const std::vector<float> x = as_activation(read_row(b, i11, i12, i13), a->type);
+                for (int64_t i01 = 0; i01 < N; ++i01) {
+                    const std::vector<float> w = read_row(a, i01, i12 / r2, i13 / r3);
+                    double s = 0, m = 0;
+                    for (int64_t k = 0; k < K; ++k) {
+                        s += (double) w[k] * x[k];
+                        m += std::fabs((double) w[k] * x[k]);
+                    }
+                    r.val.push_back(s);
+                    r.mag.push_back(m);
+                }
+            }
+    return r;
+}
+
+std::vector<float> read_dst(const ggml_tensor * d) {
+    std::vector<float> out;
+    for (int64_t i3 = 0; i3 < d->ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < d->ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < d->ne[1]; ++i1) {
+                const std::vector<float> row = read_row(d, i1, i2, i3);
+                out.insert(out.end(), row.begin(), row.end());
+            }
+    return out;
+}
+
+// Runs every task of every phase of a mul_mat node in turn, as the executor would with nth threads.
+void run_mul_mat(ggml_tensor * node, int nth) {
+    const int phases = ggml_mul_mat_n_phases(node);
+    std::vector<uint8_t> work(ggml_mul_mat_work_size(node, nth) + 1);
+    for (int ph = 0; ph < phases; ++ph) {
+        for (int ith = 0; ith < nth; ++ith) {
+            ggml_compute_params p = {ith, nth, ph, work.data(), work.size()};
+            ggml_compute_forward_mul_mat(&p, node);
+        }
+    }
+}
+
+void check_close(const std::vector<float> & got, const RefResult & ref, double rel) {
+    REQUIRE(got.size() == ref.val.size());
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double tol = rel * ref.mag[i] + 1e-6;
+        if (!(std::fabs(got[i] - ref.val[i]) <= tol)) {
+            if (bad++ < 5) FAIL_CHECK("element " << i << ": got " << got[i] << " want " << ref.val[i] << " tol " << tol);
+        }
+    }
+    CHECK(bad == 0);
+}
+
+// Float sums of up to a few thousand terms: a few ulps per term relative to sum |w*x|.
+double tolerance(ggml_type) { return 2e-5; }
+
+// Computes `node` with 1, 2 and 3 tasks on every path; checks the reference and that the
+// task count does not change a single bit.
+void check_mul_mat(ggml_tensor * node) {
+    const RefResult ref = ref_mul_mat(node->src[0], node->src[1]);
+    for (ggml_cpu_features path : available_paths()) {
+        ggml_cpu_set_features_limit(path);
+        const std::string path_str = path_name(path);
+        CAPTURE(path_str);
+        std::vector<float> first;
+        for (int nth = 1; nth <= 3; ++nth) {
+            CAPTURE(nth);
+            std::memset(node->data, 0xff, ggml_nbytes(node)); // NaN: unwritten outputs show up
+            run_mul_mat(node, nth);
+            const std::vector<float> got = read_dst(node);
+            if (nth == 1) {
+                check_close(got, ref, tolerance(node->src[0]->type));
+                first = got;
+            } else {
+                CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
+
+int64_t k_unit(ggml_type t) { return ggml_blck_size(t); }
+
+} // namespace
+
+TEST_CASE("cpu traits: vec_dot types and activation conversion") {
+    CHECK(ggml_get_type_traits_cpu(GGML_TYPE_F32)->vec_dot_type == GGML_TYPE_F32);
+    CHECK(ggml_get_type_traits_cpu(GGML_TYPE_F16)->vec_dot_type == GGML_TYPE_F32);
+    CHECK(ggml_get_type_traits_cpu(GGML_TYPE_BF16)->vec_dot_type == GGML_TYPE_F32);
+    CHECK(ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->vec_dot_type == GGML_TYPE_Q8_0);
+    CHECK(ggml_get_type_traits_cpu(GGML_TYPE_Q4_0)->vec_dot_type == GGML_TYPE_Q8_0);
+    for (ggml_type t : ALL_TYPES) {
+        const ggml_type_traits_cpu * tr = ggml_get_type_traits_cpu(t);
+        REQUIRE(bool(tr->vec_dot));
+        REQUIRE(bool(tr->from_float));
+        CHECK(tr->nrows == 1);
+        // from_float must agree with the reference conversion of the type
+        std::vector<float> x(64);
+        for (auto & v : x) v = frand();
+        std::vector<uint8_t> a(ggml_row_size(t, 64)), b(a.size());
+        tr->from_float(x.data(), a.data(), 64);
+        if (t == GGML_TYPE_F32) std::memcpy(b.data(), x.data(), b.size());
+        else ggml_get_type_traits(t)->from_float_ref(x.data(), b.data(), 64);
+        CHECK(a == b);
+    }
+    CHECK(ggml_cpu_has_neon() == 0);
+    if (ggml_cpu_has_avx512()) CHECK(ggml_cpu_has_avx2());
+}
+
+TEST_CASE("vec_dot of every type matches a double-precision loop on every path") {
+    for (ggml_cpu_features path : available_paths()) {
+        ggml_cpu_set_features_limit(path);
+        const std::string path_str = path_name(path);
+        CAPTURE(path_str);
+        for (ggml_type t : ALL_TYPES) {
+            const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+            const ggml_type_traits_cpu * tr = ggml_get_type_traits_cpu(t);
+            const bool quant = ggml_is_quantized(t);
+            for (int n : {1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 96, 127, 255, 257, 1000, 1023, 4096, 4128}) {
+                if (quant && n % 32 != 0) continue;
+                CAPTURE(n);
+                std::vector<float> xf(n), yf(n);
+                for (auto & v : xf) v = frand();
+                for (auto & v : yf) v = frand();
+                std::vector<uint8_t> x(ggml_row_size(t, n)), y(ggml_row_size(tr->vec_dot_type, n));
+                if (t == GGML_TYPE_F32) std::memcpy(x.data(), xf.data(), x.size());
+                else ggml_get_type_traits(t)->from_float_ref(xf.data(), x.data(), n);
+                if (tr->vec_dot_type == GGML_TYPE_F32) std::memcpy(y.data(), yf.data(), y.size());
+                else quantize_row_q8_0_ref(yf.data(), (block_q8_0 *) y.data(), n);
+                // reference on the values the kernel sees
+                std::vector<float> xv(n), yv(n);
+                if (t == GGML_TYPE_F32) xv = xf;
+                else ggml_get_type_traits(t)->to_float(x.data(), xv.data(), n);
+                if (tr->vec_dot_type == GGML_TYPE_F32) yv = yf;
+                else dequantize_row_q8_0((const block_q8_0 *) y.data(), yv.data(), n);
+                double want = 0, mag = 0;
+                for (int i = 0; i < n; ++i) {
+                    want += (double) xv[i] * yv[i];
+                    mag += std::fabs((double) xv[i] * yv[i]);
+                }
+                float got = NAN;
+                tr->vec_dot(n, &got, 0, x.data(), 0, y.data(), 0, 1);
+                CHECK(std::fabs(got - want) <= 2e-5 * mag + 1e-6);
+            }
+        }
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
+
+TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd sizes") {
+    for (ggml_type t : ALL_TYPES) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        const bool quant = ggml_is_quantized(t);
+        struct Shape { int64_t K, N, M; };
+        const std::vector<Shape> shapes = quant
+            ? std::vector<Shape>{{32, 5, 1}, {96, 13, 1}, {160, 7, 3}, {96, 71, 5}, {64, 9, 70}, {4160, 9, 6}, {4160, 37, 1}}
+            : std::vector<Shape>{{1, 3, 1}, {67, 13, 1}, {67, 5, 3}, {33, 71, 5}, {17, 9, 70}, {1100, 9, 6}, {1031, 37, 1}};
+        for (const Shape & s : shapes) {
+            CAPTURE(s.K); CAPTURE(s.N); CAPTURE(s.M);
+            Ctx c;
+            ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, s.K, s.N);
+            ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, s.K, s.M);
+            fill_random(a);
+            fill_random(b);
+            check_mul_mat(ggml_mul_mat(c.ctx, a, b));
+        }
+    }
+}
+
+TEST_CASE("mul_mat: broadcasting the weights over dims 2 and 3") {
+    for (ggml_type t : ALL_TYPES) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        const int64_t K = 3 * k_unit(t) + (ggml_is_quantized(t) ? 0 : 2);
+        Ctx c;
+        // ne02 = 2, ne12 = 6 (3 activation batches per weight matrix); ne03 = 1, ne13 = 2
+        ggml_tensor * a = ggml_new_tensor_4d(c.ctx, t, K, 11, 2, 1);
+        for (int64_t M : {1, 5}) {
+            CAPTURE(M);
+            ggml_tensor * b = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, K, M, 6, 2);
+            fill_random(a);
+            fill_random(b);
+            check_mul_mat(ggml_mul_mat(c.ctx, a, b));
+        }
+        // ne03 = 2, ne13 = 4 with ne02 = ne12
+        ggml_tensor * a2 = ggml_new_tensor_4d(c.ctx, t, K, 7, 3, 2);
+        ggml_tensor * b2 = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, K, 4, 3, 4);
+        fill_random(a2);
+        fill_random(b2);
+        check_mul_mat(ggml_mul_mat(c.ctx, a2, b2));
+    }
+}
+
+TEST_CASE("mul_mat: non-contiguous weights (row-strided and per-head views of a cache)") {
+    for (ggml_type t : ALL_TYPES) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        const int64_t u = k_unit(t);
+        const int64_t K = ggml_is_quantized(t) ? 2 * u : 19;
+        Ctx c;
+        // a cache [K + pad, n_ctx, n_head]: view the first K elements of 9 rows of each head, starting at row 2
+        ggml_tensor * cache = ggml_new_tensor_3d(c.ctx, t, K + 2 * u, 16, 4);
+        fill_random(cache);
+        ggml_tensor * a = ggml_view_3d(c.ctx, cache, K, 9, 4, cache->nb[1], cache->nb[2], 2 * cache->nb[1] + ggml_row_size(t, u));
+        REQUIRE(!ggml_is_contiguous(a));
+        for (int64_t M : {1, 6}) {
+            CAPTURE(M);
+            ggml_tensor * b = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, M, 8); // ne12 = 8, ne02 = 4
+            fill_random(b);
+            check_mul_mat(ggml_mul_mat(c.ctx, a, b));
+        }
+        // heads interleaved in the cache: [K, n_head, n_ctx] permuted to [K, n_ctx, n_head]
+        ggml_tensor * cache2 = ggml_new_tensor_3d(c.ctx, t, K, 3, 10);
+        fill_random(cache2);
+        ggml_tensor * a2 = ggml_permute(c.ctx, cache2, 0, 2, 1, 3);
+        ggml_tensor * b2 = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, 5, 3);
+        fill_random(b2);
+        check_mul_mat(ggml_mul_mat(c.ctx, a2, b2));
+    }
+}
+
+TEST_CASE("mul_mat: non-contiguous activations (transposed, permuted, strided rows)") {
+    for (ggml_type t : ALL_TYPES) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        const int64_t K = ggml_is_quantized(t) ? 64 : 23;
+        Ctx c;
+        ggml_tensor * a = ggml_new_tensor_3d(c.ctx, t, K, 10, 2);
+        fill_random(a);
+        // transposed: [M, K] seen as [K, M], elements of a row are M floats apart
+        for (int64_t M : {2, 7}) {
+            CAPTURE(M);
+            ggml_tensor * bt = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, M, K, 4);
+            fill_random(bt);
+            ggml_tensor * b = ggml_transpose(c.ctx, bt);
+            REQUIRE(b->nb[0] != sizeof(float));
+            check_mul_mat(ggml_mul_mat(c.ctx, a, b));
+        }
+        // permuted dims 1 <-> 2 (rows dense, batches interleaved)
+        ggml_tensor * bp = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, 4, 5);
+        fill_random(bp);
+        check_mul_mat(ggml_mul_mat(c.ctx, a, ggml_permute(c.ctx, bp, 0, 2, 1, 3)));
+        // fully permuted: [4, 5, K] -> [K, 4, 5]-ish
+        ggml_tensor * bq = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, 4, 6, K);
+        fill_random(bq);
+        ggml_tensor * bperm = ggml_permute(c.ctx, bq, 1, 2, 0, 3); // ne = [K, 4, 6]
+        REQUIRE(bperm->ne[0] == K);
+        check_mul_mat(ggml_mul_mat(c.ctx, a, bperm));
+        // row-strided view of a wider tensor
+        ggml_tensor * wide = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K + 5, 9);
+        fill_random(wide);
+        check_mul_mat(ggml_mul_mat(c.ctx, ggml_view_3d(c.ctx, a, K, 10, 1, a->nb[1], a->nb[2], 0),
+                                   ggml_view_2d(c.ctx, wide, K, 9, wide->nb[1], 4 * sizeof(float))));
+    }
+}
+
+TEST_CASE("mul_mat: tasks write disjoint outputs that cover dst") {
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_Q4_0}) {
+        Ctx c;
+        const int64_t K = 64;
+        for (int64_t M : {1, 9}) {
+            ggml_tensor * a = ggml_new_tensor_3d(c.ctx, t, K, 37, 2);
+            ggml_tensor * b = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, M, 4);
+            fill_random(a);
+            fill_random(b);
+            ggml_tensor * d = ggml_mul_mat(c.ctx, a, b);
+            const int nth = 3;
+            std::vector<uint8_t> work(ggml_mul_mat_work_size(d, nth));
+            const int phases = ggml_mul_mat_n_phases(d);
+            for (int ph = 0; ph + 1 < phases; ++ph) {
+                for (int ith = 0; ith < nth; ++ith) {
+                    ggml_compute_params p = {ith, nth, ph, work.data(), work.size()};
+                    ggml_compute_forward_mul_mat(&p, d);
+                }
+            }
+            std::vector<int> writers(ggml_nelements(d), 0);
+            for (int ith = 0; ith < nth; ++ith) {
+                std::memset(d->data, 0xff, ggml_nbytes(d));
+                ggml_compute_params p = {ith, nth, phases - 1, work.data(), work.size()};
+                ggml_compute_forward_mul_mat(&p, d);
+                const float * o = (const float *) d->data;
+                for (size_t i = 0; i < writers.size(); ++i) writers[i] += !std::isnan(o[i]);
+            }
+            for (size_t i = 0; i < writers.size(); ++i) REQUIRE(writers[i] == 1);
+        }
+    }
+}
+
+TEST_CASE("feature cap") {
+    const ggml_cpu_features best = ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    CHECK(ggml_cpu_set_features_limit(GGML_CPU_FEATURES_SCALAR) == GGML_CPU_FEATURES_SCALAR);
+    CHECK(ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST) == best);
+}
