@@ -1,0 +1,139 @@
+#include "sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kvg {
+
+uint64_t Rng::next_u64() {
+    state_ += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double Rng::next_double() {
+    // Top 53 bits: every value is exact in a double and < 1.
+    return double(next_u64() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
+
+int Sampler::argmax(const float* logits, int n) {
+    if (!logits || n <= 0) return -1;
+    int best = 0;
+    float best_v = -std::numeric_limits<float>::infinity();
+    bool found = false;
+    for (int i = 0; i < n; i++) {
+        const float v = logits[i];
+        if (std::isnan(v)) continue;
+        if (!found || v > best_v) {
+            best = i;
+            best_v = v;
+            found = true;
+        }
+    }
+    return best;
+}
+
+double Sampler::prepare(const float* logits, int n) {
+    const float temp = params_.temp;
+    if (!(temp > 0.0f)) return -1.0;  // also catches a NaN temperature
+
+    const float ninf = -std::numeric_limits<float>::infinity();
+    cand_.clear();
+    cand_.reserve((size_t)n);
+    float max_logit = ninf;
+    for (int i = 0; i < n; i++) {
+        const float l = std::isnan(logits[i]) ? ninf : logits[i];
+        cand_.push_back({l, i, 0.0});
+        max_logit = std::max(max_logit, l);
+    }
+    // Softmax is undefined here (inf - inf); the argmax is the sensible pick.
+    if (std::isinf(max_logit)) return -1.0;
+
+    // A strict total order, so partial_sort/sort results are unique.
+    auto before = [](const Cand& a, const Cand& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    };
+    bool sorted = false;
+    const int k = params_.top_k;
+    if (k > 0 && k < n) {
+        std::partial_sort(cand_.begin(), cand_.begin() + k, cand_.end(), before);
+        cand_.resize((size_t)k);
+        sorted = true;
+    }
+
+    double sum = 0.0;
+    for (Cand& c : cand_) {
+        c.w = std::exp(((double)c.logit - (double)max_logit) / (double)temp);
+        sum += c.w;
+    }
+
+    const float top_p = params_.top_p;
+    if (!(top_p < 1.0f)) return sum;
+    const double p = std::max(0.0, (double)top_p);
+
+    if (!sorted) {
+        // Avoid sorting the whole vocab: tokens with probability below
+        // (1-p)/(m-1) sum to less than 1-p, so the nucleus is complete before
+        // reaching any of them. Halving the cutoff leaves room for rounding.
+        const size_t m = cand_.size();
+        if (m > 1) {
+            const double cutoff = 0.5 * (1.0 - p) / (double)(m - 1) * sum;
+            cand_.erase(std::remove_if(cand_.begin(), cand_.end(), [&](const Cand& c) { return c.w < cutoff; }),
+                        cand_.end());
+        }
+        std::sort(cand_.begin(), cand_.end(), before);
+    }
+
+    // Smallest prefix whose probability reaches p (at least one token).
+    const double target = p * sum;
+    double cum = 0.0;
+    size_t keep = cand_.size();
+    for (size_t i = 0; i < cand_.size(); i++) {
+        cum += cand_[i].w;
+        if (cum >= target) {
+            keep = i + 1;
+            break;
+        }
+    }
+    cand_.resize(keep);
+    sum = 0.0;
+    for (const Cand& c : cand_) sum += c.w;
+    return sum;
+}
+
+int Sampler::sample(const float* logits, int n_vocab) {
+    if (!logits || n_vocab <= 0) return -1;
+    const double sum = prepare(logits, n_vocab);
+    if (sum < 0.0) return argmax(logits, n_vocab);
+
+    const double r = rng_.next_double() * sum;
+    double cum = 0.0;
+    int last = cand_.front().id;  // the top token has weight 1, never 0
+    for (const Cand& c : cand_) {
+        if (c.w <= 0.0) continue;
+        cum += c.w;
+        last = c.id;
+        if (r < cum) return c.id;
+    }
+    return last;  // r rounded up to sum
+}
+
+std::vector<TokenProb> Sampler::distribution(const float* logits, int n_vocab) {
+    if (!logits || n_vocab <= 0) return {};
+    const double sum = prepare(logits, n_vocab);
+    if (sum < 0.0) return {{argmax(logits, n_vocab), 1.0f}};
+    std::vector<TokenProb> out;
+    out.reserve(cand_.size());
+    for (const Cand& c : cand_) out.push_back({c.id, (float)(c.w / sum)});
+    std::stable_sort(out.begin(), out.end(), [](const TokenProb& a, const TokenProb& b) {
+        return a.p > b.p || (a.p == b.p && a.id < b.id);
+    });
+    return out;
+}
+
+}  // namespace kvg

@@ -1,0 +1,76 @@
+// Token sampling: greedy, or top-k -> temperature softmax -> top-p -> draw.
+//
+// Results depend only on the logits, the params and the seed: the RNG is
+// spelled out here (splitmix64) and candidate order is a total order (logit
+// descending, id ascending), so no library- or platform-defined behaviour
+// enters except the last bits of exp().
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvg {
+
+// splitmix64 (Steele, Lea, Flood 2014): tiny, full-period over 2^64 states,
+// good enough statistically for sampling, and identical on every platform.
+class Rng {
+public:
+    explicit Rng(uint64_t seed = 0) : state_(seed) {}
+    void seed(uint64_t s) { state_ = s; }
+    uint64_t next_u64();
+    double next_double();  // uniform in [0, 1), 53 random bits
+
+private:
+    uint64_t state_;
+};
+
+struct SamplerParams {
+    float temp = 0.8f;   // <= 0: greedy
+    int top_k = 40;      // <= 0 or >= n_vocab: disabled
+    float top_p = 0.95f; // >= 1: disabled; <= 0 keeps only the top token
+    uint64_t seed = 0x6b7667ull;
+};
+
+struct TokenProb {
+    int id;
+    float p;
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplerParams& params = SamplerParams());
+
+    // Picks a token id from logits[0..n_vocab). Returns -1 if logits is null
+    // or n_vocab <= 0. NaN logits count as -inf. If every logit is -inf/NaN,
+    // or some logit is +inf, the result is greedy. Uses exactly one RNG draw
+    // unless the choice is greedy (then none).
+    int sample(const float* logits, int n_vocab);
+
+    // The distribution sample() draws from (after top-k, temperature, top-p),
+    // renormalised, most likely first (ties: lower id first). Greedy gives the
+    // argmax with p = 1. Empty if logits is null or n_vocab <= 0.
+    std::vector<TokenProb> distribution(const float* logits, int n_vocab);
+
+    void reseed(uint64_t seed) { rng_.seed(seed); }
+    const SamplerParams& params() const { return params_; }
+
+    // Index of the largest logit, lowest index on ties, NaN skipped; 0 if all
+    // are NaN; -1 if logits is null or n <= 0.
+    static int argmax(const float* logits, int n);
+
+private:
+    struct Cand {
+        float logit;
+        int id;
+        double w;  // unnormalised probability
+    };
+    // Fills cand_ with the kept candidates and their weights; returns their
+    // total weight, or a negative value when the choice is greedy.
+    double prepare(const float* logits, int n_vocab);
+
+    SamplerParams params_;
+    Rng rng_;
+    std::vector<Cand> cand_;  // scratch reused across calls
+};
+
+}  // namespace kvg
