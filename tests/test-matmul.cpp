@@ -9,6 +9,7 @@
 #include "types.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -193,6 +194,30 @@ TEST_CASE("cpu traits: vec_dot types and activation conversion") {
     }
     CHECK(ggml_cpu_has_neon() == 0);
     if (ggml_cpu_has_avx512()) CHECK(ggml_cpu_has_avx2());
+}
+
+TEST_CASE("q8_0 activation quantizer matches the reference bit for bit on every path (ties included)") {
+    std::vector<float> x(32 * 64);
+    for (auto & v : x) v = frand();
+    // blocks whose scale is exactly 1: values k + 0.5 are rounding ties, plus values just below 0.5
+    for (int b = 0; b < 8; ++b) {
+        float * xb = x.data() + 32 * b;
+        xb[0] = 127.0f;
+        for (int j = 1; j < 32; ++j) xb[j] = (float) ((j * 7 + b) % 200 - 100) + 0.5f;
+        xb[5] = 0.49999997f;
+        xb[6] = -0.49999997f;
+        xb[7] = -0.5f;
+    }
+    std::vector<block_q8_0> want(64), got(64);
+    quantize_row_q8_0_ref(x.data(), want.data(), (int64_t) x.size());
+    for (ggml_cpu_features path : available_paths()) {
+        ggml_cpu_set_features_limit(path);
+        CAPTURE((int) path);
+        std::memset(got.data(), 0, got.size() * sizeof(block_q8_0));
+        ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float(x.data(), got.data(), (int64_t) x.size());
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(block_q8_0)) == 0);
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
 }
 
 TEST_CASE("vec_dot of every type matches a double-precision loop on every path") {
@@ -380,4 +405,13 @@ TEST_CASE("feature cap") {
     const ggml_cpu_features best = ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
     CHECK(ggml_cpu_set_features_limit(GGML_CPU_FEATURES_SCALAR) == GGML_CPU_FEATURES_SCALAR);
     CHECK(ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST) == best);
+    // the best path follows CPUID unless KVG_CPU_FEATURES caps it
+    const char * env = std::getenv("KVG_CPU_FEATURES");
+    if (!env || std::string(env) == "avx512") {
+        if (ggml_cpu_has_avx2() && ggml_cpu_has_fma() && ggml_cpu_has_f16c()) CHECK(best >= GGML_CPU_FEATURES_AVX2);
+        if (ggml_cpu_has_avx512()) CHECK(best == GGML_CPU_FEATURES_AVX512);
+    } else if (std::string(env) == "scalar") {
+        CHECK(best == GGML_CPU_FEATURES_SCALAR);
+    }
+    MESSAGE("SIMD paths tested: " << available_paths().size());
 }

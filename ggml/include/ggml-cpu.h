@@ -60,9 +60,9 @@ GGML_API int ggml_cpu_has_avx512(void);
 GGML_API int ggml_cpu_has_neon(void);
 
 // kvgraph: SIMD paths of the CPU kernels, picked at run time from CPUID. The environment
-// variable KVG_CPU_FEATURES=scalar|avx2|avx512 caps the path at startup; this call caps
-// it later (testing, benchmarks; not while a graph computes). Returns the path now in
-// use: the lower of `limit` and the best one the CPU supports.
+// variable KVG_CPU_FEATURES=scalar|avx2|avx512 caps the path for the whole process; this
+// call lowers it further (testing, benchmarks; not while a graph computes). Returns the
+// path now in use: the lowest of `limit`, the environment's cap and what the CPU supports.
 enum ggml_cpu_features {
     GGML_CPU_FEATURES_SCALAR = 0,
     GGML_CPU_FEATURES_AVX2   = 1, // AVX2 + FMA + F16C

@@ -1,4 +1,264 @@
-// avx2 kernels (placeholder until written).
+// AVX2 + FMA + F16C kernels. Every function that uses the instructions carries the target
+// attribute itself (no file-wide flags), and the table is built by plain code, so the
+// library still runs on older x86-64 CPUs: traits.cpp only calls these after checking
+// CPUID.
 #include "simd.h"
+#include "types.h"
 
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+// GCC 12 reports its own _mm256_undefined_* placeholders (inside intrinsics) as
+// uninitialized when they are inlined into target-attributed functions.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define KVG_TARGET __attribute__((target("avx2,fma,f16c")))
+#define KVG_INLINE KVG_TARGET inline __attribute__((always_inline))
+
+namespace {
+
+using namespace kvg;
+
+// Horizontal sums of 8 vectors at once: out[j] = sum of the lanes of v[j], lanes paired
+// (i, i+4), (i, i+2), (i, i+1) for every vector whatever shares the call.
+KVG_INLINE void reduce8(const __m256 * v, float * out) {
+    __m256 s[4], u[2];
+    for (int p = 0; p < 4; ++p) {
+        s[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20), _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    }
+    for (int q = 0; q < 2; ++q) {
+        u[q] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0x44), _mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0xEE));
+    }
+    const __m256 z = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], 0x88), _mm256_shuffle_ps(u[0], u[1], 0xDD));
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, z);
+    for (int j = 0; j < 8; ++j) out[j] = tmp[4 * (j % 2) + j / 2]; // z[4l + m] holds v[2m + l]
+}
+
+template <int R, int C>
+KVG_INLINE void finish_tile(const mm_tile_args & a, __m256 * acc) {
+    constexpr int G = (R * C + 7) / 8;
+    float sums[G * 8];
+    for (int g = 0; g < G; ++g) reduce8(acc + 8 * g, sums + 8 * g);
+    for (int c = 0; c < C; ++c) {
+        float * o = a.out + c * a.out_stride;
+        for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + sums[r * C + c] : sums[r * C + c];
+    }
+}
+
+// ---- float weights · f32 activations -------------------------------------------------------------
+// load(p, i): 8 elements from i; load_tail: the n < 8 left, zero padded.
+struct ld_f32 {
+    static KVG_INLINE __m256 load(const char * p, int64_t i) { return _mm256_loadu_ps((const float *) p + i); }
+    static KVG_INLINE __m256 load_tail(const char * p, int64_t i, int64_t n) {
+        float t[8] = {};
+        std::memcpy(t, (const float *) p + i, n * sizeof(float));
+        return _mm256_loadu_ps(t);
+    }
+};
+struct ld_f16 {
+    static KVG_INLINE __m256 load(const char * p, int64_t i) {
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) ((const uint16_t *) p + i)));
+    }
+    static KVG_INLINE __m256 load_tail(const char * p, int64_t i, int64_t n) {
+        uint16_t t[8] = {};
+        std::memcpy(t, (const uint16_t *) p + i, n * sizeof(uint16_t));
+        return load((const char *) t, 0);
+    }
+};
+struct ld_bf16 {
+    static KVG_INLINE __m256 load(const char * p, int64_t i) {
+        const __m128i h = _mm_loadu_si128((const __m128i *) ((const uint16_t *) p + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    static KVG_INLINE __m256 load_tail(const char * p, int64_t i, int64_t n) {
+        uint16_t t[8] = {};
+        std::memcpy(t, (const uint16_t *) p + i, n * sizeof(uint16_t));
+        return load((const char *) t, 0);
+    }
+};
+
+template <typename L, int R, int C>
+KVG_INLINE void tile_float(const mm_tile_args & a) {
+    constexpr int G = (R * C + 7) / 8;
+    __m256 acc[G * 8];
+    for (int j = 0; j < G * 8; ++j) acc[j] = _mm256_setzero_ps();
+    const char * w[R];
+    const char * x[C];
+    for (int r = 0; r < R; ++r) w[r] = a.w + r * a.w_stride;
+    for (int c = 0; c < C; ++c) x[c] = a.x + c * a.x_stride;
+    int64_t i = 0;
+    for (; i + 8 <= a.k; i += 8) {
+        __m256 xv[C];
+        for (int c = 0; c < C; ++c) xv[c] = ld_f32::load(x[c], i);
+        for (int r = 0; r < R; ++r) {
+            const __m256 wv = L::load(w[r], i);
+            for (int c = 0; c < C; ++c) acc[r * C + c] = _mm256_fmadd_ps(wv, xv[c], acc[r * C + c]);
+        }
+    }
+    if (i < a.k) {
+        __m256 xv[C];
+        for (int c = 0; c < C; ++c) xv[c] = ld_f32::load_tail(x[c], i, a.k - i);
+        for (int r = 0; r < R; ++r) {
+            const __m256 wv = L::load_tail(w[r], i, a.k - i);
+            for (int c = 0; c < C; ++c) acc[r * C + c] = _mm256_fmadd_ps(wv, xv[c], acc[r * C + c]);
+        }
+    }
+    finish_tile<R, C>(a, acc);
+}
+
+template <int R, int C> struct tile_f32 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_float<ld_f32, R, C>(a); }
+};
+template <int R, int C> struct tile_f16 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_float<ld_f16, R, C>(a); }
+};
+template <int R, int C> struct tile_bf16 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_float<ld_bf16, R, C>(a); }
+};
+
+// ---- quantized weights · q8_0 activations, one 32-block per vector --------------------------------
+// q4_0 block as 32 bytes in element order: low nibbles (elements 0..15), then high nibbles.
+KVG_INLINE __m256i load_q4(const block_q4_0 & b) {
+    const __m128i q = _mm_loadu_si128((const __m128i *) b.qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
+
+template <bool Q4, int R, int C>
+KVG_INLINE void tile_quant(const mm_tile_args & a) {
+    constexpr int G = (R * C + 7) / 8;
+    __m256 acc[G * 8];
+    for (int j = 0; j < G * 8; ++j) acc[j] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t nb = a.k / QK8_0;
+    for (int64_t b = 0; b < nb; ++b) {
+        __m256i xq[C], x8[C];
+        float xd[C];
+        for (int c = 0; c < C; ++c) {
+            const block_q8_0 & xb = ((const block_q8_0 *) (a.x + c * a.x_stride))[b];
+            xq[c] = _mm256_loadu_si256((const __m256i *) xb.qs);
+            xd[c] = _cvtsh_ss(xb.d);
+            // q4: dot(q - 8, x) = dot(q, x) - 8 * sum(x), the second term shared by all rows
+            if (Q4) x8[c] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), xq[c]);
+        }
+        for (int r = 0; r < R; ++r) {
+            __m256i wq, ws = _mm256_setzero_si256();
+            float wd;
+            if (Q4) {
+                const block_q4_0 & wb = ((const block_q4_0 *) (a.w + r * a.w_stride))[b];
+                wq = load_q4(wb);
+                wd = _cvtsh_ss(wb.d);
+            } else {
+                const block_q8_0 & wb = ((const block_q8_0 *) (a.w + r * a.w_stride))[b];
+                ws = _mm256_loadu_si256((const __m256i *) wb.qs);
+                wq = _mm256_sign_epi8(ws, ws); // |w| * (x with w's sign) = w * x, in maddubs' u8 x s8 form
+                wd = _cvtsh_ss(wb.d);
+            }
+            for (int c = 0; c < C; ++c) {
+                __m256i p16;
+                if (Q4) p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(wq, xq[c]), x8[c]);
+                else p16 = _mm256_maddubs_epi16(wq, _mm256_sign_epi8(xq[c], ws));
+                const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                acc[r * C + c] = _mm256_fmadd_ps(p, _mm256_set1_ps(wd * xd[c]), acc[r * C + c]);
+            }
+        }
+    }
+    finish_tile<R, C>(a, acc);
+}
+
+template <int R, int C> struct tile_q8_0 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<false, R, C>(a); }
+};
+template <int R, int C> struct tile_q4_0 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<true, R, C>(a); }
+};
+
+// ---- activations, attention helpers -------------------------------------------------------------
+// Rounds half away from zero like the reference quantizer's lround (r - trunc(r) is exact).
+KVG_INLINE __m256i round_away(__m256 r) {
+    const __m256 t = _mm256_round_ps(r, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(r, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(r, sign)); // +-1 with r's sign
+    return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
+}
+
+KVG_TARGET void quantize_q8_0(const float * x, void * vy, int64_t k) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < k / QK8_0; ++b) {
+        __m256 v[4];
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < 4; ++j) {
+            v[j] = _mm256_loadu_ps(x + b * QK8_0 + 8 * j);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[j]));
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float d = _mm_cvtss_f32(h) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = (ggml_fp16_t) _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        const __m256 s = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int j = 0; j < 4; ++j) q[j] = round_away(_mm256_mul_ps(v[j], s));
+        // packs work per 128-bit lane; the permute restores element order
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *) y[b].qs, _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+}
+
+KVG_TARGET void axpy_f32(int64_t n, float a, const float * x, float * y) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; ++i) y[i] += a * x[i];
+}
+
+KVG_TARGET void axpy_f16(int64_t n, float a, const ggml_fp16_t * x, float * y) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (x + i)));
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, xv, _mm256_loadu_ps(y + i)));
+    }
+    for (; i < n; ++i) y[i] += a * _cvtsh_ss(x[i]);
+}
+
+KVG_TARGET void scale_f32(int64_t n, float a, float * y) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(av, _mm256_loadu_ps(y + i)));
+    for (; i < n; ++i) y[i] *= a;
+}
+
+// Built without AVX2 code of its own: it only takes addresses.
+cpu_kernels make_kernels() {
+    cpu_kernels k;
+    std::memset(&k, 0, sizeof(k));
+    k.name = "avx2";
+    mm_fill<tile_f32, 4, 3>(k.mm[MM_F32]);
+    mm_fill<tile_f16, 4, 3>(k.mm[MM_F16]);
+    mm_fill<tile_bf16, 4, 3>(k.mm[MM_BF16]);
+    mm_fill<tile_q8_0, 4, 2>(k.mm[MM_Q8_0]);
+    mm_fill<tile_q4_0, 4, 2>(k.mm[MM_Q4_0]);
+    k.quantize_q8_0 = quantize_q8_0;
+    k.axpy_f32 = axpy_f32;
+    k.axpy_f16 = axpy_f16;
+    k.scale_f32 = scale_f32;
+    return k;
+}
+
+} // namespace
+
+const kvg::cpu_kernels * kvg::kernels_avx2() {
+    static const cpu_kernels k = make_kernels();
+    return &k;
+}
+
+#else
 const kvg::cpu_kernels * kvg::kernels_avx2() { return nullptr; }
+#endif

@@ -1,4 +1,283 @@
-// avx512 kernels (placeholder until written).
+// AVX-512 (F, BW, VL) kernels. Every function that uses the instructions carries the
+// target attribute itself (no file-wide flags), and the table is built by plain code, so
+// the library still runs on CPUs without AVX-512: traits.cpp only calls these after
+// checking CPUID.
 #include "simd.h"
+#include "types.h"
 
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+// GCC 12 reports its own _mm512_undefined_* placeholders (inside intrinsics) as
+// uninitialized when they are inlined into target-attributed functions.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define KVG_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define KVG_INLINE KVG_TARGET inline __attribute__((always_inline))
+
+namespace {
+
+using namespace kvg;
+
+// Horizontal sums of 16 vectors at once: out[j] = sum of the lanes of v[j]. Lanes are
+// paired (i, i+8), (i, i+4), (i, i+2), (i, i+1) for every vector, so a sum does not
+// depend on which other vectors share the call (zero padding included).
+KVG_INLINE void reduce16(const __m512 * v, float * out) {
+    __m512 s[8], t[4], u[2];
+    for (int p = 0; p < 8; ++p) {
+        s[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44), _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
+    }
+    for (int q = 0; q < 4; ++q) {
+        t[q] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * q], s[2 * q + 1], 0x88), _mm512_shuffle_f32x4(s[2 * q], s[2 * q + 1], 0xDD));
+    }
+    for (int w = 0; w < 2; ++w) {
+        u[w] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * w], t[2 * w + 1], 0x44), _mm512_shuffle_ps(t[2 * w], t[2 * w + 1], 0xEE));
+    }
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x88), _mm512_shuffle_ps(u[0], u[1], 0xDD));
+    alignas(64) float tmp[16];
+    _mm512_store_ps(tmp, z);
+    for (int j = 0; j < 16; ++j) out[j] = tmp[4 * (j % 4) + j / 4]; // z[4l + m] holds v[4m + l]
+}
+
+// Reduces the R*C accumulators of a tile (index r*C + c) and writes them out.
+template <int R, int C>
+KVG_INLINE void finish_tile(const mm_tile_args & a, __m512 * acc) {
+    constexpr int G = (R * C + 15) / 16;
+    float sums[G * 16];
+    for (int g = 0; g < G; ++g) reduce16(acc + 16 * g, sums + 16 * g);
+    for (int c = 0; c < C; ++c) {
+        float * o = a.out + c * a.out_stride;
+        for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + sums[r * C + c] : sums[r * C + c];
+    }
+}
+
+// ---- float weights · f32 activations -----------------------------------------------------------
+struct ld_f32 {
+    static KVG_INLINE __m512 load(const char * p, int64_t i) { return _mm512_loadu_ps((const float *) p + i); }
+    static KVG_INLINE __m512 load(const char * p, int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, (const float *) p + i); }
+};
+struct ld_f16 {
+    static KVG_INLINE __m512 load(const char * p, int64_t i) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) ((const uint16_t *) p + i)));
+    }
+    static KVG_INLINE __m512 load(const char * p, int64_t i, __mmask16 m) {
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *) p + i));
+    }
+};
+struct ld_bf16 {
+    static KVG_INLINE __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+    static KVG_INLINE __m512 load(const char * p, int64_t i) { return widen(_mm256_loadu_si256((const __m256i *) ((const uint16_t *) p + i))); }
+    static KVG_INLINE __m512 load(const char * p, int64_t i, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, (const uint16_t *) p + i)); }
+};
+
+template <typename L, int R, int C>
+KVG_INLINE void tile_float(const mm_tile_args & a) {
+    constexpr int G = (R * C + 15) / 16;
+    __m512 acc[G * 16];
+    for (int j = 0; j < G * 16; ++j) acc[j] = _mm512_setzero_ps();
+    const char * w[R];
+    const float * x[C];
+    for (int r = 0; r < R; ++r) w[r] = a.w + r * a.w_stride;
+    for (int c = 0; c < C; ++c) x[c] = (const float *) (a.x + c * a.x_stride);
+    int64_t i = 0;
+    for (; i + 16 <= a.k; i += 16) {
+        __m512 xv[C];
+        for (int c = 0; c < C; ++c) xv[c] = _mm512_loadu_ps(x[c] + i);
+        for (int r = 0; r < R; ++r) {
+            const __m512 wv = L::load(w[r], i);
+            for (int c = 0; c < C; ++c) acc[r * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[r * C + c]);
+        }
+    }
+    if (i < a.k) {
+        const __mmask16 m = (__mmask16) ((1u << (a.k - i)) - 1);
+        __m512 xv[C];
+        for (int c = 0; c < C; ++c) xv[c] = _mm512_maskz_loadu_ps(m, x[c] + i);
+        for (int r = 0; r < R; ++r) {
+            const __m512 wv = L::load(w[r], i, m);
+            for (int c = 0; c < C; ++c) acc[r * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[r * C + c]);
+        }
+    }
+    finish_tile<R, C>(a, acc);
+}
+
+template <int R, int C> struct tile_f32 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_float<ld_f32, R, C>(a); }
+};
+template <int R, int C> struct tile_f16 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_float<ld_f16, R, C>(a); }
+};
+template <int R, int C> struct tile_bf16 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_float<ld_bf16, R, C>(a); }
+};
+
+// ---- quantized weights · q8_0 activations, two 32-blocks per vector ----------------------------
+// Block scales of a pair as [d0 x 8 lanes, d1 x 8 lanes] (d1 = 0 for a lone last block).
+KVG_INLINE __m512 scale_pair(ggml_fp16_t d0, ggml_fp16_t d1) {
+    const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int) d0 | ((int) d1 << 16)));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_castps128_ps512(d));
+}
+
+template <bool TWO>
+KVG_INLINE __m512i load_q8(const block_q8_0 * b) {
+    const __m256i lo = _mm256_loadu_si256((const __m256i *) b[0].qs);
+    if (!TWO) return _mm512_zextsi256_si512(lo);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *) b[1].qs), 1);
+}
+
+// q4_0 pair as bytes 0..15: [lo nibbles b0, hi nibbles b0, lo b1, hi b1] (element order).
+template <bool TWO>
+KVG_INLINE __m512i load_q4(const block_q4_0 * b) {
+    const __m128i b0 = _mm_loadu_si128((const __m128i *) b[0].qs);
+    const __m128i b1 = TWO ? _mm_loadu_si128((const __m128i *) b[1].qs) : _mm_setzero_si128();
+    __m512i t = _mm512_inserti32x4(_mm512_castsi128_si512(b0), b0, 1);
+    t = _mm512_inserti32x4(_mm512_inserti32x4(t, b1, 2), b1, 3);
+    t = _mm512_mask_blend_epi64(0xCC, t, _mm512_srli_epi16(t, 4));
+    return _mm512_and_si512(t, _mm512_set1_epi8(0x0F));
+}
+
+// One step (a pair of blocks, or the lone last one) of a quantized tile.
+template <bool Q4, bool TWO, int R, int C>
+KVG_INLINE void quant_step(const mm_tile_args & a, int64_t b, __m512 * acc) {
+    const __m512i ones = _mm512_set1_epi16(1);
+    __m512i xq[C], x8[C];
+    __m512 xd[C];
+    for (int c = 0; c < C; ++c) {
+        const block_q8_0 * xb = (const block_q8_0 *) (a.x + c * a.x_stride) + b;
+        xq[c] = load_q8<TWO>(xb);
+        xd[c] = scale_pair(xb[0].d, TWO ? xb[1].d : 0);
+        // q4: dot(q - 8, x) = dot(q, x) - 8 * sum(x); the 8 * x pair sums are shared by all rows
+        if (Q4) x8[c] = _mm512_maddubs_epi16(_mm512_set1_epi8(8), xq[c]);
+    }
+    for (int r = 0; r < R; ++r) {
+        __m512i wq;
+        __m512 wd;
+        __mmask64 neg = 0;
+        if (Q4) {
+            const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
+            wq = load_q4<TWO>(wb);
+            wd = scale_pair(wb[0].d, TWO ? wb[1].d : 0);
+        } else {
+            const block_q8_0 * wb = (const block_q8_0 *) (a.w + r * a.w_stride) + b;
+            const __m512i q = load_q8<TWO>(wb);
+            neg = _mm512_movepi8_mask(q);
+            wq = _mm512_abs_epi8(q); // |w| * (x with w's sign) = w * x, in maddubs' u8 x s8 form
+            wd = scale_pair(wb[0].d, TWO ? wb[1].d : 0);
+        }
+        for (int c = 0; c < C; ++c) {
+            __m512i p16;
+            if (Q4) p16 = _mm512_sub_epi16(_mm512_maddubs_epi16(wq, xq[c]), x8[c]);
+            else p16 = _mm512_maddubs_epi16(wq, _mm512_mask_sub_epi8(xq[c], neg, _mm512_setzero_si512(), xq[c]));
+            const __m512 p = _mm512_cvtepi32_ps(_mm512_madd_epi16(p16, ones));
+            acc[r * C + c] = _mm512_fmadd_ps(p, _mm512_mul_ps(wd, xd[c]), acc[r * C + c]);
+        }
+    }
+}
+
+template <bool Q4, int R, int C>
+KVG_INLINE void tile_quant(const mm_tile_args & a) {
+    constexpr int G = (R * C + 15) / 16;
+    __m512 acc[G * 16];
+    for (int j = 0; j < G * 16; ++j) acc[j] = _mm512_setzero_ps();
+    const int64_t nb = a.k / QK8_0;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) quant_step<Q4, true, R, C>(a, b, acc);
+    if (b < nb) quant_step<Q4, false, R, C>(a, b, acc);
+    finish_tile<R, C>(a, acc);
+}
+
+template <int R, int C> struct tile_q8_0 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<false, R, C>(a); }
+};
+template <int R, int C> struct tile_q4_0 {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<true, R, C>(a); }
+};
+
+// ---- activations, attention helpers ----------------------------------------------------------
+// Rounds half away from zero like the reference quantizer's lround (r - trunc(r) is exact).
+KVG_INLINE __m512i round_away(__m512 r) {
+    const __m512 t = _mm512_roundscale_ps(r, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(r, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    const __mmask16 neg = _mm512_cmp_ps_mask(r, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 away = _mm512_mask_sub_ps(_mm512_add_ps(t, one), neg, t, one); // t +- 1 with r's sign
+    return _mm512_cvttps_epi32(_mm512_mask_blend_ps(up, t, away));
+}
+
+KVG_TARGET void quantize_q8_0(const float * x, void * vy, int64_t k) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    for (int64_t b = 0; b < k / QK8_0; ++b) {
+        const __m512 v0 = _mm512_loadu_ps(x + b * QK8_0), v1 = _mm512_loadu_ps(x + b * QK8_0 + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = (ggml_fp16_t) _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        const __m512 s = _mm512_set1_ps(id);
+        _mm_storeu_si128((__m128i *) y[b].qs, _mm512_cvtsepi32_epi8(round_away(_mm512_mul_ps(v0, s))));
+        _mm_storeu_si128((__m128i *) (y[b].qs + 16), _mm512_cvtsepi32_epi8(round_away(_mm512_mul_ps(v1, s))));
+    }
+}
+
+KVG_TARGET void axpy_f32(int64_t n, float a, const float * x, float * y) {
+    const __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+KVG_TARGET void axpy_f16(int64_t n, float a, const ggml_fp16_t * x, float * y) {
+    const __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 xv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (x + i)));
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, xv, _mm512_loadu_ps(y + i)));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
+        const __m512 xv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, xv, _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+KVG_TARGET void scale_f32(int64_t n, float a, float * y) {
+    const __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(av, _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+// Built without AVX-512 code of its own: it only takes addresses.
+cpu_kernels make_kernels() {
+    cpu_kernels k;
+    std::memset(&k, 0, sizeof(k));
+    k.name = "avx512";
+    mm_fill<tile_f32, 4, 4>(k.mm[MM_F32]);
+    mm_fill<tile_f16, 4, 4>(k.mm[MM_F16]);
+    mm_fill<tile_bf16, 4, 4>(k.mm[MM_BF16]);
+    mm_fill<tile_q8_0, 4, 4>(k.mm[MM_Q8_0]);
+    mm_fill<tile_q4_0, 4, 4>(k.mm[MM_Q4_0]);
+    k.quantize_q8_0 = quantize_q8_0;
+    k.axpy_f32 = axpy_f32;
+    k.axpy_f16 = axpy_f16;
+    k.scale_f32 = scale_f32;
+    return k;
+}
+
+} // namespace
+
+const kvg::cpu_kernels * kvg::kernels_avx512() {
+    static const cpu_kernels k = make_kernels();
+    return &k;
+}
+
+#else
 const kvg::cpu_kernels * kvg::kernels_avx512() { return nullptr; }
+#endif

@@ -22,12 +22,13 @@ static bool cpu_supports(cpu_path p) {
     __builtin_cpu_init();
     switch (p) {
         case PATH_SCALAR: return true;
+        // CPUID first: the kernel tables are only touched on CPUs that can run them
         case PATH_AVX2:
-            return kernels_avx2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                   __builtin_cpu_supports("f16c");
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+                   kernels_avx2();
         case PATH_AVX512:
-            return kernels_avx512() && cpu_supports(PATH_AVX2) && __builtin_cpu_supports("avx512f") &&
-                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+            return cpu_supports(PATH_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && kernels_avx512();
         default: return false;
     }
 #else
@@ -57,8 +58,15 @@ static int env_limit() {
     return PATH_COUNT - 1;
 }
 
+// What the CPU supports, capped by the environment (a hard cap: tests can run a whole
+// program on a lower path).
+static int allowed_path() {
+    static const int allowed = std::min<int>(env_limit(), cpu_best_path());
+    return allowed;
+}
+
 static std::atomic<int> & active_slot() {
-    static std::atomic<int> slot{std::min<int>(env_limit(), cpu_best_path())};
+    static std::atomic<int> slot{allowed_path()};
     return slot;
 }
 
@@ -91,7 +99,7 @@ enum ggml_cpu_features ggml_cpu_set_features_limit(enum ggml_cpu_features limit)
     if ((int) limit < 0 || (int) limit > GGML_CPU_FEATURES_BEST) {
         GGML_ABORT("ggml_cpu_set_features_limit: invalid limit %d", (int) limit);
     }
-    const int p = std::min<int>((int) limit, cpu_best_path());
+    const int p = std::min<int>((int) limit, allowed_path());
     active_slot().store(p, std::memory_order_relaxed);
     return (enum ggml_cpu_features) p;
 }
