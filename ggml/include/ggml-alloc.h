@@ -20,6 +20,7 @@ GGML_API bool   ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph *
 // again only if the graph's structure changed; growing the buffer if needed).
 GGML_API bool   ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
 GGML_API size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc, int buffer_id);
+GGML_API void * ggml_gallocr_get_buffer_base(ggml_gallocr_t galloc); // kvgraph: for checkers and debugging
 
 // kvgraph statistics of the last plan.
 struct ggml_gallocr_stats {
@@ -33,9 +34,10 @@ struct ggml_gallocr_stats {
 };
 GGML_API struct ggml_gallocr_stats ggml_gallocr_get_stats(ggml_gallocr_t galloc);
 
-// For tests/demonstrations: plan like a planner that ignores control edges and orders
-// only by data edges (unsafe with KV-cache style writes through views).
-GGML_API void ggml_gallocr_set_ignore_control_edges(ggml_gallocr_t galloc, bool ignore);
+// For tests/demonstrations: decide reuse by node order alone, as a sequential planner
+// does. Correct for one-node-at-a-time execution, unsafe for the DAG executor, which may
+// run a node concurrently with an earlier one that no edge orders before it.
+GGML_API void ggml_gallocr_set_order_only(ggml_gallocr_t galloc, bool order_only);
 // Allow or forbid in-place reuse (default: allowed).
 GGML_API void ggml_gallocr_set_inplace(ggml_gallocr_t galloc, bool enable);
 

@@ -48,7 +48,7 @@ const ggml_tensor * root_of(const ggml_tensor * t) { return t->view_src ? t->vie
 struct ggml_gallocr {
     void * buffer = nullptr;
     size_t buffer_size = 0;
-    bool ignore_control_edges = false;
+    bool order_only = false;
     bool inplace = true;
     ggml_gallocr_stats stats = {};
 
@@ -79,13 +79,15 @@ struct planner {
 
     bool needs_alloc(const ggml_tensor * t) const { return t->data == nullptr && t->view_src == nullptr; }
     bool is_anc(int a, int b) const { return (anc[b][a >> 6] >> (a & 63)) & 1; } // a ancestor of b
+    // Is node a certainly finished when node b starts? With edges: a is an ancestor of b.
+    // In order-only mode (a sequential planner's view): a comes earlier in node order.
+    bool done_before(int a, int b) const { return ga->order_only ? a < b : is_anc(a, b); }
     bool is_node(const ggml_tensor * t) const { return pos.count(t) != 0; }
 
     template <typename F> void for_each_pred(const ggml_tensor * t, F f) const {
         for (int s = 0; s < GGML_MAX_SRC; ++s) {
             if (t->src[s] && is_node(t->src[s])) f(pos.at(t->src[s]));
         }
-        if (ga->ignore_control_edges) return;
         for (int d = 0; d < t->n_deps; ++d) {
             if (is_node(t->deps[d].tensor)) f(pos.at(t->deps[d].tensor));
         }
@@ -114,7 +116,7 @@ struct planner {
 
     bool can_reuse(const free_block & b, int i) const {
         for (int u : b.last_users) {
-            if (u != i && !is_anc(u, i)) return false;
+            if (u != i && !done_before(u, i)) return false;
         }
         return true;
     }
@@ -191,9 +193,8 @@ struct planner {
         }
         std::vector<int> to_move;
         for (int a : accessors[s]) {
-            if (a == i || is_anc(a, i)) continue;
-            if (a < i) return -1;                          // concurrent earlier node: unsafe
-            if (ga->ignore_control_edges) return -1;
+            if (a == i || done_before(a, i)) continue;
+            if (a < i || ga->order_only) return -1;        // may run concurrently: unsafe
             bool movable = true;                           // all its predecessors already placed?
             for_each_pred(order[a], [&](int p) { if (p >= i) movable = false; });
             if (!movable) return -1;
@@ -427,8 +428,9 @@ size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t ga, int buffer_id) {
     (void) buffer_id;
     return ga->buffer_size;
 }
+void * ggml_gallocr_get_buffer_base(ggml_gallocr_t ga) { return ga->buffer; }
 ggml_gallocr_stats ggml_gallocr_get_stats(ggml_gallocr_t ga) { return ga->stats; }
-void ggml_gallocr_set_ignore_control_edges(ggml_gallocr_t ga, bool ignore) { ga->ignore_control_edges = ignore; }
+void ggml_gallocr_set_order_only(ggml_gallocr_t ga, bool order_only) { ga->order_only = order_only; }
 void ggml_gallocr_set_inplace(ggml_gallocr_t ga, bool enable) { ga->inplace = enable; }
 
 // ---- whole-context allocation ------------------------------------------------------------
