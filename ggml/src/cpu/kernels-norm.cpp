@@ -62,6 +62,19 @@ double sum_sq_f32(const float * x, int64_t n) {
     return s;
 }
 
+// max with 8 independent lanes (vectorizable; NaNs are ignored)
+float max_f32(const float * x, int64_t n) {
+    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int j = 0; j < 8; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+    }
+    float m = -INFINITY;
+    for (int j = 0; j < 8; ++j) m = acc[j] > m ? acc[j] : m;
+    for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 // y = (x - mean) / sqrt(var + eps); y may alias x
 void norm_row(const float * x, float * y, int64_t n, float eps) {
     const float mean = (float) (sum_f32(x, n) / n);
@@ -156,14 +169,18 @@ void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tens
             const char * mrow = row_at(mask, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
             const float * m = (const float *) mrow;
             if (!mask_f32_dense) {
-                for (int64_t i = 0; i < ne0; ++i) {
-                    const char * p = mrow + i * mask->nb[0];
-                    if (mask->type == GGML_TYPE_F16) {
-                        ggml_fp16_t h;
-                        std::memcpy(&h, p, sizeof(h));
-                        mbuf[i] = ggml_fp16_to_fp32(h);
-                    } else {
-                        std::memcpy(&mbuf[i], p, sizeof(float));
+                if (mask->type == GGML_TYPE_F16 && dense(mask)) {
+                    ggml_fp16_to_fp32_row((const ggml_fp16_t *) mrow, mbuf.data(), ne0);
+                } else {
+                    for (int64_t i = 0; i < ne0; ++i) {
+                        const char * p = mrow + i * mask->nb[0];
+                        if (mask->type == GGML_TYPE_F16) {
+                            ggml_fp16_t h;
+                            std::memcpy(&h, p, sizeof(h));
+                            mbuf[i] = ggml_fp16_to_fp32(h);
+                        } else {
+                            std::memcpy(&mbuf[i], p, sizeof(float));
+                        }
                     }
                 }
                 m = mbuf.data();
@@ -173,18 +190,13 @@ void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tens
             for (int64_t i = 0; i < ne0; ++i) y[i] = x[i] * scale;
         }
 
-        float vmax = -INFINITY;
-        for (int64_t i = 0; i < ne0; ++i) vmax = std::max(vmax, y[i]);
+        const float vmax = max_f32(y, ne0);
         if (vmax == -INFINITY) {
             std::fill(y, y + ne0, 0.0f);
             continue;
         }
-        double sum = 0.0;
-        for (int64_t i = 0; i < ne0; ++i) {
-            y[i] = std::exp(y[i] - vmax);
-            sum += y[i];
-        }
-        const float inv = (float) (1.0 / sum);
+        for (int64_t i = 0; i < ne0; ++i) y[i] = std::exp(y[i] - vmax);
+        const float inv = (float) (1.0 / sum_f32(y, ne0));
         for (int64_t i = 0; i < ne0; ++i) y[i] *= inv;
     }
 }
