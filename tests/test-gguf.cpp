@@ -803,3 +803,23 @@ TEST_CASE("randomly corrupted files never crash: they fail with an error or load
     CHECK(failed > 0);
     CHECK(loaded > 0);
 }
+
+TEST_CASE("fuzz corpus: named seeds load, every other input loads or fails with an error") {
+    const std::filesystem::path dir = std::filesystem::path(KVG_SOURCE_DIR) / "tests" / "fuzz" / "gguf";
+    REQUIRE(std::filesystem::is_directory(dir));
+    int n_files = 0, n_seeds = 0;
+    for (const auto & entry : std::filesystem::directory_iterator(dir)) {
+        const std::vector<uint8_t> data = read_all(entry.path().string());
+        CAPTURE(entry.path().string());
+        auto l = load(data.data(), data.size(), true, false);
+        ++n_files;
+        if (entry.path().extension() == ".gguf") {
+            ++n_seeds;
+            CHECK_MESSAGE(l->g != nullptr, l->err);
+        } else if (!l->g) {
+            CHECK(l->err.rfind("gguf: ", 0) == 0);
+        }
+    }
+    CHECK(n_seeds >= 4);
+    CHECK(n_files > n_seeds);
+}

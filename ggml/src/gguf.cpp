@@ -98,10 +98,11 @@ public:
     // What is being parsed, for error messages.
     void set_item(std::string item, uint64_t offset) { item_ = std::move(item); item_off_ = offset; }
 
+    [[noreturn]]
 #ifdef __GNUC__
     __attribute__((format(printf, 2, 3)))
 #endif
-    [[noreturn]] void fail(const char * fmt, ...) const {
+    void fail(const char * fmt, ...) const {
         va_list args;
         va_start(args, fmt);
         std::string detail = vformat(fmt, args);
@@ -159,6 +160,9 @@ private:
 // Smallest encodings: a KV pair (1-byte key, u8 value) and a tensor info (1-byte name, 1 dim).
 const uint64_t MIN_KV_BYTES = 8 + 1 + 4 + 1;
 const uint64_t MIN_TENSOR_BYTES = 8 + 1 + 4 + 8 + 4 + 8;
+
+// Counts only bound the minimal encodings; our records are larger, so grow as we parse.
+const uint64_t RESERVE_CAP = 4096;
 
 bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 uint64_t pad_to(uint64_t x, uint64_t align) { return (x + align - 1) / align * align; }
@@ -219,7 +223,7 @@ void read_kv(gguf_reader & r, gguf_context & ctx, std::unordered_set<std::string
     }
     kv.type = (gguf_type) type;
     if (kv.type == GGUF_TYPE_STRING) {
-        kv.strs.reserve((size_t) n);
+        kv.strs.reserve((size_t) std::min<uint64_t>(n, RESERVE_CAP));
         for (uint64_t j = 0; j < n; ++j) kv.strs.push_back(r.read_string("string"));
     } else {
         const uint64_t data_at = r.pos();
@@ -403,12 +407,12 @@ gguf_context * parse(gguf_reader & r, gguf_init_params params, std::string & err
         }
 
         std::unordered_set<std::string> seen;
-        ctx->kv.reserve((size_t) n_kv);
+        ctx->kv.reserve((size_t) std::min<uint64_t>(n_kv, RESERVE_CAP));
         for (uint64_t i = 0; i < n_kv; ++i) read_kv(r, *ctx, seen, i);
 
         seen.clear();
         std::vector<uint64_t> info_offs;
-        ctx->info.reserve((size_t) n_tensors);
+        ctx->info.reserve((size_t) std::min<uint64_t>(n_tensors, RESERVE_CAP));
         for (uint64_t i = 0; i < n_tensors; ++i) read_tensor_info(r, *ctx, seen, i, info_offs);
 
         ctx->offset = (size_t) pad_to(r.pos(), ctx->alignment);
