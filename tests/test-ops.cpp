@@ -158,8 +158,7 @@ std::vector<float> run_tasks(const std::function<Built(ggml_context *)> & build)
         if (run == 0) {
             first = v;
         } else {
-            CAPTURE(n);
-            CAPTURE(how);
+            CAPTURE(n); CAPTURE(how);
             CHECK(bit_equal(v, first));
         }
     }
@@ -294,8 +293,7 @@ TEST_CASE("cpy: every pair of float/quantized types") {
     const std::vector<float> v = random_values(count(ne), 11, -2.0f, 2.0f);
     for (ggml_type ts : kFloatTypes) {
         for (ggml_type td : kFloatTypes) {
-            CAPTURE(ggml_type_name(ts));
-            CAPTURE(ggml_type_name(td));
+            CAPTURE(ggml_type_name(ts)); CAPTURE(ggml_type_name(td));
             for (Layout l : {CONTIG, STRIDED_ROWS}) {
                 CAPTURE(layout_name(l));
                 std::vector<float> sv;
@@ -333,9 +331,7 @@ TEST_CASE("cont / cpy: non-contiguous sources in logical order") {
     for (Layout l : {CONTIG, TRANSPOSED, PERMUTED, PERMUTED_ROWS, STRIDED_ROWS}) {
         for (ggml_type ts : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
             for (ggml_type td : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
-                CAPTURE(layout_name(l));
-                CAPTURE(ggml_type_name(ts));
-                CAPTURE(ggml_type_name(td));
+                CAPTURE(layout_name(l)); CAPTURE(ggml_type_name(ts)); CAPTURE(ggml_type_name(td));
                 std::vector<float> sv;
                 const std::vector<float> dv = run_node([&](ggml_context * ctx) {
                     ggml_tensor * a = make_input(ctx, ts, ne, l, v);
@@ -385,8 +381,7 @@ TEST_CASE("cpy: quantizing and dequantizing across shapes and strides") {
     const std::vector<float> v = random_values(count(ne), 16);
     for (ggml_type td : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
         for (Layout l : {CONTIG, TRANSPOSED, PERMUTED}) {
-            CAPTURE(ggml_type_name(td));
-            CAPTURE(layout_name(l));
+            CAPTURE(ggml_type_name(td)); CAPTURE(layout_name(l));
             const std::vector<float> dv = run_node([&](ggml_context * ctx) {
                 return ggml_cpy(ctx, make_input(ctx, GGML_TYPE_F32, ne, l, v), ggml_new_tensor_2d(ctx, td, 64, 3));
             });
@@ -397,8 +392,7 @@ TEST_CASE("cpy: quantizing and dequantizing across shapes and strides") {
     const int64_t nq[4] = {64, 3, 1, 1};
     for (ggml_type ts : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
         for (ggml_type td : kFloatTypes) {
-            CAPTURE(ggml_type_name(ts));
-            CAPTURE(ggml_type_name(td));
+            CAPTURE(ggml_type_name(ts)); CAPTURE(ggml_type_name(td));
             std::vector<float> sv;
             const std::vector<float> dv = run_node([&](ggml_context * ctx) {
                 ggml_tensor * a = make_input(ctx, ts, nq, STRIDED_ROWS, random_values(192, 17));
@@ -430,8 +424,7 @@ TEST_CASE("get_rows: every source type, broadcast batch dims, strided indices") 
                           {GGML_TYPE_BF16, 9, CONTIG}, {GGML_TYPE_Q8_0, 64, CONTIG}, {GGML_TYPE_Q4_0, 32, STRIDED_ROWS},
                           {GGML_TYPE_I32, 5, PERMUTED_ROWS}};
     for (const Case & k : cases) {
-        CAPTURE(ggml_type_name(k.type));
-        CAPTURE(layout_name(k.l));
+        CAPTURE(ggml_type_name(k.type)); CAPTURE(layout_name(k.l));
         const int64_t ne[4] = {k.ne0, 10, 3, 2};
         std::vector<float> v = random_values(count(ne), 19, -3.0f, 3.0f);
         if (k.type == GGML_TYPE_I32) for (auto & x : v) x = std::round(x * 100.0f);
@@ -462,10 +455,7 @@ TEST_CASE("set_rows: every destination type, i32/i64 indices broadcast over dims
     for (ggml_type td : kFloatTypes) {
         for (IdxShape is : {IdxShape{GGML_TYPE_I64, 2, 3}, IdxShape{GGML_TYPE_I32, 1, 1}, IdxShape{GGML_TYPE_I32, 2, 1}}) {
             for (Layout lb : {CONTIG, TRANSPOSED}) {
-                CAPTURE(ggml_type_name(td));
-                CAPTURE(ggml_type_name(is.type));
-                CAPTURE(is.ne1);
-                CAPTURE(layout_name(lb));
+                CAPTURE(ggml_type_name(td)); CAPTURE(ggml_type_name(is.type)); CAPTURE(is.ne1); CAPTURE(layout_name(lb));
                 // distinct indices per index row (so that tasks never write the same row)
                 const int64_t ni[4] = {4, is.ne1, is.ne2, 1};
                 std::vector<float> idx(count(ni));
@@ -568,17 +558,14 @@ TEST_CASE("concat: every dim, non-contiguous inputs, several types") {
                 for (auto & x : bv) x = std::round(x * 1000);
             }
             for (int variant = 0; variant < 2; ++variant) {
-                CAPTURE(dim);
-                CAPTURE(ggml_type_name(t));
-                CAPTURE(variant);
+                CAPTURE(dim); CAPTURE(ggml_type_name(t)); CAPTURE(variant);
                 const Layout la = variant ? (q ? STRIDED_ROWS : TRANSPOSED) : CONTIG;
                 const Layout lb = variant ? (q ? STRIDED_ROWS : PERMUTED) : CONTIG;
                 std::vector<float> sa, sb;
                 const std::vector<float> got = run_node([&](ggml_context * ctx) {
                     ggml_tensor * a = make_input(ctx, t, na, la, av);
                     ggml_tensor * b = make_input(ctx, t, nb, lb, bv);
-                    sa = values(a);
-                    sb = values(b);
+                    sa = values(a), sb = values(b);
                     return ggml_concat(ctx, a, b, dim);
                 });
                 int64_t nd[4] = {na[0], na[1], na[2], na[3]};
@@ -587,14 +574,9 @@ TEST_CASE("concat: every dim, non-contiguous inputs, several types") {
                 for (int64_t i = 0; i < count(nd); ++i) {
                     int64_t cc[4];
                     unravel(nd, i, cc);
-                    float want;
-                    if (cc[dim] < na[dim]) {
-                        want = sa[ravel(na, cc)];
-                    } else {
-                        cc[dim] -= na[dim];
-                        want = sb[ravel(nb, cc)];
-                    }
-                    bad += got[i] != want;
+                    const bool from_a = cc[dim] < na[dim];
+                    if (!from_a) cc[dim] -= na[dim];
+                    bad += got[i] != (from_a ? sa[ravel(na, cc)] : sb[ravel(nb, cc)]);
                 }
                 CHECK(bad == 0);
             }
@@ -616,17 +598,13 @@ TEST_CASE("binary ops: broadcasting, strides, f16, inplace") {
                 const ggml_type ta = variant == 3 ? GGML_TYPE_F16 : GGML_TYPE_F32;
                 const Layout la = variant == 1 ? TRANSPOSED : variant == 4 ? STRIDED_ROWS : CONTIG;
                 const Layout lb = variant == 2 ? PERMUTED : CONTIG;
-                CAPTURE(ggml_op_name(op));
-                CAPTURE(n1[0]);
-                CAPTURE(n1[1]);
-                CAPTURE(variant);
+                CAPTURE(ggml_op_name(op)); CAPTURE(n1[0]); CAPTURE(n1[1]); CAPTURE(variant);
                 const std::vector<float> bv = random_values(count(n1), 28, 0.5f, 2.0f);
                 std::vector<float> sa, sb;
                 const std::vector<float> got = run_node([&](ggml_context * ctx) {
                     ggml_tensor * a = make_input(ctx, ta, ne, la, av);
                     ggml_tensor * b = make_input(ctx, GGML_TYPE_F32, n1, lb, bv);
-                    sa = values(a);
-                    sb = values(b);
+                    sa = values(a), sb = values(b);
                     const bool inpl = variant == 4;
                     switch (op) {
                         case GGML_OP_ADD: return inpl ? ggml_add_inplace(ctx, a, b) : ggml_add(ctx, a, b);
@@ -661,8 +639,7 @@ TEST_CASE("unary maps: sqr, sqrt, scale, relu, gelu, silu") {
             const ggml_type t = variant == 3 ? GGML_TYPE_F16 : GGML_TYPE_F32;
             const Layout l = variant == 1 ? TRANSPOSED : variant == 2 ? STRIDED_ROWS : variant == 4 ? PERMUTED_ROWS : CONTIG;
             const bool inpl = variant == 4;
-            CAPTURE(kind);
-            CAPTURE(variant);
+            CAPTURE(kind); CAPTURE(variant);
             std::vector<float> in = v;
             if (kind == SQRT) for (auto & x : in) x = std::fabs(x);
             std::vector<float> sv;
@@ -707,8 +684,7 @@ TEST_CASE("sum_rows and argmax") {
     const std::vector<float> v = random_values(count(ne), 30);
     for (Layout l : {CONTIG, TRANSPOSED, STRIDED_ROWS}) {
         for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
-            CAPTURE(layout_name(l));
-            CAPTURE(ggml_type_name(t));
+            CAPTURE(layout_name(l)); CAPTURE(ggml_type_name(t));
             std::vector<float> sv;
             const std::vector<float> got = run_node([&](ggml_context * ctx) {
                 ggml_tensor * a = make_input(ctx, t, ne, l, v);
@@ -750,9 +726,7 @@ TEST_CASE("norm and rms_norm: odd widths, strides, inplace") {
             for (int variant = 0; variant < 4; ++variant) {
                 const Layout l = variant == 1 ? TRANSPOSED : variant == 2 ? STRIDED_ROWS : CONTIG;
                 const bool inpl = variant == 3;
-                CAPTURE(ne0);
-                CAPTURE(rms);
-                CAPTURE(variant);
+                CAPTURE(ne0); CAPTURE(rms); CAPTURE(variant);
                 const float eps = 1e-5f;
                 const std::vector<float> got = run_node([&](ggml_context * ctx) {
                     ggml_tensor * a = make_input(ctx, GGML_TYPE_F32, ne, l, v);
@@ -786,10 +760,7 @@ TEST_CASE("soft_max: scale, f32/f16 masks with broadcasting, ALiBi, all -inf row
         {6, GGML_TYPE_F32, 7, 3, 4.0f, CONTIG, true},
     };
     for (const Case & k : cases) {
-        CAPTURE(k.n_head);
-        CAPTURE(k.max_bias);
-        CAPTURE(layout_name(k.l));
-        CAPTURE(k.inpl);
+        CAPTURE(k.n_head); CAPTURE(k.max_bias); CAPTURE(layout_name(k.l)); CAPTURE(k.inpl);
         const bool has_mask = k.mask_type != GGML_TYPE_COUNT;
         const int64_t ne[4] = {33, 7, k.n_head, 2};
         const int64_t nm[4] = {33, k.m1, k.m2, 1};
@@ -858,8 +829,7 @@ TEST_CASE("diag_mask_inf: n_past, strides, inplace") {
     const std::vector<float> v = random_values(count(ne), 35);
     for (int n_past : {0, 2, 10, -1}) {
         for (int variant = 0; variant < 3; ++variant) {
-            CAPTURE(n_past);
-            CAPTURE(variant);
+            CAPTURE(n_past); CAPTURE(variant);
             const Layout l = variant == 1 ? TRANSPOSED : CONTIG;
             const std::vector<float> got = run_node([&](ggml_context * ctx) {
                 ggml_tensor * a = make_input(ctx, GGML_TYPE_F32, ne, l, v);
@@ -952,11 +922,7 @@ TEST_CASE("rope: normal and neox modes, partial dims, freq factors, YaRN, stride
             // 0: contiguous, 1: permuted rows (heads/tokens swapped in memory), 2: transposed, 3: f16, 4: inplace
             const ggml_type t = variant == 3 ? GGML_TYPE_F16 : GGML_TYPE_F32;
             const Layout l = variant == 1 ? PERMUTED_ROWS : variant == 2 ? TRANSPOSED : CONTIG;
-            CAPTURE(c.head_dim);
-            CAPTURE(c.n_dims);
-            CAPTURE(c.mode);
-            CAPTURE(c.ext_factor);
-            CAPTURE(c.freq_factors);
+            CAPTURE(c.head_dim); CAPTURE(c.n_dims); CAPTURE(c.mode); CAPTURE(c.ext_factor); CAPTURE(c.freq_factors);
             CAPTURE(variant);
             std::vector<float> sv;
             const std::vector<float> got = run_node([&](ggml_context * ctx) {
