@@ -10,8 +10,13 @@
 // Ordering. Views are transparent: an edge into a view continues to the view's sources,
 // whether or not the view was added to the graph, because a hand-built graph may list only
 // the computing nodes. Edges to tensors outside the graph are dropped (they will not run).
-// Reachability uses per-node ancestor bitsets over a topological order, computed in
-// column blocks so that memory stays bounded (about 64 MiB) for large graphs.
+//
+// Search. Nodes are visited in a topological order of the edges, each with the bitset of
+// its ancestors (kept only while a successor still needs it). Per root, a log of accesses
+// is compared with each new access; an entry that a later access dominates (lies inside
+// it, is its ancestor, and conflicts with everything the entry conflicts with) moves
+// under it, so chains of ordered accesses stay cheap while every unordered pair is still
+// found: an access ordered after an entry is ordered after the whole subtree below it.
 #include "ggml-impl.h"
 
 #include <algorithm>
@@ -42,14 +47,12 @@ struct checker {
     std::vector<const ggml_tensor *> nodes;           // computing nodes, graph order
     std::vector<int> graph_pos;                       // their index in g->nodes
     std::unordered_map<const ggml_tensor *, int> idx; // computing node -> index
-    std::unordered_set<const ggml_tensor *> in_graph; // every node of g
     std::vector<std::vector<pred_edge>> preds;
     std::unordered_map<const ggml_tensor *, std::vector<pred_edge>> view_preds; // memo for views
 
     explicit checker(const ggml_cgraph * graph) : g(graph) {
         for (int i = 0; i < g->n_nodes; ++i) {
             const ggml_tensor * t = g->nodes[i];
-            in_graph.insert(t);
             if (!computes(t) || idx.count(t)) continue; // a repeated node keeps its first position
             idx[t] = (int) nodes.size();
             nodes.push_back(t);
@@ -131,6 +134,24 @@ bool overlap(const node_access & a, const node_access & b) {
 
 } // namespace
 
+namespace {
+
+// An access in a root's log. Entries a later access dominates (they lie inside it, are
+// its ancestors, and everything conflicting with them conflicts with it) move under it
+// as children: an access ordered after the dominating entry is ordered after all of its
+// subtree, so only unordered entries are ever descended into.
+struct log_entry {
+    node_access a;
+    int first_child = -1, next_sibling = -1;
+};
+
+struct unordered_hit {
+    int earlier; // node processed first (lower topological rank)
+    node_access a, b;
+};
+
+} // namespace
+
 int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_out, FILE * log) {
     if (cgraph == nullptr) {
         fprintf(stderr, "ggml_graph_validate: graph is NULL\n");
@@ -154,8 +175,7 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
         for (const pred_edge & e : c.preds[i]) {
             if (c.graph_pos[e.node] <= c.graph_pos[i]) continue;
             ggml_hazard h = {c.nodes[i], c.nodes[e.node], nullptr, 0, 0, 0, 0, e.kind};
-            bool w1 = false, w2 = false;
-            bool found = false;
+            bool w1 = false, w2 = false, found = false;
             for (const node_access & a : acc[i]) {
                 for (const node_access & b : acc[e.node]) {
                     if (found || !overlap(a, b)) continue;
@@ -192,96 +212,115 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
         for (int k = 0; k < n; ++k) rank[order[k]] = k;
     }
 
-    // (a) conflicting pairs per root: sort by begin, sweep while extents overlap
-    struct pair_q {
-        int x, y;     // x has the lower topological rank: is x an ancestor of y?
-        node_access a, b;
-    };
-    std::vector<pair_q> pairs;
+    // Ancestor bitsets (indexed by rank), kept only while a successor still needs them:
+    // memory is the widest frontier times n bits, not n * n bits.
+    const size_t words = ((size_t) n + 63) / 64;
+    std::vector<int> succ_left(n, 0);
+    for (int i = 0; i < n; ++i) {
+        for (const pred_edge & e : c.preds[i]) if (rank[e.node] < rank[i]) ++succ_left[e.node];
+    }
     {
-        std::unordered_map<const ggml_tensor *, std::vector<node_access>> by_root;
-        for (int i = 0; i < n; ++i) {
-            for (const node_access & a : acc[i]) by_root[a.root].push_back(a);
+        std::vector<int> left = succ_left;
+        size_t live = 0, peak = 0;
+        for (int x : order) {
+            ++live;
+            peak = std::max(peak, live);
+            for (const pred_edge & e : c.preds[x]) if (rank[e.node] < rank[x] && --left[e.node] == 0) --live;
+            if (succ_left[x] == 0) --live;
         }
-        // one report per node pair and root; a write-write conflict says the most
-        std::unordered_map<uint64_t, size_t> seen;
-        for (auto & kv : by_root) {
-            std::vector<node_access> & v = kv.second;
-            bool any_write = false;
-            for (const node_access & a : v) any_write |= a.write;
-            if (!any_write) continue;
-            std::sort(v.begin(), v.end(), [](const node_access & a, const node_access & b) { return a.begin < b.begin; });
-            seen.clear();
-            for (size_t i = 0; i < v.size(); ++i) {
-                for (size_t j = i + 1; j < v.size() && v[j].begin < v[i].end; ++j) {
-                    const node_access & a = v[i];
-                    const node_access & b = v[j];
-                    if (a.node == b.node || !(a.write || b.write)) continue;
-                    const bool a_first = rank[a.node] < rank[b.node];
-                    const pair_q q = a_first ? pair_q{a.node, b.node, a, b} : pair_q{b.node, a.node, b, a};
-                    const uint64_t key = ((uint64_t) (uint32_t) q.x << 32) | (uint32_t) q.y;
-                    auto it = seen.find(key);
-                    if (it == seen.end()) {
-                        seen[key] = pairs.size();
-                        pairs.push_back(q);
-                    } else if (q.a.write && q.b.write) {
-                        pairs[it->second] = q;
-                    }
-                }
-            }
+        const double bytes = (double) peak * (double) words * 8.0;
+        if (bytes > (double) ((size_t) 2 << 30)) {
+            fprintf(stderr, "ggml_graph_validate: graph too wide to check (%d nodes, %zu live at once: %.1f GiB of ancestor sets)\n",
+                    n, peak, bytes / (1 << 30));
+            return -1;
         }
     }
+    std::vector<std::vector<uint64_t>> bits(n);
+    std::vector<std::vector<uint64_t>> spare;
 
-    // answer "is x an ancestor of y" in blocks of topological ranks
-    std::vector<bool> ordered(pairs.size(), false);
-    if (!pairs.empty()) {
-        const size_t max_bytes = (size_t) 64 << 20;
-        size_t block = std::max<size_t>(64, std::min<size_t>((size_t) n, max_bytes * 8 / std::max(1, n)));
-        block = (block + 63) / 64 * 64;
-        const size_t words = block / 64;
-        std::vector<std::vector<size_t>> by_block((n + block - 1) / block);
-        for (size_t q = 0; q < pairs.size(); ++q) by_block[rank[pairs[q].x] / block].push_back(q);
-        std::vector<uint64_t> bits;
-        for (size_t blk = 0; blk < by_block.size(); ++blk) {
-            if (by_block[blk].empty()) continue;
-            const size_t lo = blk * block;
-            // rows for ranks >= lo only: nothing ranked earlier has an ancestor in this block
-            bits.assign((n - lo) * words, 0);
-            for (size_t r = lo; r < (size_t) n; ++r) {
-                uint64_t * row = &bits[(r - lo) * words];
-                for (const pred_edge & e : c.preds[order[r]]) {
-                    const size_t pr = rank[e.node];
-                    if (pr < lo || pr >= r) continue; // outside the block, or a cycle edge
-                    const uint64_t * prow = &bits[(pr - lo) * words];
-                    for (size_t w = 0; w < words; ++w) row[w] |= prow[w];
-                    if (pr < lo + block) row[(pr - lo) / 64] |= (uint64_t) 1 << ((pr - lo) % 64);
+    std::vector<log_entry> pool;
+    std::unordered_map<const ggml_tensor *, std::vector<int>> logs; // root -> live entries
+    std::vector<unordered_hit> hits;
+
+    for (int x : order) {
+        std::vector<uint64_t> & bx = bits[x];
+        if (!spare.empty()) { bx.swap(spare.back()); spare.pop_back(); }
+        bx.assign(words, 0);
+        for (const pred_edge & e : c.preds[x]) {
+            const int pr = rank[e.node];
+            if (pr >= rank[x]) continue; // a cycle edge
+            const std::vector<uint64_t> & bp = bits[e.node];
+            for (size_t w = 0; w < words; ++w) bx[w] |= bp[w];
+            bx[pr / 64] |= (uint64_t) 1 << (pr % 64);
+        }
+        auto is_ancestor = [&](int a) { return (bx[rank[a] / 64] >> (rank[a] % 64)) & 1; };
+
+        // conflicts with what came before; one hit per earlier node and root
+        const size_t hits_begin = hits.size();
+        auto record = [&](const node_access & a, const node_access & b) {
+            for (size_t k = hits_begin; k < hits.size(); ++k) {
+                unordered_hit & h = hits[k];
+                if (h.earlier == a.node && h.a.root == a.root) {
+                    if (a.write && b.write) { h.a = a; h.b = b; }
+                    return;
                 }
             }
-            for (size_t q : by_block[blk]) {
-                const size_t xr = rank[pairs[q].x] - lo;
-                const size_t yr = rank[pairs[q].y];
-                ordered[q] = (bits[(yr - lo) * words + xr / 64] >> (xr % 64)) & 1;
+            hits.push_back({a.node, a, b});
+        };
+        std::vector<int> stack;
+        for (const node_access & X : acc[x]) {
+            auto it = logs.find(X.root);
+            if (it == logs.end()) continue;
+            stack.assign(it->second.begin(), it->second.end());
+            while (!stack.empty()) {
+                const log_entry & E = pool[stack.back()];
+                stack.pop_back();
+                if (!overlap(E.a, X) || is_ancestor(E.a.node)) continue;
+                record(E.a, X);
+                for (int ch = E.first_child; ch >= 0; ch = pool[ch].next_sibling) stack.push_back(ch);
             }
         }
+
+        // log this node's accesses; a read inside its own write adds nothing
+        const node_access * own_write = nullptr;
+        for (const node_access & X : acc[x]) if (X.write) own_write = &X;
+        for (const node_access & X : acc[x]) {
+            if (!X.write && own_write && own_write->root == X.root && own_write->begin <= X.begin && X.end <= own_write->end) continue;
+            std::vector<int> & lg = logs[X.root];
+            const int id = (int) pool.size();
+            pool.push_back({X});
+            size_t keep = 0;
+            for (size_t k = 0; k < lg.size(); ++k) {
+                const int e = lg[k];
+                const node_access & E = pool[e].a;
+                if (X.begin <= E.begin && E.end <= X.end && (X.write || !E.write) && is_ancestor(E.node)) {
+                    pool[e].next_sibling = pool[id].first_child;
+                    pool[id].first_child = e;
+                } else {
+                    lg[keep++] = e;
+                }
+            }
+            lg.resize(keep);
+            lg.push_back(id);
+        }
+
+        // release ancestor sets nobody needs any more
+        for (const pred_edge & e : c.preds[x]) {
+            if (rank[e.node] < rank[x] && --succ_left[e.node] == 0) spare.push_back(std::move(bits[e.node]));
+        }
+        if (succ_left[x] == 0) spare.push_back(std::move(bits[x]));
     }
 
     // report unordered pairs in graph order
-    std::vector<size_t> unordered;
-    for (size_t q = 0; q < pairs.size(); ++q) if (!ordered[q]) unordered.push_back(q);
-    auto gpos = [&](size_t q) {
-        const pair_q & p = pairs[q];
-        const int a = c.graph_pos[p.x], b = c.graph_pos[p.y];
+    auto gpos = [&](const unordered_hit & h) {
+        const int a = c.graph_pos[h.a.node], b = c.graph_pos[h.b.node];
         return std::make_pair(std::min(a, b), std::max(a, b));
     };
-    std::sort(unordered.begin(), unordered.end(), [&](size_t a, size_t b) { return gpos(a) < gpos(b); });
-    for (size_t q : unordered) {
-        pair_q p = pairs[q];
-        if (c.graph_pos[p.x] > c.graph_pos[p.y]) {
-            std::swap(p.x, p.y);
-            std::swap(p.a, p.b);
-        }
+    std::stable_sort(hits.begin(), hits.end(), [&](const unordered_hit & a, const unordered_hit & b) { return gpos(a) < gpos(b); });
+    for (unordered_hit p : hits) {
+        if (c.graph_pos[p.a.node] > c.graph_pos[p.b.node]) std::swap(p.a, p.b);
         const ggml_dep_kind kind = p.a.write ? (p.b.write ? GGML_DEP_WAW : GGML_DEP_RAW) : GGML_DEP_WAR;
-        const ggml_hazard h = {c.nodes[p.x], c.nodes[p.y], p.a.root, p.a.begin, p.a.end, p.b.begin, p.b.end, kind};
+        const ggml_hazard h = {c.nodes[p.a.node], c.nodes[p.b.node], p.a.root, p.a.begin, p.a.end, p.b.begin, p.b.end, kind};
         emit(h, false, p.a.write, p.b.write);
     }
     return count;
