@@ -120,6 +120,7 @@ struct exec_state {
 
     // barrier mode
     barrier_t barrier;
+    std::atomic<int> abort_node{INT32_MAX}; // node after which all threads stop
 
     // DAG mode
     std::unique_ptr<node_rt[]> nodes;
@@ -483,9 +484,11 @@ static void run_barrier_thread(exec_state * st, int ith) {
             if (ith < n_tasks) ggml_compute_forward(&params, node);
             if (p + 1 < n_phases) st->barrier.wait(nt_all);
         }
-        if (ith == 0) check_abort(st);
+        // the decision names the node, so a thread still reading the previous node's
+        // decision cannot leave one barrier early
+        if (ith == 0 && check_abort(st)) st->abort_node.store(i, std::memory_order_relaxed);
         st->barrier.wait(nt_all);
-        if (st->aborted.load(std::memory_order_relaxed)) return;
+        if (st->abort_node.load(std::memory_order_relaxed) <= i) return;
     }
 }
 
@@ -589,6 +592,7 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
     st->abort_cb = cplan->abort_callback;
     st->abort_data = cplan->abort_callback_data;
     st->aborted.store(false, std::memory_order_relaxed);
+    st->abort_node.store(INT32_MAX, std::memory_order_relaxed);
     st->wbase = wbase;
     st->wstride = stride;
     st->n_slots = n_slots;
