@@ -252,7 +252,7 @@ std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string 
     if (!tokenizer_path.empty()) {
         std::string verr;
         if (!m->vocab.load_llama2c(tokenizer_path, &verr, hp.n_vocab)) {
-            fail(err, tokenizer_path + ": " + verr);
+            fail(err, strfmt("tokenizer for a %d-token model: ", hp.n_vocab) + verr);
             return nullptr;
         }
         m->has_vocab = true;
@@ -565,7 +565,7 @@ std::unique_ptr<Model> load_model(const std::string & path, const std::string & 
         auto m = load_gguf(path, opt, err);
         if (m && !tokenizer_path.empty()) {
             if (!m->vocab.load_llama2c(tokenizer_path, err, m->hp.n_vocab)) {
-                *err = tokenizer_path + ": " + *err;
+                *err = strfmt("tokenizer for a %d-token model: ", m->hp.n_vocab) + *err;
                 return nullptr;
             }
             m->has_vocab = true;
