@@ -116,6 +116,12 @@ struct rec_graph {
         leaf_vals.emplace_back((float *) t->data, (float *) t->data + ggml_nelements(t));
         return t;
     }
+    // a view with the same layout as `of` holds the same values
+    ggml_tensor * alias(ggml_tensor * view, ggml_tensor * of) {
+        leaf_tensors.push_back(view);
+        leaf_vals.push_back(value_of(of));
+        return view;
+    }
     const std::vector<float> & value_of(ggml_tensor * t) {
         for (size_t i = 0; i < nodes.size(); ++i) if (nodes[i] == t) return expect[i];
         for (size_t i = 0; i < leaf_tensors.size(); ++i) if (leaf_tensors[i] == t) return leaf_vals[i];
@@ -242,6 +248,25 @@ TEST_CASE("wide graph with control edges") {
     ggml_add_control_dep(rg.ctx, layer[4], x);
     for (int nt = 1; nt <= 4; ++nt) rg.run_checked(nt, 100);
     delete (node_rec *) ((custom_op_params *) outside->op_params)->userdata;
+}
+
+TEST_CASE("view nodes without predecessors complete and release their consumers once") {
+    rec_graph rg;
+    rg.ctx = make_ctx();
+    ggml_tensor * x = rg.leaf(8, 4, 1.0f);
+    ggml_tensor * v = rg.alias(ggml_view_2d(rg.ctx, x, 8, 4, x->nb[1], 0), x);
+    ggml_tensor * r = rg.alias(ggml_reshape_2d(rg.ctx, ggml_reshape_1d(rg.ctx, x, 32), 8, 4), x);
+    ggml_tensor * a = rg.op({v}, GGML_N_TASKS_MAX, 0);
+    ggml_tensor * b = rg.op({r, v}, 1, 0);
+    ggml_tensor * c = rg.op({a, b, r}, 2, 0);
+    ggml_tensor * cv = rg.alias(ggml_view_2d(rg.ctx, c, 8, 4, c->nb[1], 0), c);
+    ggml_tensor * d = rg.op({cv}, 1, 0);
+    rg.gf = ggml_new_graph(rg.ctx);
+    ggml_build_forward_expand(rg.gf, d);
+    for (ggml_sched_mode mode : {GGML_SCHED_DAG, GGML_SCHED_BARRIER}) {
+        sched_mode_guard g(mode);
+        for (int nt = 1; nt <= 4; ++nt) rg.run_checked(nt, 50);
+    }
 }
 
 TEST_CASE("random DAGs with views and control edges match their plain values") {

@@ -129,6 +129,7 @@ struct exec_state {
     std::vector<int> slot_map;       // graph hash slot -> node index, -1 elsewhere
     std::vector<int> last_consumer;  // edge de-duplication while building
     std::vector<std::pair<int, int>> edges;
+    std::vector<int> roots;          // nodes without predecessors
 
     std::unique_ptr<token_cell[]> queue;
     size_t queue_cap = 0;
@@ -385,6 +386,7 @@ static bool dag_setup(exec_state * st) {
     if (st->slot_map.size() < hs->size) st->slot_map.assign(hs->size, -1);
     st->last_consumer.assign(n, -1);
     st->edges.clear();
+    st->roots.clear();
 
     bool ok = true;
     int mapped = 0;
@@ -416,6 +418,7 @@ static bool dag_setup(exec_state * st) {
         for (int d = 0; d < t->n_deps; ++d) add_pred(t->deps[d].tensor);
 
         nr.pending.store(n_preds, std::memory_order_relaxed);
+        if (n_preds == 0) st->roots.push_back(i);
         nr.done.store(0, std::memory_order_relaxed);
         nr.n_tasks = ggml_op_n_tasks(t, st->n_threads);
         nr.n_phases = nr.n_tasks > 0 ? ggml_op_n_phases(t) : 1;
@@ -457,11 +460,10 @@ static bool dag_setup(exec_state * st) {
     return true;
 }
 
-// Called by thread 0 before the workers start: publishes the nodes without predecessors.
+// Called by thread 0 before the workers start: publishes the nodes without predecessors
+// (from a list: completing a 0-task root already readies its successors).
 static void dag_seed(exec_state * st) {
-    for (int i = 0; i < st->graph->n_nodes; ++i) {
-        if (st->nodes[i].pending.load(std::memory_order_relaxed) == 0) make_ready(st, i);
-    }
+    for (int i : st->roots) make_ready(st, i);
 }
 
 // ---- barrier scheduler ------------------------------------------------------------------------
