@@ -14,8 +14,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 
 namespace kvg {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// CPUID leaf 1 directly: clang 14's __builtin_cpu_supports does not know "f16c".
+static bool cpuid_f16c() {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
 
 static bool cpu_supports(cpu_path p) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -24,7 +35,7 @@ static bool cpu_supports(cpu_path p) {
         case PATH_SCALAR: return true;
         // CPUID first: the kernel tables are only touched on CPUs that can run them
         case PATH_AVX2:
-            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && kvg::cpuid_f16c() &&
                    kernels_avx2();
         case PATH_AVX512:
             return cpu_supports(PATH_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -143,7 +154,7 @@ const ggml_type_traits_cpu * ggml_get_type_traits_cpu(enum ggml_type type) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 static int has(bool v) { return v ? 1 : 0; }
 int ggml_cpu_has_avx2(void) { __builtin_cpu_init(); return has(__builtin_cpu_supports("avx2")); }
-int ggml_cpu_has_f16c(void) { __builtin_cpu_init(); return has(__builtin_cpu_supports("f16c")); }
+int ggml_cpu_has_f16c(void) { return has(kvg::cpuid_f16c()); }
 int ggml_cpu_has_fma(void) { __builtin_cpu_init(); return has(__builtin_cpu_supports("fma")); }
 int ggml_cpu_has_avx512(void) { __builtin_cpu_init(); return has(__builtin_cpu_supports("avx512f")); }
 #else

@@ -1,0 +1,66 @@
+// Fuzz target: SentencePiece-style encode/decode of arbitrary bytes with the real Llama 2
+// vocabulary (shared/models/tokenizer.bin, loaded once; $KVG_SHARED_DIR overrides the path
+// compiled in).
+//
+// Invariants besides "no crash, leak or UB":
+//  - ids are in the vocabulary, never <unk> (all 256 byte tokens exist), BOS only when asked;
+//  - decode(encode(s)) == s when s has no literal U+2581 (the encoder's own space mark);
+//  - streaming decode (decode_next) concatenates to decode;
+//  - token_to_piece accepts any id, including out-of-range ones.
+#include "fuzz-common.h"
+
+#include "vocab.h"
+
+namespace {
+
+const kvg::Vocab & vocab() {
+    static kvg::Vocab * v = [] {
+        const char * env = std::getenv("KVG_SHARED_DIR");
+        const std::string path = std::string(env && *env ? env : KVG_SHARED_DIR) + "/models/tokenizer.bin";
+        auto * v = new kvg::Vocab;
+        std::string err;
+        if (!v->load_llama2c(path, &err)) {
+            std::fprintf(stderr, "fuzz-tokenize: cannot load %s: %s\n", path.c_str(), err.c_str());
+            std::abort();
+        }
+        return v;
+    }();
+    return *v;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
+    const kvg::Vocab & v = vocab();
+    const int n = v.n_tokens();
+    const std::string text((const char *) data, size);
+
+    const std::vector<int> ids = v.encode(text, false);
+    for (int id : ids) {
+        FUZZ_CHECK(id >= 0 && id < n && id != v.unk() && id != v.bos() && id != v.eos(), "bad id %d", id);
+    }
+    FUZZ_CHECK(text.empty() == ids.empty(), "%zu ids for %zu bytes", ids.size(), size);
+    const std::string back = v.decode(ids);
+    if (text.find("\xE2\x96\x81") == std::string::npos) {
+        FUZZ_CHECK(back == text, "round trip of %zu bytes gave %zu bytes", size, back.size());
+    }
+    std::string streamed;
+    int prev = -1;
+    for (int id : ids) streamed += v.decode_next(prev, id), prev = id;
+    FUZZ_CHECK(streamed == back, "streamed decode differs");
+
+    std::vector<int> with_bos = v.encode(text, true);
+    FUZZ_CHECK(!with_bos.empty() && with_bos[0] == v.bos(), "no BOS");
+    with_bos.erase(with_bos.begin());
+    FUZZ_CHECK(with_bos == ids, "BOS changes the encoding");
+    FUZZ_CHECK(v.decode(v.encode(text, true)) == back, "BOS changes the decoding");
+
+    // the bytes as token ids
+    for (size_t i = 0; i + 4 <= size && i < 64; i += 4) {
+        int32_t id;
+        std::memcpy(&id, data + i, 4);
+        (void) v.token_to_piece(id);
+        (void) v.decode_next(id, id % (n + 2));
+    }
+    return 0;
+}

@@ -1,0 +1,147 @@
+// Writes the seed corpora of the fuzz targets: tiny but valid inputs, so that mutations
+// start from files the loaders accept (the llama2.c format has no magic and must match its
+// header to the byte, so random bytes alone would never get past the size check).
+//
+//   fuzz-make-seeds <tests/fuzz/corpus> [shared dir]
+//
+// Writes corpus/llama2c/*.bin, corpus/tokenizer-bin/*.bin, corpus/gguf/*.gguf (the llama2.c
+// models converted with kvg_model_save_gguf) and corpus/tokenize/*.txt. Deterministic.
+#include "kvgraph.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Config {
+    int32_t dim, hidden, layers, heads, kv_heads, vocab, seq; // vocab < 0: separate classifier
+};
+
+void write_file(const std::string & path, const std::vector<uint8_t> & bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f.write((const char *) bytes.data(), (std::streamsize) bytes.size());
+    if (!f) {
+        std::fprintf(stderr, "cannot write %s\n", path.c_str());
+        std::exit(1);
+    }
+}
+
+template <typename T> void put(std::vector<uint8_t> & out, T v) {
+    const size_t n = out.size();
+    out.resize(n + sizeof(T));
+    std::memcpy(out.data() + n, &v, sizeof(T));
+}
+
+// Header + every array llama2.c stores, small deterministic values.
+std::vector<uint8_t> checkpoint(const Config & c) {
+    std::vector<uint8_t> out;
+    for (int32_t v : {c.dim, c.hidden, c.layers, c.heads, c.kv_heads, c.vocab, c.seq}) put(out, v);
+    const uint64_t V = (uint64_t) std::abs(c.vocab), D = c.dim, F = c.hidden, L = c.layers;
+    const uint64_t hs = D / c.heads, kv = hs * c.kv_heads;
+    const uint64_t n = V * D + L * (D + D * D + 2 * kv * D + D * D + D + 3 * F * D) + D + c.seq * hs +
+                       (c.vocab < 0 ? V * D : 0);
+    uint32_t s = 12345;
+    for (uint64_t i = 0; i < n; ++i) {
+        s = s * 1664525u + 1013904223u;
+        put(out, (float) ((int) (s >> 24) - 128) / 512.0f);
+    }
+    return out;
+}
+
+// tokenizer.bin: <unk>, BOS, EOS as llama2.c writes them, then the given pieces.
+std::vector<uint8_t> tokenizer(const std::vector<std::string> & pieces) {
+    std::vector<std::string> all = {"<unk>", "\n<s>\n", "\n</s>\n"};
+    all.insert(all.end(), pieces.begin(), pieces.end());
+    int32_t max_len = 0;
+    for (const std::string & p : all) max_len = std::max(max_len, (int32_t) p.size());
+    std::vector<uint8_t> out;
+    put(out, max_len);
+    for (size_t i = 0; i < all.size(); ++i) {
+        put(out, i < 3 ? 0.0f : -(float) i);
+        put(out, (int32_t) all[i].size());
+        out.insert(out.end(), all[i].begin(), all[i].end());
+    }
+    return out;
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+        return 1;
+    }
+    const std::string dir = argv[1];
+    for (const char * sub : {"llama2c", "tokenizer-bin", "gguf", "tokenize"}) {
+        std::filesystem::create_directories(dir + "/" + sub);
+    }
+
+    // 16 pieces: 3 specials, 13 text pieces with merges ("a"+"b" -> "ab", ...)
+    const std::vector<std::string> tiny_pieces = {" ", "a", "b", "c", " a", "ab", " ab", "abc", "<0x41>", "<0x0A>", "x", "\xC3\xA9", "bc"};
+    std::vector<std::string> bytes_pieces;
+    for (int b = 0; b < 256; ++b) {
+        char p[8];
+        std::snprintf(p, sizeof p, "<0x%02X>", b);
+        bytes_pieces.push_back(p);
+    }
+    for (const char * p : {" t", "he", " the", "in", " a", "an", "nd", " and"}) bytes_pieces.push_back(p);
+    write_file(dir + "/tokenizer-bin/tiny16.bin", tokenizer(tiny_pieces));
+    write_file(dir + "/tokenizer-bin/bytes267.bin", tokenizer(bytes_pieces));
+    write_file(dir + "/tokenizer-bin/specials-only.bin", tokenizer({}));
+
+    const Config tiny = {8, 16, 1, 2, 1, 16, 8};      // GQA, shared classifier
+    const Config two = {32, 32, 2, 4, 2, -24, 16};    // separate classifier, rows of 32 for q8_0/q4_0
+    const Config mha = {16, 24, 1, 4, 4, 267, 4};     // vocab of bytes267.bin
+    write_file(dir + "/llama2c/tiny.bin", checkpoint(tiny));
+    write_file(dir + "/llama2c/two-layers.bin", checkpoint(two));
+    write_file(dir + "/llama2c/mha.bin", checkpoint(mha));
+
+    // GGUF versions of the same models, through the runtime's own writer
+    const std::string tmp = dir + "/.seed-tmp.bin";
+    struct Out { const char * name; Config c; const char * tok; kvg_ftype ftype; bool no_vocab; };
+    const Out outs[] = {
+        {"tiny-f32-vocab.gguf", tiny, "tokenizer-bin/tiny16.bin", KVG_FTYPE_F32, false},
+        {"tiny-f16-placeholder-vocab.gguf", tiny, nullptr, KVG_FTYPE_F16, false},
+        {"two-q8_0-no-vocab.gguf", two, nullptr, KVG_FTYPE_Q8_0, true},
+        {"two-q4_0-no-vocab.gguf", two, nullptr, KVG_FTYPE_Q4_0, true},
+        {"mha-f16-bytes-vocab.gguf", mha, "tokenizer-bin/bytes267.bin", KVG_FTYPE_F16, false},
+    };
+    char err[512];
+    for (const Out & o : outs) {
+        write_file(tmp, checkpoint(o.c));
+        const std::string tok = o.tok ? dir + "/" + o.tok : "";
+        kvg_model * m = kvg_model_load(tmp.c_str(), o.tok ? tok.c_str() : nullptr, kvg_model_default_params(), err, sizeof err);
+        if (!m || !kvg_model_save_gguf(m, (dir + "/gguf/" + o.name).c_str(), o.ftype, o.no_vocab, err, sizeof err)) {
+            std::fprintf(stderr, "%s: %s\n", o.name, err);
+            return 1;
+        }
+        kvg_model_free(m);
+    }
+    std::filesystem::remove(tmp);
+
+    const char * texts[][2] = {
+        {"story.txt", "Once upon a time, there was a little girl named Lily. She loved to play outside."},
+        {"spaces.txt", "  leading, double  and trailing spaces   "},
+        {"newlines.txt", "line one\nline two\r\n\ttabbed\n\n"},
+        {"unicode.txt", "caf\xC3\xA9 na\xC3\xAFve \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80 \xCE\xB1\xCE\xB2\xCE\xB3"},
+        {"invalid-utf8.txt", "\xff\xfe bad \xC3 lone lead, \x80 stray, \xED\xA0\x80 surrogate, \xF4\x90\x80\x80 too big"},
+        {"specials.txt", "<s> </s> <unk> <0x41> \xE2\x96\x81 literal marks"},
+        {"digits.txt", "3.14159 2718 0x1F 1,000,000"},
+        {"code.txt", "int main(void) { return a[i] != b ? 1 : 0; } // done"},
+    };
+    for (const auto & t : texts) {
+        const std::string s = t[1];
+        write_file(dir + "/tokenize/" + t[0], std::vector<uint8_t>(s.begin(), s.end()));
+    }
+    const std::string nul("nul\0inside", 10);
+    write_file(dir + "/tokenize/nul.txt", std::vector<uint8_t>(nul.begin(), nul.end()));
+    std::printf("seeds written to %s\n", dir.c_str());
+    return 0;
+}
