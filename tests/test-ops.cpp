@@ -125,8 +125,6 @@ bool bit_equal(const std::vector<float> & a, const std::vector<float> & b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-const bool kDagSchedulerFixed = false;
-
 // Computes a node through the executor (graph of the node and its ancestors).
 void compute_graph(ggml_context * ctx, ggml_tensor * node, int n_threads, ggml_sched_mode mode) {
     ggml_cgraph * gf = ggml_new_graph(ctx);
@@ -147,9 +145,6 @@ std::vector<float> run_tasks(const std::function<Built(ggml_context *)> & build)
     for (int run = 0; run < 9; ++run) {
         const int n = run % 3 + 1;
         const int how = run / 3; // 0 direct, 1 DAG, 2 barrier
-        // DAG runs wait for the executor fix: dag_seed() publishes a node twice when a view
-        // node before it completes during seeding (GGML_ASSERT pos + n <= queue_cap).
-        if (how == 1 && !kDagSchedulerFixed) continue;
         Ctx c;
         Built b = build(c.ctx);
         if (how == 0) compute(b.first, n);
