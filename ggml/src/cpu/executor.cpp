@@ -153,13 +153,26 @@ struct ggml_threadpool {
     // worker never pairs one job's generation with another job's thread count
     std::atomic<uint64_t> ticket{0};
     std::atomic<bool> stop{false};
-    alignas(CACHE_LINE) std::atomic<int> n_active{0}; // workers still in the current job
-    exec_state state;         // the job; touched only by workers with ith < its n_threads
+    // Joining a job: (generation & 0xffffffff) << 32 | CLOSED | workers joined. A worker
+    // touches the job state only after joining; a DAG job is closed when its graph is done,
+    // so the caller never waits for workers that were still asleep.
+    alignas(CACHE_LINE) std::atomic<uint64_t> join_word{0};
+    alignas(CACHE_LINE) std::atomic<int> n_left{0}; // joined workers that finished
+    exec_state state;
 
     ~ggml_threadpool();
     void grow(int n_workers);
     void worker_main(int ith, uint64_t seen);
     void run(exec_state * st); // caller participates as thread 0
+
+    static constexpr uint64_t CLOSED = 1u << 31;
+    bool join(uint64_t gen) {
+        uint64_t w = join_word.load(std::memory_order_acquire);
+        for (;;) {
+            if ((w >> 32) != (gen & 0xffffffffu) || (w & CLOSED)) return false;
+            if (join_word.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+        }
+    }
 };
 
 static void run_thread(exec_state * st, int ith);
@@ -186,9 +199,9 @@ void ggml_threadpool::worker_main(int ith, uint64_t seen) {
         if (stop.load(std::memory_order_acquire)) return;
         const uint64_t t = ticket.load(std::memory_order_acquire);
         seen = t >> 16;
-        if (ith < (int) (t & 0xffff)) {
+        if (ith < (int) (t & 0xffff) && join(seen)) {
             run_thread(&state, ith);
-            n_active.fetch_sub(1, std::memory_order_acq_rel);
+            n_left.fetch_add(1, std::memory_order_acq_rel);
         }
     }
 }
@@ -205,16 +218,21 @@ void ggml_threadpool::grow(int n_workers) {
 void ggml_threadpool::run(exec_state * st) {
     GGML_ASSERT(st == &state);
     grow(st->n_threads - 1);
-    n_active.store(st->n_threads - 1, std::memory_order_relaxed);
+    n_left.store(0, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lk(mutex);
         const uint64_t gen = (ticket.load(std::memory_order_relaxed) >> 16) + 1;
+        join_word.store((gen & 0xffffffffu) << 32, std::memory_order_relaxed);
         ticket.store(gen << 16 | (uint64_t) st->n_threads, std::memory_order_release);
     }
     cv.notify_all();
     run_thread(st, 0);
-    // workers may still be leaving (or not yet awake): the state must outlive them
-    spin_until([&] { return n_active.load(std::memory_order_acquire) == 0; });
+    // The barrier schedule needs every thread (each runs its own task index), so it
+    // waits for all of them; a finished DAG needs none that have not joined yet.
+    int joined = st->n_threads - 1;
+    if (st->dag) joined = (int) (join_word.fetch_or(CLOSED, std::memory_order_acq_rel) & (CLOSED - 1));
+    // joined workers may still be leaving: the state must outlive them
+    spin_until([&] { return n_left.load(std::memory_order_acquire) == joined; });
 }
 
 ggml_threadpool::~ggml_threadpool() {
