@@ -1,6 +1,9 @@
 // The Llama forward pass as a ggml graph, following llama2.c's run.c step by step.
 #include "llama-graph.h"
 
+#include "ggml-alloc.h"
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -10,32 +13,12 @@ namespace kvg {
 
 // ---- memory of intermediates ---------------------------------------------------------------------
 
-// Gives every tensor of ctx without data an address in one fresh buffer: plain
-// sequential placement, no reuse. The one place to swap for the memory planner.
-static bool alloc_graph_memory(ggml_context * ctx, uint8_t ** buffer, size_t * size) {
-    const size_t align = 64;
-    size_t total = 0;
-    for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
-        if (!t->data && !t->view_src) total = GGML_PAD(total, align) + ggml_nbytes(t);
-    }
-    total = GGML_PAD(total, align) + align;
-    uint8_t * buf = (uint8_t *) std::aligned_alloc(align, total);
-    if (!buf) return false;
-    size_t off = 0;
-    for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
-        if (!t->data && !t->view_src) {
-            off = GGML_PAD(off, align);
-            t->data = buf + off;
-            off += ggml_nbytes(t);
-        }
-    }
-    // views were created before their roots had addresses
-    for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
-        if (!t->data && t->view_src) t->data = (char *) t->view_src->data + t->view_offs;
-    }
-    *buffer = buf;
-    *size = total;
-    return true;
+// Gives every tensor of the graph without data an address in one compute buffer owned
+// by the planner, which reuses the bytes of tensors that are dead (it follows the
+// control edges too, so a cache read is never moved past its write).
+static bool alloc_graph_memory(ggml_cgraph * gf, ggml_gallocr_t * galloc) {
+    *galloc = ggml_gallocr_new();
+    return *galloc && ggml_gallocr_alloc_graph(*galloc, gf);
 }
 
 static ggml_context * new_graph_ctx(int n_layer, size_t * graph_size) {
@@ -47,12 +30,12 @@ static ggml_context * new_graph_ctx(int n_layer, size_t * graph_size) {
 }
 
 LlamaGraph::~LlamaGraph() {
+    if (galloc) ggml_gallocr_free(galloc);
     if (ctx) ggml_free(ctx);
-    std::free(buffer);
 }
 KvWriteGraph::~KvWriteGraph() {
+    if (galloc) ggml_gallocr_free(galloc);
     if (ctx) ggml_free(ctx);
-    std::free(buffer);
 }
 
 // ---- the graph ------------------------------------------------------------------------------------
@@ -157,7 +140,7 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
     g->gf = ggml_new_graph_custom(ctx, graph_size, false);
     ggml_build_forward_expand(g->gf, g->logits);
 
-    if (!alloc_graph_memory(ctx, &g->buffer, &g->buffer_size)) {
+    if (!alloc_graph_memory(g->gf, &g->galloc)) {
         if (err) *err = "cannot allocate the graph's intermediate tensors";
         return nullptr;
     }
@@ -199,7 +182,7 @@ std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::stri
         ggml_build_forward_expand(g->gf, kv.write_k(g->ctx, il, g->inp_rows, g->inp_idx));
         ggml_build_forward_expand(g->gf, kv.write_v(g->ctx, il, g->inp_rows, g->inp_idx));
     }
-    if (!alloc_graph_memory(g->ctx, &g->buffer, &g->buffer_size)) {
+    if (!alloc_graph_memory(g->gf, &g->galloc)) {
         if (err) *err = "cannot allocate the graph's intermediate tensors";
         return nullptr;
     }

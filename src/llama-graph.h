@@ -3,6 +3,7 @@
 // and the attention mask are input tensors filled before every run.
 #pragma once
 
+#include "ggml-alloc.h"
 #include "ggml.h"
 #include "kv-cache.h"
 #include "model.h"
@@ -50,9 +51,7 @@ struct LlamaGraph {
     // Fills the inputs for tokens[0..n_tokens) at positions pos, pos+1, ...
     void set_inputs(const int32_t * tokens, int pos, const KvCache & kv);
 
-    // memory of intermediate tensors (see alloc_graph_memory)
-    uint8_t * buffer = nullptr;
-    size_t buffer_size = 0;
+    ggml_gallocr_t galloc = nullptr; // owns the memory of the intermediate tensors
 };
 
 // nullptr + message if the context arena cannot be allocated.
@@ -67,8 +66,7 @@ struct KvWriteGraph {
     ggml_cgraph * gf = nullptr;
     ggml_tensor * inp_rows = nullptr; // F32 [n_embd_kv, 1]
     ggml_tensor * inp_idx = nullptr;  // I64 [1]
-    uint8_t * buffer = nullptr;
-    size_t buffer_size = 0;
+    ggml_gallocr_t galloc = nullptr;
 };
 std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::string * err);
 

@@ -8,6 +8,7 @@
 
 #include "kvgraph.h"
 
+#include "ggml-alloc.h"
 #include "ggml-cpu.h"
 #include "kv-cache.h"
 #include "llama-graph.h"
@@ -435,6 +436,10 @@ TEST_CASE("graph: cache writes are ordered before the attention reads by RAW edg
             CHECK(index(g->v_write[il]) < index(g->v_read[il]));
         }
         CHECK(ggml_graph_validate(g->gf, nullptr, 0, nullptr) == 0);
+        // intermediates share one planned buffer, smaller than giving each its own bytes
+        const ggml_gallocr_stats st = ggml_gallocr_get_stats(g->galloc);
+        CHECK(st.n_tensors > 0);
+        CHECK(st.buffer_bytes < st.sum_tensor_bytes);
     }
 }
 
