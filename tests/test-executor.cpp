@@ -7,6 +7,7 @@
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 #include "ggml.h"
+#include "ggml-alloc.h"
 
 #include <atomic>
 #include <chrono>
@@ -603,6 +604,11 @@ void compute_by_hand(ggml_cgraph * gf, int n_threads) {
     }
 }
 
+std::vector<uint8_t> bytes_of(const ggml_tensor * t) {
+    const uint8_t * d = (const uint8_t *) t->data;
+    return std::vector<uint8_t>(d, d + ggml_nbytes(t));
+}
+
 std::vector<std::vector<uint8_t>> snapshot(ggml_cgraph * gf) {
     std::vector<std::vector<uint8_t>> out;
     for (int i = 0; i < gf->n_nodes; ++i) {
@@ -628,24 +634,25 @@ void fill_random(ggml_tensor * t, std::mt19937 & rng, float scale) {
 
 // A tiny attention block: rms_norm, three projections (independent, F16 weights need
 // scratch), rope, masked softmax, weighted sum, residual, silu gate, row sums.
-ggml_tensor * tiny_block(ggml_context * ctx, std::mt19937 & rng, ggml_type wtype, ggml_tensor ** q_out,
+// Inputs and weights live in wctx (with data), ops in ctx (which may be no_alloc).
+ggml_tensor * tiny_block(ggml_context * wctx, ggml_context * ctx, std::mt19937 & rng, ggml_type wtype, ggml_tensor ** q_out,
                          ggml_tensor ** x_out, ggml_tensor ** wq_out, ggml_tensor ** norm_out) {
     const int d = 64, n_tok = 6, hd = 16, nh = d / hd;
-    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d, n_tok);
+    ggml_tensor * x = ggml_new_tensor_2d(wctx, GGML_TYPE_F32, d, n_tok);
     fill_random(x, rng, 1.0f);
-    ggml_tensor * g = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, d);
+    ggml_tensor * g = ggml_new_tensor_1d(wctx, GGML_TYPE_F32, d);
     fill_random(g, rng, 1.0f);
     ggml_tensor * w[3];
     for (auto & wi : w) {
-        ggml_tensor * f = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d, d);
+        ggml_tensor * f = ggml_new_tensor_2d(wctx, GGML_TYPE_F32, d, d);
         fill_random(f, rng, 0.2f);
         wi = f;
         if (wtype != GGML_TYPE_F32) {
-            wi = ggml_new_tensor_2d(ctx, wtype, d, d);
+            wi = ggml_new_tensor_2d(wctx, wtype, d, d);
             ggml_get_type_traits(wtype)->from_float_ref((const float *) f->data, wi->data, d * d);
         }
     }
-    ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tok);
+    ggml_tensor * pos = ggml_new_tensor_1d(wctx, GGML_TYPE_I32, n_tok);
     for (int i = 0; i < n_tok; ++i) ggml_set_i32_1d(pos, i, i);
 
     ggml_tensor * h = ggml_mul(ctx, ggml_rms_norm(ctx, x, 1e-5f), g);
@@ -678,7 +685,7 @@ TEST_CASE("real ops: DAG and barrier schedules match sequential execution bit fo
         std::mt19937 rng(42);
         ggml_context * ctx = make_ctx(32);
         ggml_tensor *q, *x, *wq, *h;
-        ggml_tensor * out = tiny_block(ctx, rng, wtype, &q, &x, &wq, &h);
+        ggml_tensor * out = tiny_block(ctx, ctx, rng, wtype, &q, &x, &wq, &h);
         ggml_cgraph * gf = ggml_new_graph(ctx);
         ggml_build_forward_expand(gf, out);
 
@@ -767,4 +774,66 @@ TEST_CASE("real ops: many independent nodes needing scratch share the slots safe
         CHECK(ggml_graph_compute(gf, &small) == GGML_STATUS_ALLOC_FAILED);
     }
     ggml_free(ctx);
+}
+
+TEST_CASE("real ops: a graph placed by the memory planner computes the same under the DAG scheduler") {
+    // The planner reuses bytes of dead tensors; the edges it adds for that reuse must keep
+    // concurrent nodes from overwriting data still being read.
+    for (ggml_type wtype : {GGML_TYPE_F32, GGML_TYPE_Q8_0}) {
+        std::mt19937 rng(99);
+        ggml_context * wctx = make_ctx(8);
+        ggml_init_params gp = {4 * 1024 * 1024, nullptr, true};
+        ggml_context * gctx = ggml_init(gp);
+        REQUIRE(gctx != nullptr);
+        ggml_tensor *q, *x, *wq, *h;
+        ggml_tensor * out = tiny_block(wctx, gctx, rng, wtype, &q, &x, &wq, &h);
+        ggml_set_output(out);
+        ggml_cgraph * gf = ggml_new_graph(gctx);
+        ggml_build_forward_expand(gf, out);
+        ggml_gallocr_t galloc = ggml_gallocr_new();
+        REQUIRE(ggml_gallocr_alloc_graph(galloc, gf));
+        REQUIRE(out->data != nullptr);
+        const ggml_gallocr_stats stats = ggml_gallocr_get_stats(galloc);
+        CHECK(stats.buffer_bytes < stats.sum_tensor_bytes); // bytes really are reused
+        for (int nt = 2; nt <= 4; ++nt) {
+            compute_by_hand(gf, nt);
+            const std::vector<uint8_t> ref = bytes_of(out);
+            sched_mode_guard sg(GGML_SCHED_DAG);
+            for (int rep = 0; rep < 40; ++rep) {
+                std::memset(out->data, 0xff, ggml_nbytes(out));
+                REQUIRE(ggml_graph_compute_with_ctx(wctx, gf, nt) == GGML_STATUS_SUCCESS);
+                INFO("type " << ggml_type_name(wtype) << " threads " << nt << " rep " << rep);
+                CHECK(bytes_of(out) == ref);
+            }
+        }
+        ggml_gallocr_free(galloc);
+        ggml_free(gctx);
+        ggml_free(wctx);
+    }
+}
+
+TEST_CASE("computes from several caller threads share the default pool safely") {
+    auto worker = [](int seed, std::atomic<int> * bad) {
+        std::mt19937 rng(seed);
+        ggml_context * ctx = make_ctx(8);
+        ggml_tensor *q, *x, *wq, *h;
+        ggml_tensor * out = tiny_block(ctx, ctx, rng, GGML_TYPE_F32, &q, &x, &wq, &h);
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, out);
+        compute_by_hand(gf, 2);
+        const std::vector<uint8_t> ref = bytes_of(out);
+        std::vector<uint8_t> work(ggml_graph_plan(gf, 2, nullptr).work_size + 1);
+        for (int rep = 0; rep < 40; ++rep) {
+            ggml_cplan cp = ggml_graph_plan(gf, 2, nullptr);
+            cp.work_data = work.data();
+            if (ggml_graph_compute(gf, &cp) != GGML_STATUS_SUCCESS || bytes_of(out) != ref) (*bad)++;
+        }
+        ggml_free(ctx);
+    };
+    std::atomic<int> bad{0};
+    std::thread t1(worker, 1, &bad), t2(worker, 2, &bad), t3(worker, 3, &bad);
+    t1.join();
+    t2.join();
+    t3.join();
+    CHECK(bad.load() == 0);
 }
