@@ -100,7 +100,7 @@ void run(ggml_tensor * node, int nth) {
     }
 }
 
-void check(ggml_tensor * node, double tol) {
+void check(ggml_context * ctx, ggml_tensor * node, double tol) {
     REQUIRE(ggml_is_contiguous(node));
     const float * p = (const float *) node->op_params; // scale, max_bias, softcap
     const std::vector<double> want = reference(node->src[0], node->src[1], node->src[2], node->src[3], p[0], p[1], p[2]);
@@ -126,6 +126,15 @@ void check(ggml_tensor * node, double tol) {
             } else {
                 CHECK(std::memcmp(got, first.data(), first.size() * sizeof(float)) == 0);
             }
+        }
+        // the executor's real threads give the same bits
+        for (int n_threads = 1; n_threads <= 3; ++n_threads) {
+            CAPTURE(n_threads);
+            ggml_cgraph * gf = ggml_new_graph(ctx);
+            ggml_build_forward_expand(gf, node);
+            std::memset(node->data, 0xff, ggml_nbytes(node));
+            REQUIRE(ggml_graph_compute_with_ctx(ctx, gf, n_threads) == GGML_STATUS_SUCCESS);
+            CHECK(std::memcmp(node->data, first.data(), first.size() * sizeof(float)) == 0);
         }
     }
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
@@ -156,7 +165,7 @@ TEST_CASE("flash_attn_ext: f32 and f16 K/V, GQA, causal mask, odd n_kv") {
             ggml_tensor * v = ggml_new_tensor_3d(c.ctx, kv, Dv, n_kv, n_head_kv);
             fill(q, 1.0f); fill(k, 1.0f); fill(v, 1.0f);
             ggml_tensor * m = causal_mask(c.ctx, mt, n_kv, n_q, 8);
-            check(ggml_flash_attn_ext(c.ctx, q, k, v, m, 1.0f / std::sqrt((float) D), 0.0f, 0.0f), 2e-5);
+            check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, m, 1.0f / std::sqrt((float) D), 0.0f, 0.0f), 2e-5);
         }
     }
 }
@@ -169,7 +178,7 @@ TEST_CASE("flash_attn_ext: no mask, long K/V with large scores (online rescaling
         ggml_tensor * k = ggml_new_tensor_4d(c.ctx, kv, D, n_kv, n_head, 2);
         ggml_tensor * v = ggml_new_tensor_4d(c.ctx, kv, D, n_kv, n_head, 2);
         fill(q, 3.0f); fill(k, 3.0f); fill(v, 1.0f);
-        check(ggml_flash_attn_ext(c.ctx, q, k, v, nullptr, 1.0f, 0.0f, 0.0f), 2e-5);
+        check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, nullptr, 1.0f, 0.0f, 0.0f), 2e-5);
     }
 }
 
@@ -181,14 +190,14 @@ TEST_CASE("flash_attn_ext: softcap and ALiBi with per-head masks") {
         ggml_tensor * k = ggml_new_tensor_3d(c.ctx, kv, D, n_kv, n_head_kv);
         ggml_tensor * v = ggml_new_tensor_3d(c.ctx, kv, D, n_kv, n_head_kv);
         fill(q, 2.0f); fill(k, 2.0f); fill(v, 1.0f);
-        check(ggml_flash_attn_ext(c.ctx, q, k, v, causal_mask(c.ctx, GGML_TYPE_F16, n_kv, n_q, n_q), 0.5f, 0.0f, 5.0f), 2e-5);
+        check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, causal_mask(c.ctx, GGML_TYPE_F16, n_kv, n_q, n_q), 0.5f, 0.0f, 5.0f), 2e-5);
         // ALiBi: mask holds -distance for visible keys, per head (ne2 = n_head)
         ggml_tensor * m = causal_mask(c.ctx, GGML_TYPE_F32, n_kv, n_q, n_q, n_head);
         for (int64_t h = 0; h < n_head; ++h)
             for (int64_t i = 0; i < n_q; ++i)
                 for (int64_t j = 0; j <= n_kv - n_q + i; ++j) set_mask(m, j, i, h, -(float) (n_kv - n_q + i - j) * (h + 1) / 8);
-        check(ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.2f, 8.0f, 0.0f), 2e-5);
-        check(ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.2f, 8.0f, 3.0f), 2e-5);
+        check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.2f, 8.0f, 0.0f), 2e-5);
+        check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.2f, 8.0f, 3.0f), 2e-5);
     }
 }
 
@@ -209,7 +218,7 @@ TEST_CASE("flash_attn_ext: fully masked rows give zeros, sparse masks skip posit
             set_mask(m, j, i, 0, visible ? 0.0f : -INFINITY);
         }
     ggml_tensor * r = ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.25f, 0.0f, 0.0f);
-    check(r, 2e-5);
+    check(c.ctx, r, 2e-5);
     for (int64_t h = 0; h < n_head; ++h)
         for (int64_t i = 0; i < D; ++i) CHECK(((float *) r->data)[(0 * n_head + h) * D + i] == 0.0f); // row 0: all -inf
 }
@@ -223,5 +232,5 @@ TEST_CASE("flash_attn_ext: permuted q (heads interleaved as produced by a projec
     ggml_tensor * k = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head_kv);
     ggml_tensor * v = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head_kv);
     fill(k, 1.0f); fill(v, 1.0f);
-    check(ggml_flash_attn_ext(c.ctx, q, k, v, causal_mask(c.ctx, GGML_TYPE_F16, n_kv, n_q, 8), 0.3f, 0.0f, 0.0f), 2e-5);
+    check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, causal_mask(c.ctx, GGML_TYPE_F16, n_kv, n_q, 8), 0.3f, 0.0f, 0.0f), 2e-5);
 }

@@ -143,9 +143,18 @@ void check_close(const std::vector<float> & got, const RefResult & ref, double r
 // Float sums of up to a few thousand terms: a few ulps per term relative to sum |w*x|.
 double tolerance(ggml_type) { return 2e-5; }
 
+// Computes `node` through the executor (real threads) and returns dst.
+std::vector<float> compute_graph(ggml_context * ctx, ggml_tensor * node, int n_threads) {
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, node);
+    std::memset(node->data, 0xff, ggml_nbytes(node));
+    REQUIRE(ggml_graph_compute_with_ctx(ctx, gf, n_threads) == GGML_STATUS_SUCCESS);
+    return read_dst(node);
+}
+
 // Computes `node` with 1, 2 and 3 tasks on every path; checks the reference and that the
-// task count does not change a single bit.
-void check_mul_mat(ggml_tensor * node) {
+// task count does not change a single bit, then the same through the executor's threads.
+void check_mul_mat(ggml_context * ctx, ggml_tensor * node) {
     const RefResult ref = ref_mul_mat(node->src[0], node->src[1]);
     for (ggml_cpu_features path : available_paths()) {
         ggml_cpu_set_features_limit(path);
@@ -163,6 +172,11 @@ void check_mul_mat(ggml_tensor * node) {
             } else {
                 CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);
             }
+        }
+        for (int n_threads = 1; n_threads <= 3; ++n_threads) {
+            CAPTURE(n_threads);
+            const std::vector<float> got = compute_graph(ctx, node, n_threads);
+            CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);
         }
     }
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
@@ -277,7 +291,7 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
             ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, s.K, s.M);
             fill_random(a);
             fill_random(b);
-            check_mul_mat(ggml_mul_mat(c.ctx, a, b));
+            check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
         }
     }
 }
@@ -295,14 +309,14 @@ TEST_CASE("mul_mat: broadcasting the weights over dims 2 and 3") {
             ggml_tensor * b = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, K, M, 6, 2);
             fill_random(a);
             fill_random(b);
-            check_mul_mat(ggml_mul_mat(c.ctx, a, b));
+            check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
         }
         // ne03 = 2, ne13 = 4 with ne02 = ne12
         ggml_tensor * a2 = ggml_new_tensor_4d(c.ctx, t, K, 7, 3, 2);
         ggml_tensor * b2 = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, K, 4, 3, 4);
         fill_random(a2);
         fill_random(b2);
-        check_mul_mat(ggml_mul_mat(c.ctx, a2, b2));
+        check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a2, b2));
     }
 }
 
@@ -322,7 +336,7 @@ TEST_CASE("mul_mat: non-contiguous weights (row-strided and per-head views of a 
             CAPTURE(M);
             ggml_tensor * b = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, M, 8); // ne12 = 8, ne02 = 4
             fill_random(b);
-            check_mul_mat(ggml_mul_mat(c.ctx, a, b));
+            check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
         }
         // heads interleaved in the cache: [K, n_head, n_ctx] permuted to [K, n_ctx, n_head]
         ggml_tensor * cache2 = ggml_new_tensor_3d(c.ctx, t, K, 3, 10);
@@ -330,7 +344,7 @@ TEST_CASE("mul_mat: non-contiguous weights (row-strided and per-head views of a 
         ggml_tensor * a2 = ggml_permute(c.ctx, cache2, 0, 2, 1, 3);
         ggml_tensor * b2 = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, 5, 3);
         fill_random(b2);
-        check_mul_mat(ggml_mul_mat(c.ctx, a2, b2));
+        check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a2, b2));
     }
 }
 
@@ -349,22 +363,22 @@ TEST_CASE("mul_mat: non-contiguous activations (transposed, permuted, strided ro
             fill_random(bt);
             ggml_tensor * b = ggml_transpose(c.ctx, bt);
             REQUIRE(b->nb[0] != sizeof(float));
-            check_mul_mat(ggml_mul_mat(c.ctx, a, b));
+            check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
         }
         // permuted dims 1 <-> 2 (rows dense, batches interleaved)
         ggml_tensor * bp = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, 4, 5);
         fill_random(bp);
-        check_mul_mat(ggml_mul_mat(c.ctx, a, ggml_permute(c.ctx, bp, 0, 2, 1, 3)));
+        check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, ggml_permute(c.ctx, bp, 0, 2, 1, 3)));
         // fully permuted: [4, 5, K] -> [K, 4, 5]-ish
         ggml_tensor * bq = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, 4, 6, K);
         fill_random(bq);
         ggml_tensor * bperm = ggml_permute(c.ctx, bq, 1, 2, 0, 3); // ne = [K, 4, 6]
         REQUIRE(bperm->ne[0] == K);
-        check_mul_mat(ggml_mul_mat(c.ctx, a, bperm));
+        check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, bperm));
         // row-strided view of a wider tensor
         ggml_tensor * wide = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K + 5, 9);
         fill_random(wide);
-        check_mul_mat(ggml_mul_mat(c.ctx, ggml_view_3d(c.ctx, a, K, 10, 1, a->nb[1], a->nb[2], 0),
+        check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, ggml_view_3d(c.ctx, a, K, 10, 1, a->nb[1], a->nb[2], 0),
                                    ggml_view_2d(c.ctx, wide, K, 9, wide->nb[1], 4 * sizeof(float))));
     }
 }
