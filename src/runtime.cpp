@@ -47,6 +47,15 @@ struct kvg_context {
     int n_logits = 0;
 };
 
+// The integer a C caller stored in an enum field: C allows any int there, while reading
+// an out-of-range value through the C++ enum type would be undefined.
+template <class E> static int enum_value(const E & e) {
+    static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+
 static void set_err(char * err, size_t err_size, const std::string & msg) {
     if (err && err_size > 0) {
         std::snprintf(err, err_size, "%s", msg.c_str());
@@ -91,7 +100,7 @@ bool kvg_model_save_gguf(const kvg_model * model, const char * path, kvg_ftype f
         return false;
     }
     ggml_type t;
-    switch (ftype) {
+    switch (enum_value(ftype)) {
         case KVG_FTYPE_F32: t = GGML_TYPE_F32; break;
         case KVG_FTYPE_F16: t = GGML_TYPE_F16; break;
         case KVG_FTYPE_Q8_0: t = GGML_TYPE_Q8_0; break;
@@ -182,8 +191,12 @@ kvg_context * kvg_context_new(const kvg_model * model, kvg_context_params params
         set_err(err, err_size, "n_batch = " + std::to_string(params.n_batch) + " is invalid");
         return nullptr;
     }
-    if (params.kv_type != KVG_KV_F32 && params.kv_type != KVG_KV_F16) {
-        set_err(err, err_size, "unknown KV cache type");
+    if (enum_value(params.kv_type) != KVG_KV_F32 && enum_value(params.kv_type) != KVG_KV_F16) {
+        set_err(err, err_size, "unknown KV cache type " + std::to_string(enum_value(params.kv_type)));
+        return nullptr;
+    }
+    if (enum_value(params.attn) != KVG_ATTN_FLASH && enum_value(params.attn) != KVG_ATTN_MATMUL) {
+        set_err(err, err_size, "unknown attention implementation " + std::to_string(enum_value(params.attn)));
         return nullptr;
     }
     auto ctx = std::make_unique<kvg_context>();

@@ -278,8 +278,14 @@ TEST_CASE("context parameters") {
     p.n_batch = -1;
     CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
     p.n_batch = 16;
-    p.kv_type = (kvg_kv_type) 7;
+    int bad = 7; // what a C caller may store in the enum field
+    std::memcpy(&p.kv_type, &bad, sizeof bad);
     CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
+    CHECK(contains(err, "unknown KV cache type 7"));
+    p.kv_type = KVG_KV_F16;
+    std::memcpy(&p.attn, &bad, sizeof bad);
+    CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
+    CHECK(contains(err, "unknown attention"));
     CHECK(kvg_context_new(nullptr, kvg_context_default_params(), err, sizeof err) == nullptr);
     kvg_model_free(m);
 }
