@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -451,6 +452,63 @@ TEST_CASE("graphs are reused across steps; decode overwrites from pos") {
     CHECK(kvg_n_past(c) == 16);
     // rewind: decode again from position 0 over the old rows, same result
     CHECK(greedy(c, m, 16) == std::vector<int>(expected.begin(), expected.begin() + 16));
+    kvg_context_free(c);
+    kvg_model_free(m);
+}
+
+// models/kjv-tiny.gguf (the project's own model, llama.cpp keys, tokenizer in the metadata)
+// against models/kjv-tiny.expected.txt written by scripts/train_tiny.py from PyTorch.
+// KVG_KJV_GGUF may point at another export with its .expected.txt beside it.
+TEST_CASE("kjv-tiny.gguf reproduces its PyTorch reference") {
+    std::string path = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    if (const char * e = std::getenv("KVG_KJV_GGUF")) path = e;
+    const std::string expected = path.substr(0, path.size() - 5) + ".expected.txt";
+    if (!std::filesystem::exists(path) || !std::filesystem::exists(expected)) {
+        MESSAGE("skipped: no " << path << " with " << expected);
+        return;
+    }
+    std::map<std::string, std::string> kv;
+    std::ifstream f(expected);
+    for (std::string line; std::getline(f, line);) {
+        const size_t c = line.find(": ");
+        if (!line.empty() && line[0] != '#' && c != std::string::npos) kv[line.substr(0, c)] = line.substr(c + 2);
+    }
+    auto ints = [&](const std::string & k) {
+        std::vector<int> v;
+        std::istringstream ss(kv[k]);
+        for (int x; ss >> x;) v.push_back(x);
+        return v;
+    };
+    auto floats = [&](const std::string & k) {
+        std::vector<float> v;
+        std::istringstream ss(kv[k]);
+        for (float x; ss >> x;) v.push_back(x);
+        return v;
+    };
+    const std::vector<int> prompt_ids = ints("prompt_ids"), greedy_ids = ints("greedy_ids"), top5 = ints("top5_ids");
+    const std::vector<float> top5_logits = floats("top5_logits");
+    REQUIRE(!greedy_ids.empty());
+    REQUIRE(top5.size() == 5);
+
+    kvg_model * m = load(path);
+    REQUIRE(kvg_model_has_vocab(m));
+    std::vector<kvg_token> toks(512);
+    const int n = kvg_tokenize(m, kv["prompt"].c_str(), true, toks.data(), 512);
+    CHECK(std::vector<int>(toks.begin(), toks.begin() + std::max(n, 0)) == prompt_ids);
+
+    kvg_context * c = new_ctx(m, 2);
+    char err[512] = "";
+    const float * l = kvg_decode(c, prompt_ids.data(), (int32_t) prompt_ids.size(), 0, err, sizeof err);
+    REQUIRE(l != nullptr);
+    for (int i = 0; i < 5; ++i) CHECK(std::fabs(l[top5[i]] - top5_logits[i]) < 1e-3f);
+    std::vector<int> out;
+    for (size_t i = 0; i < greedy_ids.size(); ++i) {
+        kvg_token t = kvg_argmax(l, kvg_model_n_vocab(m));
+        out.push_back(t);
+        l = kvg_decode(c, &t, 1, (int32_t) (prompt_ids.size() + i), err, sizeof err);
+        REQUIRE(l != nullptr);
+    }
+    CHECK(out == greedy_ids);
     kvg_context_free(c);
     kvg_model_free(m);
 }

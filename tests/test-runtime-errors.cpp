@@ -60,8 +60,15 @@ kvg_model * load_ok(const std::string & path, const char * tok = nullptr) {
 }
 
 // A GGUF of aidreams260K written once for the tests that damage GGUF files.
+struct TempFile {
+    std::string path;
+    ~TempFile() {
+        if (!path.empty()) std::remove(path.c_str());
+    }
+};
 const std::string & aidreams_gguf() {
-    static std::string path;
+    static TempFile file; // removed at exit
+    std::string & path = file.path;
     if (path.empty()) {
         path = temp_path("aidreams.gguf");
         kvg_model * m = load_ok(model_path("aidreams260K.bin"), model_path("tok512.bin").c_str());
