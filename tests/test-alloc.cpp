@@ -104,9 +104,8 @@ std::vector<std::string> check_sharing(ggml_cgraph * g, const char * base, size_
     for (int i = 0; i < n; ++i) index[ggml_graph_node(g, i)] = i;
     // ancestors by BFS over predecessors
     std::vector<std::set<int>> anc(n);
+    std::vector<char> done(n, 0);
     std::function<const std::set<int> &(int)> ancestors = [&](int i) -> const std::set<int> & {
-        static std::vector<char> done;
-        if (done.size() != (size_t) n) done.assign(n, 0);
         if (done[i]) return anc[i];
         const ggml_tensor * t = ggml_graph_node(g, i);
         std::vector<const ggml_tensor *> preds;
@@ -266,6 +265,7 @@ TEST_CASE("order-only reuse is unsafe for the DAG executor; edge-aware reuse is 
         if (order_only) {
             CHECK(!problems.empty()); // z took bytes of x or y, which branch 1 may still be using
         } else {
+            INFO((problems.empty() ? std::string() : problems[0]));
             CHECK(problems.empty());
         }
         ggml_gallocr_free(ga);

@@ -240,7 +240,11 @@ struct planner {
         // leafs and inputs without memory live for the whole graph
         for (int l = 0; l < g->n_leafs; ++l) {
             ggml_tensor * t = g->leafs[l];
-            if (needs_alloc(t) && !offset.count(t)) offset[t] = place(ggml_nbytes(t), -1);
+            if (needs_alloc(t) && !offset.count(t)) {
+                offset[t] = place(ggml_nbytes(t), -1);
+                ga->stats.n_tensors++;
+                ga->stats.sum_tensor_bytes += ggml_nbytes(t);
+            }
         }
         for (auto & kv : accessors) pending[kv.first] = (int) kv.second.size();
 
