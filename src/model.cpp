@@ -163,8 +163,8 @@ std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string 
     int32_t h[7];
     std::memcpy(h, f.data, sizeof(h));
     for (int i = 0; i < 7; ++i) {
-        const int32_t v = i == 5 ? std::abs(h[i]) : h[i];
-        if (v <= 0 || v > limits[i] || h[i] == INT32_MIN) {
+        const int64_t v = i == 5 ? std::abs((int64_t) h[i]) : h[i]; // negative vocab: separate classifier
+        if (v <= 0 || v > limits[i]) {
             fail(err, strfmt("%s: not a llama2.c checkpoint (and no GGUF magic): header field %s at offset %d is %d, "
                              "expected 1..%d", path.c_str(), fields[i], 4 * i, h[i], limits[i]));
             return nullptr;
