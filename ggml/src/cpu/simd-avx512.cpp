@@ -116,8 +116,8 @@ template <int R, int C> struct tile_bf16 {
 // ---- quantized weights · q8_0 activations, two 32-blocks per vector ----------------------------
 // Block scales of a pair as [d0 x 8 lanes, d1 x 8 lanes] (d1 = 0 for a lone last block).
 KVG_INLINE __m512 scale_pair(ggml_fp16_t d0, ggml_fp16_t d1) {
-    const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int) d0 | ((int) d1 << 16)));
-    return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_castps128_ps512(d));
+    const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short) d0)), _mm_set1_epi16((short) d1), 1);
+    return _mm512_cvtph_ps(h);
 }
 
 template <bool TWO>
@@ -127,15 +127,15 @@ KVG_INLINE __m512i load_q8(const block_q8_0 * b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *) b[1].qs), 1);
 }
 
-// q4_0 pair as bytes 0..15: [lo nibbles b0, hi nibbles b0, lo b1, hi b1] (element order).
+// q4_0 pair as 64 bytes in element order: [lo nibbles b0, hi nibbles b0, lo b1, hi b1].
 template <bool TWO>
 KVG_INLINE __m512i load_q4(const block_q4_0 * b) {
     const __m128i b0 = _mm_loadu_si128((const __m128i *) b[0].qs);
-    const __m128i b1 = TWO ? _mm_loadu_si128((const __m128i *) b[1].qs) : _mm_setzero_si128();
-    __m512i t = _mm512_inserti32x4(_mm512_castsi128_si512(b0), b0, 1);
-    t = _mm512_inserti32x4(_mm512_inserti32x4(t, b1, 2), b1, 3);
-    t = _mm512_mask_blend_epi64(0xCC, t, _mm512_srli_epi16(t, 4));
-    return _mm512_and_si512(t, _mm512_set1_epi8(0x0F));
+    const __m256i y = TWO ? _mm256_inserti128_si256(_mm256_castsi128_si256(b0), _mm_loadu_si128((const __m128i *) b[1].qs), 1)
+                          : _mm256_zextsi128_si256(b0);
+    // each 128-bit half twice, the second copy shifted down a nibble; the mask keeps one nibble per byte
+    const __m512i t = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), _mm512_castsi256_si512(y));
+    return _mm512_and_si512(_mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), _mm512_set1_epi8(0x0F));
 }
 
 // One step (a pair of blocks, or the lone last one) of a quantized tile.

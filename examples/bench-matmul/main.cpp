@@ -1,0 +1,339 @@
+// Matmul kernel benchmark against this machine's measured limits.
+//
+//   kvg-bench-matmul [--quick] [--reps N] [--threads 1,2]
+//
+// Measures, for each thread count: streaming read bandwidth and the FMA peak (probes
+// written here), matrix-vector products 4096x14336 per weight type in GB/s of weights
+// read (fraction of read bandwidth), and 4096x4096 weights times N activation rows
+// (N = 32, 128, 512) in GFLOP/s (fraction of the FMA peak). Products run through the
+// library's graph executor. With OpenBLAS available it also prints sgemm's own rate at
+// 2048^3 and on the 4096x4096x512 shape, and our f32 result as a fraction of it.
+// Matvec weights are rotated over several copies so each run reads them from DRAM.
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifdef KVG_BENCH_OPENBLAS
+#include <cblas.h>
+#endif
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define BENCH_X86 1
+// GCC 12 flags the undefined-value placeholders inside its own intrinsics when they are
+// inlined into target-attributed functions.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace {
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Runs f(ith) on n threads at once, returns the wall time.
+template <typename F>
+double run_threads(int n, F f) {
+    const double t0 = now_s();
+    std::vector<std::thread> th;
+    for (int i = 1; i < n; ++i) th.emplace_back(f, i);
+    f(0);
+    for (auto & t : th) t.join();
+    return now_s() - t0;
+}
+
+// ---- machine limits ----------------------------------------------------------------------------
+#ifdef BENCH_X86
+__attribute__((target("avx512f"))) float read_avx512(const float * p, size_t n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+__attribute__((target("avx2"))) float read_avx2(const float * p, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+// 12 independent FMA chains per thread: enough to fill both FMA pipes despite latency.
+__attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
+    __m512 a[12];
+    for (int j = 0; j < 12; ++j) a[j] = _mm512_set1_ps(1.0f + j * 1e-3f);
+    const __m512 b = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iters; ++i) {
+        for (int j = 0; j < 12; ++j) a[j] = _mm512_fmadd_ps(a[j], b, c);
+    }
+    __m512 s = a[0];
+    for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, a[j]);
+    return _mm512_reduce_add_ps(s);
+}
+__attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
+    __m256 a[12];
+    for (int j = 0; j < 12; ++j) a[j] = _mm256_set1_ps(1.0f + j * 1e-3f);
+    const __m256 b = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iters; ++i) {
+        for (int j = 0; j < 12; ++j) a[j] = _mm256_fmadd_ps(a[j], b, c);
+    }
+    __m256 s = a[0];
+    for (int j = 1; j < 12; ++j) s = _mm256_add_ps(s, a[j]);
+    float t[8];
+    _mm256_storeu_ps(t, s);
+    return t[0] + t[4];
+}
+#endif
+
+float read_scalar(const float * p, size_t n) {
+    float s = 0;
+    for (size_t i = 0; i < n; ++i) s += p[i];
+    return s;
+}
+
+volatile float g_sink;
+
+// Best of reps: GB/s of n_threads threads each summing its slice of a DRAM-sized buffer.
+double measure_read_bw(int n_threads, int reps) {
+    const size_t n = (size_t) 512 << 20 >> 2; // 512 MiB of floats, far beyond the caches
+    float * buf = (float *) std::aligned_alloc(64, n * sizeof(float));
+    for (size_t i = 0; i < n; ++i) buf[i] = 1.0f;
+    const bool has512 = ggml_cpu_has_avx512(), has2 = ggml_cpu_has_avx2();
+    double best = 0;
+    for (int r = 0; r < reps; ++r) {
+        const double t = run_threads(n_threads, [&](int ith) {
+            const size_t per = n / n_threads / 64 * 64;
+            const float * p = buf + ith * per;
+            float s;
+#ifdef BENCH_X86
+            if (has512) s = read_avx512(p, per);
+            else if (has2) s = read_avx2(p, per);
+            else s = read_scalar(p, per);
+#else
+            (void) has512; (void) has2;
+            s = read_scalar(p, per);
+#endif
+            g_sink = s;
+        });
+        best = std::max(best, n / n_threads / 64 * 64 * n_threads * 4.0 / t / 1e9);
+    }
+    std::free(buf);
+    return best;
+}
+
+// Best of reps: GFLOP/s of dependent-free FMA chains on n_threads threads.
+double measure_fma_peak(int n_threads, int reps) {
+    const int64_t iters = 2000000; // a few ms: short bursts often run undisturbed on a shared machine
+    const bool has512 = ggml_cpu_has_avx512(), has2 = ggml_cpu_has_avx2() && ggml_cpu_has_fma();
+    const double lanes = has512 ? 16 : has2 ? 8 : 1;
+    double best = 0;
+    for (int r = 0; r < reps; ++r) {
+        const double t = run_threads(n_threads, [&](int) {
+#ifdef BENCH_X86
+            if (has512) g_sink = fma_avx512(iters);
+            else if (has2) g_sink = fma_avx2(iters);
+            else g_sink = 0;
+#endif
+        });
+        best = std::max(best, iters * 12.0 * lanes * 2.0 * n_threads / t / 1e9);
+    }
+    return best;
+}
+
+// ---- library products ------------------------------------------------------------------------------
+uint64_t g_state = 0x9E3779B97F4A7C15ull;
+float frand() {
+    g_state ^= g_state << 13;
+    g_state ^= g_state >> 7;
+    g_state ^= g_state << 17;
+    return (float) ((g_state >> 40) * (1.0 / (1 << 24)) * 2.0 - 1.0);
+}
+
+struct mm_result {
+    double seconds; // best time per product
+    size_t weight_bytes;
+};
+
+// Times dst = W (K x N, type t) * X (K x M, f32) through the executor; rotates over
+// `copies` weight matrices so that they are read from memory each time.
+mm_result time_mul_mat(ggml_type t, int64_t K, int64_t N, int64_t M, int n_threads, int copies, int reps) {
+    const size_t wbytes = ggml_row_size(t, K) * N;
+    const size_t mem = copies * (wbytes + 4096) + (size_t) (K * M + N * M) * 4 + copies * ggml_graph_overhead() + (16 << 20);
+    ggml_context * ctx = ggml_init({mem, nullptr, false});
+    if (!ctx) {
+        std::fprintf(stderr, "out of memory (%zu MiB)\n", mem >> 20);
+        std::exit(1);
+    }
+    std::vector<ggml_tensor *> w(copies);
+    for (int c = 0; c < copies; ++c) w[c] = ggml_new_tensor_2d(ctx, t, K, N);
+    {
+        std::vector<float> row(K);
+        for (int64_t r = 0; r < N; ++r) {
+            for (auto & v : row) v = frand();
+            char * dst = (char *) w[0]->data + r * w[0]->nb[1];
+            if (t == GGML_TYPE_F32) std::memcpy(dst, row.data(), K * 4);
+            else ggml_get_type_traits(t)->from_float_ref(row.data(), dst, K);
+        }
+        for (int c = 1; c < copies; ++c) std::memcpy(w[c]->data, w[0]->data, wbytes);
+    }
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
+    for (int64_t i = 0; i < K * M; ++i) ((float *) x->data)[i] = frand();
+    std::vector<ggml_cgraph *> g(copies);
+    for (int c = 0; c < copies; ++c) {
+        g[c] = ggml_new_graph(ctx);
+        ggml_build_forward_expand(g[c], ggml_mul_mat(ctx, w[c], x));
+    }
+    ggml_cplan plan = ggml_graph_plan(g[0], n_threads, nullptr);
+    std::vector<uint8_t> work(plan.work_size + 64);
+    plan.work_data = work.data();
+    ggml_graph_compute(g[0], &plan); // warm up: threads, page faults
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+        const double t0 = now_s();
+        ggml_graph_compute(g[r % copies], &plan);
+        best = std::min(best, now_s() - t0);
+    }
+    ggml_free(ctx);
+    return {best, wbytes};
+}
+
+#ifdef KVG_BENCH_OPENBLAS
+// sgemm C[M x N] = A[M x K] * B[N x K]^T (the shape of our products), best GFLOP/s.
+double time_sgemm(int M, int N, int K, int n_threads, int reps) {
+    std::vector<float> A((size_t) M * K), B((size_t) N * K), C((size_t) M * N);
+    for (auto & v : A) v = frand();
+    for (auto & v : B) v = frand();
+    openblas_set_num_threads(n_threads);
+    double best = 1e30;
+    for (int r = 0; r < reps + 1; ++r) {
+        const double t0 = now_s();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N);
+        if (r > 0) best = std::min(best, now_s() - t0);
+    }
+    openblas_set_num_threads(1);
+    return 2.0 * M * N * K / best / 1e9;
+}
+#endif
+
+const char * pct(double f, char * buf) {
+    std::snprintf(buf, 16, "%3.0f%%", f * 100);
+    return buf;
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    int reps = 6;
+    std::vector<int> threads = {1, 2};
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--quick") reps = 2;
+        else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--threads" && i + 1 < argc) {
+            threads.clear();
+            for (const char * p = argv[++i]; *p;) {
+                threads.push_back(std::max(1, std::atoi(p)));
+                while (*p && *p != ',') ++p;
+                if (*p == ',') ++p;
+            }
+        } else {
+            std::fprintf(stderr, "usage: %s [--quick] [--reps N] [--threads 1,2]\n", argv[0]);
+            return 1;
+        }
+    }
+    static const char * const path_names[] = {"scalar", "avx2", "avx512"};
+    const ggml_cpu_features path = ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    std::printf("kernels: %s (KVG_CPU_FEATURES caps it)%s\n", path_names[path],
+#ifdef KVG_BENCH_ROUTED_BLAS
+                "; built with KVG_OPENBLAS: f32 products with >= 32 rows go through OpenBLAS"
+#else
+                ""
+#endif
+    );
+
+    const int nt = (int) threads.size();
+    std::vector<double> bw(nt), peak(nt);
+    char b1[16], b2[16];
+    double load[3] = {0, 0, 0};
+    if (FILE * f = std::fopen("/proc/loadavg", "r")) {
+        if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = 0;
+        std::fclose(f);
+    }
+    const unsigned n_cpu = std::thread::hardware_concurrency();
+    std::printf("load average %.1f on %u CPUs%s\n", load[0], n_cpu,
+                load[0] > n_cpu ? " -- machine busy: every figure is the best of many short runs, and still noisy" : "");
+    std::printf("\n== machine limits\n");
+    for (int i = 0; i < nt; ++i) {
+        bw[i] = measure_read_bw(threads[i], reps * 3);
+        peak[i] = measure_fma_peak(threads[i], reps * 10);
+        std::printf("  %d thread(s): streaming read %6.1f GB/s   FMA peak %7.1f GFLOP/s\n", threads[i], bw[i], peak[i]);
+    }
+
+    const ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    const int64_t K = 4096, N = 14336;
+    std::printf("\n== matvec: %lld x %lld weights times one vector (GB/s of weights, fraction of read bandwidth)\n",
+                (long long) K, (long long) N);
+    std::vector<std::vector<double>> mv_time(nt, std::vector<double>(4));
+    for (int ti = 0; ti < 4; ++ti) {
+        const ggml_type t = types[ti];
+        const size_t wbytes = ggml_row_size(t, K) * N;
+        const int copies = (int) std::max<size_t>(1, ((size_t) 256 << 20) / wbytes); // >= 256 MiB streamed per cycle
+        std::printf("  %-5s %6.1f MiB:", ggml_type_name(t), wbytes / 1048576.0);
+        for (int i = 0; i < nt; ++i) {
+            const mm_result r = time_mul_mat(t, K, N, 1, threads[i], copies, std::max(reps * 4, copies * 2));
+            mv_time[i][ti] = r.seconds;
+            const double gbs = r.weight_bytes / r.seconds / 1e9;
+            std::printf("   %d thr %6.1f GB/s %s (%.2f ms)", threads[i], gbs, pct(gbs / bw[i], b1), r.seconds * 1e3);
+        }
+        std::printf("\n");
+    }
+    for (int i = 0; i < nt; ++i) {
+        std::printf("  %d thr: q4_0 matvec %.2fx faster than f32, q8_0 %.2fx, f16 %.2fx\n", threads[i],
+                    mv_time[i][0] / mv_time[i][3], mv_time[i][0] / mv_time[i][2], mv_time[i][0] / mv_time[i][1]);
+    }
+
+    std::printf("\n== matmul: %lld x %lld weights times N rows (GFLOP/s, fraction of FMA peak)\n", (long long) K, (long long) K);
+    std::vector<double> f32_512(nt, 0);
+    for (const ggml_type t : types) {
+        for (const int64_t M : {32, 128, 512}) {
+            std::printf("  %-5s N=%-4lld:", ggml_type_name(t), (long long) M);
+            for (int i = 0; i < nt; ++i) {
+                const mm_result r = time_mul_mat(t, K, K, M, threads[i], 1, std::max(2, reps / 2 + 1));
+                const double gf = 2.0 * K * K * M / r.seconds / 1e9;
+                if (t == GGML_TYPE_F32 && M == 512) f32_512[i] = gf;
+                std::printf("   %d thr %7.1f GFLOP/s %s", threads[i], gf, pct(gf / peak[i], b1));
+            }
+            std::printf("\n");
+        }
+    }
+
+#ifdef KVG_BENCH_OPENBLAS
+    std::printf("\n== OpenBLAS sgemm (GFLOP/s)\n");
+    for (int i = 0; i < nt; ++i) {
+        const double g2048 = time_sgemm(2048, 2048, 2048, threads[i], std::max(2, reps / 2 + 1));
+        const double gshape = time_sgemm(512, 4096, 4096, threads[i], std::max(2, reps / 2 + 1));
+        std::printf("  %d thr: 2048^3 %7.1f (%s of peak)   4096x4096x512 %7.1f   ours f32 N=512 / OpenBLAS = %s\n",
+                    threads[i], g2048, pct(g2048 / peak[i], b1), gshape, pct(f32_512[i] / gshape, b2));
+    }
+#else
+    std::printf("\n(OpenBLAS not found at build time: no sgemm reference)\n");
+#endif
+    return 0;
+}
