@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix, then builds and runs two consumers against it:
+# one with CMake find_package(kvgraph), one with a plain compiler line from pkg-config.
+# usage: run.sh BUILD_DIR SOURCE_DIR MODEL GREEDY_FIXTURE (the first 8 ids are expected)
+set -euo pipefail
+build=$1; src=$2; model=$3
+expected=$(tr -s ' \n' '  ' < "$4" | sed 's/^ //' | cut -d' ' -f1-8)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+
+cmake -S "$src/tests/install/cmake-consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/cmake-build" >/dev/null
+"$work/cmake-build/consumer"
+
+pcdir=$(dirname "$(find "$work/prefix" -name kvgraph.pc | head -1)")
+export PKG_CONFIG_PATH="$pcdir"
+c++ -std=c++17 "$src/tests/install/pkgconfig-consumer/main.cpp" -o "$work/pc-consumer" $(pkg-config --cflags --libs kvgraph)
+got=$("$work/pc-consumer" "$model")
+echo "tokens: $got"
+[ "$(echo $got)" = "$(echo $expected)" ] || { echo "expected: $expected"; exit 1; }
+test -x "$work/prefix/bin/kvg-generate"
+echo "install consumers OK"
