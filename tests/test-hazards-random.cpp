@@ -199,7 +199,20 @@ struct program {
             const int id = uni(0, (int) vals.size() - 1);
             const int n = vals[id].ne0 * vals[id].ne1;
             ggml_tensor * r;
-            if (chance(50)) {
+            if (vals[id].ne0 == W && chance(40)) { // set_rows: no src[] link to the tensor it writes
+                const int n_rows = vals[id].ne1, n = uni(1, n_rows);
+                std::vector<int> rows(n_rows);
+                for (int i = 0; i < n_rows; ++i) rows[i] = i;
+                std::shuffle(rows.begin(), rows.end(), rng);
+                ggml_tensor * idx = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
+                for (int i = 0; i < n; ++i) ggml_set_i32_1d(idx, i, rows[i]);
+                const int src = source(W, n, false);
+                for (int i = 0; i < n; ++i) {
+                    for (int k = 0; k < W; ++k) vals[id].ref[rows[i] * W + k] = vals[src].ref[i * W + k];
+                }
+                r = ggml_set_rows(ctx, vals[id].t, vals[src].t, idx);
+                text << "  set_rows(v" << id << ", v" << src << ", " << n << " rows)\n";
+            } else if (chance(50)) {
                 const float s = pick_scale();
                 for (float & x : vals[id].ref) x *= s;
                 r = ggml_scale_inplace(ctx, vals[id].t, s);
@@ -271,7 +284,9 @@ TEST_CASE("random programs: DAG execution matches a sequential run") {
             if (prog.chance(30)) ggml_set_output(t);
             ggml_build_forward_expand(gf, t);
         }
-        INFO("seed " << seed << (only_sinks ? " (sinks)" : " (all ops)") << "\nprogram:\n" << prog.text.str());
+        const std::string desc = "seed " + std::to_string(seed) + (only_sinks ? " (sinks expanded)" : " (all ops expanded)") +
+                                 "\nprogram:\n" + prog.text.str();
+        INFO(desc);
         for (ggml_tensor * t : prog.ops) REQUIRE(contains(gf, t));
         REQUIRE(ggml_graph_validate(gf, nullptr, 0, stderr) == 0);
 
@@ -397,7 +412,8 @@ TEST_CASE("random programs: ggml_graph_validate matches a brute-force check") {
             if (prog.chance(5)) ggml_hazards_reset(ctx); // drops edges: unordered pairs appear
             prog.step();
         }
-        INFO("seed " << seed << "\nprogram:\n" << prog.text.str());
+        const std::string desc = "seed " + std::to_string(seed) + "\nprogram:\n" + prog.text.str();
+        INFO(desc);
 
         // creation order, then a random order (misordered edges), then a partial shuffle
         std::vector<ggml_tensor *> order = prog.ops;
