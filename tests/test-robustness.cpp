@@ -1,0 +1,255 @@
+// Resource errors and bad input as a user meets them: a ggml arena that is too small (an
+// abort by ggml's design, checked in a child process), and the kvg-generate example on bad
+// files, bad context lengths and prompts longer than the context: non-zero exit with a
+// message, never a signal. The API-level errors are in test-runtime-errors.cpp.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "ggml-impl.h"
+#include "ggml.h"
+#include "kvgraph.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct ChildResult {
+    bool exited = false; // normal exit (else killed by a signal)
+    int code = -1;       // exit code or signal number
+    std::string output;  // stdout + stderr
+};
+
+// Runs fn in a forked child with stdout and stderr captured.
+ChildResult run_child(const std::function<void()> & fn) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[1]);
+        fn();
+        std::fflush(nullptr);
+        _exit(0);
+    }
+    close(fds[1]);
+    ChildResult r;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) r.output.append(buf, (size_t) n);
+    close(fds[0]);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    r.exited = WIFEXITED(status);
+    r.code = r.exited ? WEXITSTATUS(status) : (WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+    return r;
+}
+
+bool contains(const std::string & s, const std::string & part) { return s.find(part) != std::string::npos; }
+
+std::string shared_dir() {
+    if (const char * e = std::getenv("KVG_SHARED_DIR")) return e;
+    return KVG_SHARED_DIR;
+}
+std::string model_path(const std::string & name) { return shared_dir() + "/models/" + name; }
+
+std::string temp_path(const std::string & name) {
+    return (std::filesystem::temp_directory_path() / ("kvg-test-robust-" + std::to_string(getpid()) + "-" + name)).string();
+}
+std::string read_file(const std::string & path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+void write_file(const std::string & path, const std::string & data) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(data.data(), (std::streamsize) data.size());
+}
+
+// kvg-generate: $KVG_GENERATE, else bin/ of the build tree (this test runs from <build>/tests).
+std::string generate_path() {
+    if (const char * e = std::getenv("KVG_GENERATE")) return e;
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return "";
+    self[n] = '\0';
+    const std::filesystem::path dir = std::filesystem::path(self).parent_path();
+    for (const auto & p : {dir.parent_path() / "bin" / "kvg-generate", dir / "bin" / "kvg-generate"}) {
+        if (std::filesystem::exists(p)) return p.string();
+    }
+    return "";
+}
+
+ChildResult run_generate(const std::vector<std::string> & args) {
+    const std::string exe = generate_path();
+    return run_child([&] {
+        std::vector<char *> argv = {const_cast<char *>(exe.c_str())};
+        for (const std::string & a : args) argv.push_back(const_cast<char *>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(exe.c_str(), argv.data());
+        std::perror("execv");
+        _exit(127);
+    });
+}
+
+// Exit status 1 with "error: ..." naming the problem; no signal.
+void check_clean_failure(const ChildResult & r, const std::vector<std::string> & parts) {
+    INFO(r.output);
+    CHECK(r.exited);
+    CHECK(r.code == 1);
+    CHECK(contains(r.output, "error: "));
+    for (const std::string & p : parts) CHECK_MESSAGE(contains(r.output, p), p);
+}
+
+} // namespace
+
+TEST_CASE("arena too small: the abort message names the bytes needed and available") {
+    SUBCASE("tensor data") {
+        const size_t mem = 4096;
+        size_t used = 0;
+        const ChildResult r = run_child([&] {
+            ggml_context * ctx = ggml_init({mem, nullptr, false});
+            ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4);
+            std::printf("used %zu\n", ggml_used_mem(ctx));
+            ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1024); // 4 KiB of data alone: cannot fit
+            std::printf("not reached\n");
+        });
+        INFO(r.output);
+        CHECK_FALSE(r.exited);
+        CHECK(r.code == SIGABRT);
+        REQUIRE(std::sscanf(r.output.c_str(), "used %zu", &used) == 1);
+        // the new object: header + tensor struct + 4096 bytes of data, padded to the alignment
+        const size_t needed = GGML_OBJECT_SIZE + ((GGML_TENSOR_SIZE + 1024 * sizeof(float) + GGML_MEM_ALIGN - 1) /
+                                                  GGML_MEM_ALIGN * GGML_MEM_ALIGN);
+        CHECK(used > 0);
+        CHECK(contains(r.output, std::to_string(needed) + " bytes needed"));
+        CHECK(contains(r.output, std::to_string(mem - used) + " available"));
+        CHECK_FALSE(contains(r.output, "not reached"));
+    }
+    SUBCASE("metadata only (no_alloc)") {
+        const size_t mem = 2 * ggml_tensor_overhead();
+        const ChildResult r = run_child([&] {
+            ggml_context * ctx = ggml_init({mem, nullptr, true});
+            ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 1 << 20, 1 << 10); // no data: fits
+            ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+            std::printf("two fit\n");
+            ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+            std::printf("not reached\n");
+        });
+        INFO(r.output);
+        CHECK_FALSE(r.exited);
+        CHECK(r.code == SIGABRT);
+        CHECK(contains(r.output, "two fit"));
+        CHECK(contains(r.output, std::to_string(ggml_tensor_overhead()) + " bytes needed, 0 available"));
+        CHECK_FALSE(contains(r.output, "not reached"));
+    }
+}
+
+TEST_CASE("kvg-generate: bad files and limits exit with status 1 and a message, never a signal") {
+    if (generate_path().empty()) {
+        MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
+        return;
+    }
+    const std::string model = model_path("stories260K.bin"), tok = model_path("tok512.bin");
+    const std::string ckpt = read_file(model), tokfile = read_file(tok);
+    REQUIRE(ckpt.size() > 1000);
+    REQUIRE(tokfile.size() > 100);
+
+    SUBCASE("a good run, for comparison") {
+        const ChildResult r = run_generate({"-m", model, "-z", tok, "-p", "Once upon", "-n", "4", "-c", "32", "-t", "1",
+                                            "--temp", "0"});
+        INFO(r.output);
+        CHECK(r.exited);
+        CHECK(r.code == 0);
+        CHECK(contains(r.output, "Once upon"));
+    }
+    SUBCASE("missing model file") {
+        check_clean_failure(run_generate({"-m", temp_path("does-not-exist.bin")}), {"cannot open"});
+    }
+    SUBCASE("truncated llama2.c checkpoint") {
+        const std::string p = temp_path("truncated.bin");
+        write_file(p, ckpt.substr(0, 1000));
+        check_clean_failure(run_generate({"-m", p, "-n", "2"}), {"truncated llama2.c checkpoint", "offset"});
+        std::filesystem::remove(p);
+    }
+    SUBCASE("a tokenizer given as the model") {
+        check_clean_failure(run_generate({"-m", tok, "-n", "2"}), {"not a llama2.c checkpoint", "offset"});
+    }
+    SUBCASE("damaged GGUF header") {
+        const std::string p = temp_path("bad.gguf");
+        std::string g = "GGUF";
+        g += std::string("\x03\x00\x00\x00", 4);
+        g += std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8); // absurd tensor count
+        g += std::string(8, '\0');
+        write_file(p, g);
+        check_clean_failure(run_generate({"-m", p}), {"gguf: ", "n_tensors", "offset"});
+        std::filesystem::remove(p);
+    }
+    SUBCASE("truncated tokenizer") {
+        const std::string p = temp_path("tok-truncated.bin");
+        write_file(p, tokfile.substr(0, tokfile.size() / 2));
+        check_clean_failure(run_generate({"-m", model, "-z", p}), {"tokenizer", "offset"});
+        std::filesystem::remove(p);
+    }
+    SUBCASE("tokenizer with a different vocabulary size") {
+        check_clean_failure(run_generate({"-m", model, "-z", model_path("tokenizer.bin")}), {"tokenizer"});
+    }
+    SUBCASE("context longer than the model's") {
+        check_clean_failure(run_generate({"-m", model, "-z", tok, "-c", "100000"}), {"n_ctx = 100000", "1..512"});
+    }
+    SUBCASE("prompt longer than the context") {
+        std::string prompt;
+        for (int i = 0; i < 20; ++i) prompt += "Once upon a time there was a cat. ";
+        check_clean_failure(run_generate({"-m", model, "-z", tok, "-p", prompt, "-c", "16", "-n", "4"}),
+                            {"context holds only 16"});
+    }
+    SUBCASE("a prompt without a tokenizer") {
+        check_clean_failure(run_generate({"-m", model, "-p", "hello"}), {"no tokenizer"});
+    }
+    SUBCASE("bad option values") {
+        check_clean_failure(run_generate({"-m", model, "-n", "many"}), {"not a number"});
+        check_clean_failure(run_generate({"-m", model, "--kv-type", "q4"}), {"f32 or f16"});
+        check_clean_failure(run_generate({"-m"}), {"needs a value"});
+    }
+}
+
+TEST_CASE("kvg-generate: weights that are all NaN or infinite run to the end without a crash") {
+    if (generate_path().empty()) {
+        MESSAGE("kvg-generate not built: skipped");
+        return;
+    }
+    std::string ckpt = read_file(model_path("stories260K.bin"));
+    REQUIRE(ckpt.size() > 28);
+    for (float bad : {std::nanf(""), INFINITY}) {
+        CAPTURE(bad);
+        for (size_t off = 28; off + 4 <= ckpt.size(); off += 4) std::memcpy(&ckpt[off], &bad, 4);
+        const std::string p = temp_path("nan.bin");
+        write_file(p, ckpt);
+        for (const char * temp : {"0", "0.8"}) {
+            const ChildResult r = run_generate({"-m", p, "-z", model_path("tok512.bin"), "-p", "Once", "-n", "8", "-c",
+                                                "32", "-t", "2", "--temp", temp, "--seed", "1"});
+            INFO(r.output);
+            CHECK(r.exited);             // no signal
+            CHECK((r.code == 0 || r.code == 1));
+            if (r.code == 1) CHECK(contains(r.output, "error: "));
+        }
+        std::filesystem::remove(p);
+    }
+}
