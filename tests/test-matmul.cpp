@@ -283,7 +283,8 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
         struct Shape { int64_t K, N, M; };
         const std::vector<Shape> shapes = quant
             ? std::vector<Shape>{{32, 5, 1}, {96, 13, 1}, {160, 7, 3}, {96, 71, 5}, {64, 9, 70}, {4160, 9, 6}, {4160, 37, 1}}
-            : std::vector<Shape>{{1, 3, 1}, {67, 13, 1}, {67, 5, 3}, {33, 71, 5}, {17, 9, 70}, {1100, 9, 6}, {1031, 37, 1}};
+            : std::vector<Shape>{{1, 3, 1}, {67, 13, 1}, {67, 5, 3}, {33, 71, 5}, {17, 9, 70}, {1100, 9, 6}, {1031, 37, 1},
+                                 {65, 67, 33}}; // the last one is large enough for the OpenBLAS route (KVG_OPENBLAS)
         for (const Shape & s : shapes) {
             CAPTURE(s.K); CAPTURE(s.N); CAPTURE(s.M);
             Ctx c;

@@ -115,14 +115,17 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
 }
 
 #ifdef KVG_USE_OPENBLAS
-// Large dense f32 products go to sgemm: each task multiplies its slice of weight rows,
-// with OpenBLAS single-threaded (our tasks are the threads).
+// Large dense f32 products go to sgemm, OpenBLAS single-threaded (our tasks are the
+// threads). Weight rows are cut into fixed chunks handed out to the tasks, so every
+// output comes from the same sgemm call whatever the number of tasks (same bits).
+constexpr int64_t BLAS_CHUNK = 256;
+
 bool blas_eligible(const mm_info & mi, const ggml_tensor * dst) {
     const ggml_tensor * a = mi.src0;
     const ggml_tensor * b = mi.src1;
-    return a->type == GGML_TYPE_F32 && !mi.convert && mi.M >= 32 && mi.N >= 64 && mi.K >= 64 &&
-           a->nb[1] % 4 == 0 && a->nb[1] >= mi.K * 4 && b->nb[1] % 4 == 0 && b->nb[1] >= mi.K * 4 &&
-           dst->nb[1] >= mi.N * 4;
+    const size_t row = (size_t) mi.K * sizeof(float);
+    return a->type == GGML_TYPE_F32 && !mi.convert && mi.M >= 32 && mi.N >= 64 && mi.K >= 64 && a->nb[1] % 4 == 0 &&
+           a->nb[1] >= row && b->nb[1] % 4 == 0 && b->nb[1] >= row && dst->nb[1] >= (size_t) mi.N * sizeof(float);
 }
 
 void blas_mul_mat(const ggml_compute_params * params, const mm_info & mi, ggml_tensor * dst) {
@@ -130,20 +133,20 @@ void blas_mul_mat(const ggml_compute_params * params, const mm_info & mi, ggml_t
     std::call_once(once, [] { openblas_set_num_threads(1); });
     const ggml_tensor * a = mi.src0;
     const ggml_tensor * b = mi.src1;
-    const int64_t nblk = (mi.N + 15) / 16;
-    int64_t b0, b1;
-    split(nblk, params->ith, params->nth, b0, b1);
-    const int64_t n0 = b0 * 16, n1 = std::min(mi.N, b1 * 16);
-    if (n0 >= n1) return;
+    const int64_t n_chunks = (mi.N + BLAS_CHUNK - 1) / BLAS_CHUNK;
+    const int64_t n_batch = b->ne[2] * b->ne[3];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    for (int64_t i13 = 0; i13 < b->ne[3]; ++i13) {
-        for (int64_t i12 = 0; i12 < b->ne[2]; ++i12) {
-            const float * A = (const float *) ((const char *) a->data + (i12 / r2) * a->nb[2] + (i13 / r3) * a->nb[3] + n0 * a->nb[1]);
-            const float * B = (const float *) ((const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3]);
-            float * C = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]) + n0;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) mi.M, (int) (n1 - n0), (int) mi.K, 1.0f, B,
-                        (int) (b->nb[1] / 4), A, (int) (a->nb[1] / 4), 0.0f, C, (int) (dst->nb[1] / 4));
-        }
+    int64_t u0, u1;
+    split(n_batch * n_chunks, params->ith, params->nth, u0, u1);
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t i12 = (u / n_chunks) % b->ne[2], i13 = u / (n_chunks * b->ne[2]);
+        const int64_t n0 = (u % n_chunks) * BLAS_CHUNK, n1 = std::min(mi.N, n0 + BLAS_CHUNK);
+        const float * A = (const float *) ((const char *) a->data + (i12 / r2) * a->nb[2] + (i13 / r3) * a->nb[3] + n0 * a->nb[1]);
+        const float * B = (const float *) ((const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3]);
+        float * C = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]) + n0;
+        // C[m][n] = sum_k B[m][k] * A[n][k]
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) mi.M, (int) (n1 - n0), (int) mi.K, 1.0f, B,
+                    (int) (b->nb[1] / 4), A, (int) (a->nb[1] / 4), 0.0f, C, (int) (dst->nb[1] / 4));
     }
 }
 #endif
