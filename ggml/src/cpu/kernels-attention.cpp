@@ -1,8 +1,14 @@
 // GGML_OP_FLASH_ATTN_EXT: softmax(q·K^T * scale [softcap] + slope * mask) · V, one pass
-// over K/V per query row with an online softmax: a running maximum and sum, the
-// accumulator rescaled when the maximum grows. Scores are computed a chunk of positions
-// at a time (register tiles of several K rows against the query), so the rescale happens
-// at most once per chunk. Positions whose mask is -inf cost no dot product.
+// over K/V with an online softmax: a running maximum and sum per query, the accumulator
+// rescaled when the maximum grows.
+//
+// Work unit: a block of up to C (query row, head) pairs that read the same K/V head
+// (consecutive query rows of a head, or the heads of a GQA group). Per chunk of K/V
+// positions, the scores of the whole block come from the matmul register tiles (K rows
+// as weights, the block's queries as activations), so each K row loaded serves C queries;
+// V rows are folded into the C accumulators the same way. Positions whose mask is -inf
+// cost no dot product. Units sit on a grid fixed by the shape, so results do not depend
+// on the number of tasks.
 #include "kernels.h"
 #include "simd.h"
 
@@ -66,8 +72,11 @@ fa_info inspect(const ggml_tensor * dst) {
     return f;
 }
 
-// Per-task scratch: accumulator [Dv], scores [CHUNK], gathered query row [D].
-int64_t scratch_floats(const fa_info & f) { return GGML_PAD(f.Dv, 16) + CHUNK + GGML_PAD(f.D, 16); }
+// Per-task scratch for a block of MM_MAX_COLS queries: accumulators [C][Dv], scores and
+// dot products [C][CHUNK] each, gathered queries [C][D], active-position flags [CHUNK].
+int64_t scratch_floats(const fa_info & f) {
+    return MM_MAX_COLS * (GGML_PAD(f.Dv, 16) + 2 * CHUNK + GGML_PAD(f.D, 16)) + CHUNK;
+}
 
 // ALiBi slope of head h (1 when max_bias is 0).
 float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
@@ -99,86 +108,117 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
 
     const cpu_kernels & kern = cpu_active_kernels();
     const mm_kernel & kdot = kern.mm[f.k->type == GGML_TYPE_F16 ? MM_F16 : MM_F32];
-    const int RN = kdot.rows;
+    const int RN = kdot.rows, QB = kdot.cols;
+    const auto accum = f.v->type == GGML_TYPE_F16 ? kern.accum_f16 : kern.accum_f32;
 
-    float * scratch = (float *) (((uintptr_t) params->wdata + 63) & ~(uintptr_t) 63) + params->ith * scratch_floats(f);
-    float * acc = scratch;
-    float * s = acc + GGML_PAD(f.Dv, 16);
-    float * qbuf = s + CHUNK;
+    const int64_t Dp = GGML_PAD(f.D, 16), Dvp = GGML_PAD(f.Dv, 16);
+    float * acc = (float *) (((uintptr_t) params->wdata + 63) & ~(uintptr_t) 63) + params->ith * scratch_floats(f);
+    float * s = acc + MM_MAX_COLS * Dvp;   // [c][CHUNK] scores, then weights
+    float * dots = s + MM_MAX_COLS * CHUNK; // [c][CHUNK]
+    float * qbuf = dots + MM_MAX_COLS * CHUNK;
+    uint8_t * active = (uint8_t *) (qbuf + MM_MAX_COLS * Dp);
 
     const ggml_tensor * q = f.q, * k = f.k, * v = f.v, * m = f.mask;
     const int64_t group = f.n_head / f.n_head_kv;
-    const int64_t rows = f.n_q * f.n_head * f.ne3;
-    const int64_t r0 = rows * params->ith / params->nth, r1 = rows * (params->ith + 1) / params->nth;
+    const int64_t pairs = group * f.n_q; // (query row, head) pairs per K/V head, query-major
+    const int64_t blocks = (pairs + QB - 1) / QB;
+    const int64_t units = f.ne3 * f.n_head_kv * blocks;
+    const int64_t u0 = units * params->ith / params->nth, u1 = units * (params->ith + 1) / params->nth;
 
-    // rows ordered query-fastest so that consecutive rows reuse the same K/V head in cache
-    for (int64_t r = r0; r < r1; ++r) {
-        const int64_t iq1 = r % f.n_q, h = (r / f.n_q) % f.n_head, iq3 = r / (f.n_q * f.n_head);
-        const int64_t hk = h / group;
-        const float slope = alibi_slope(max_bias, h, f.n_head);
-
-        const char * qsrc = (const char *) q->data + iq1 * q->nb[1] + h * q->nb[2] + iq3 * q->nb[3];
-        const float * qrow = (const float *) qsrc;
-        if (q->nb[0] != sizeof(float)) {
-            for (int64_t i = 0; i < f.D; ++i) qbuf[i] = *(const float *) (qsrc + i * q->nb[0]);
-            qrow = qbuf;
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t blk = u % blocks, hk = (u / blocks) % f.n_head_kv, iq3 = u / (blocks * f.n_head_kv);
+        const int qb = (int) std::min<int64_t>(QB, pairs - blk * QB);
+        int64_t hs[MM_MAX_COLS], iqs[MM_MAX_COLS];
+        const char * mrow[MM_MAX_COLS];
+        float slope[MM_MAX_COLS], run_max[MM_MAX_COLS], run_sum[MM_MAX_COLS];
+        for (int c = 0; c < qb; ++c) {
+            const int64_t pr = blk * QB + c;
+            iqs[c] = pr / group;
+            hs[c] = hk * group + pr % group;
+            slope[c] = alibi_slope(max_bias, hs[c], f.n_head);
+            run_max[c] = -INFINITY;
+            run_sum[c] = 0.0f;
+            mrow[c] = m ? (const char *) m->data + iqs[c] * m->nb[1] + (hs[c] % m->ne[2]) * m->nb[2] + (iq3 % m->ne[3]) * m->nb[3]
+                        : nullptr;
+            const char * qsrc = (const char *) q->data + iqs[c] * q->nb[1] + hs[c] * q->nb[2] + iq3 * q->nb[3];
+            for (int64_t i = 0; i < f.D; ++i) qbuf[c * Dp + i] = *(const float *) (qsrc + i * q->nb[0]);
+            std::fill(acc + c * Dvp, acc + c * Dvp + f.Dv, 0.0f);
         }
         const char * kbase = (const char *) k->data + hk * k->nb[2] + iq3 * k->nb[3];
         const char * vbase = (const char *) v->data + hk * v->nb[2] + iq3 * v->nb[3];
-        const char * mrow = m ? (const char *) m->data + iq1 * m->nb[1] + (h % m->ne[2]) * m->nb[2] + (iq3 % m->ne[3]) * m->nb[3]
-                              : nullptr;
-        auto mask_at = [&](int64_t j) -> float {
-            if (!mrow) return 0.0f;
-            return m->type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(((const ggml_fp16_t *) mrow)[j]) : ((const float *) mrow)[j];
-        };
 
-        float run_max = -INFINITY, run_sum = 0.0f;
-        std::fill(acc, acc + f.Dv, 0.0f);
         for (int64_t c0 = 0; c0 < f.n_kv; c0 += CHUNK) {
             const int64_t cn = std::min(CHUNK, f.n_kv - c0);
             // mask (times slope) first; positions at -inf are skipped below
-            for (int64_t j = 0; j < cn; ++j) {
-                const float mv = mask_at(c0 + j);
-                s[j] = mv == -INFINITY ? -INFINITY : slope * mv;
+            for (int c = 0; c < qb; ++c) {
+                float * sc = s + c * CHUNK;
+                if (!mrow[c]) {
+                    std::fill(sc, sc + cn, 0.0f);
+                    continue;
+                }
+                if (m->type == GGML_TYPE_F16) kern.f16_to_f32((const ggml_fp16_t *) mrow[c] + c0, sc, cn);
+                else std::memcpy(sc, (const float *) mrow[c] + c0, cn * sizeof(float));
+                if (slope[c] != 1.0f) {
+                    for (int64_t j = 0; j < cn; ++j) sc[j] = sc[j] == -INFINITY ? -INFINITY : slope[c] * sc[j];
+                }
             }
-            // dot products, RN K rows per register tile, skipping fully masked groups
+            // dot products: RN K rows x the block's queries per register tile, fully masked tiles skipped
             for (int64_t j = 0; j < cn; j += RN) {
                 const int rn = (int) std::min<int64_t>(RN, cn - j);
                 bool any = false;
-                for (int t = 0; t < rn; ++t) any |= s[j + t] != -INFINITY;
+                for (int c = 0; c < qb; ++c) {
+                    for (int t = 0; t < rn; ++t) any |= s[c * CHUNK + j + t] != -INFINITY;
+                }
                 if (!any) continue;
-                float dots[MM_MAX_ROWS];
-                const mm_tile_args args = {f.D, kbase + (c0 + j) * k->nb[1], k->nb[1], (const char *) qrow, 0, dots, 1, false};
-                kdot.tile[rn][1](args);
-                for (int t = 0; t < rn; ++t) {
-                    if (s[j + t] == -INFINITY) continue;
-                    float x = dots[t] * scale;
-                    if (softcap != 0.0f) x = softcap * std::tanh(x);
-                    s[j + t] += x;
+                const mm_tile_args args = {f.D, kbase + (c0 + j) * k->nb[1], k->nb[1], (const char *) qbuf, (size_t) Dp * sizeof(float),
+                                           dots + j, CHUNK, false};
+                kdot.tile[rn][qb](args);
+                for (int c = 0; c < qb; ++c) {
+                    for (int t = 0; t < rn; ++t) {
+                        float & sv = s[c * CHUNK + j + t];
+                        if (sv == -INFINITY) continue;
+                        float x = dots[c * CHUNK + j + t] * scale;
+                        if (softcap != 0.0f) x = softcap * std::tanh(x);
+                        sv += x;
+                    }
                 }
             }
-            float cmax = -INFINITY;
-            for (int64_t j = 0; j < cn; ++j) cmax = std::max(cmax, s[j]);
-            if (cmax == -INFINITY) continue; // whole chunk masked
-            if (cmax > run_max) {
-                // exp(-inf) = 0: the first unmasked chunk just zeroes the (empty) sum
-                const float rescale = std::exp(run_max - cmax);
-                if (run_sum != 0.0f) kern.scale_f32(f.Dv, rescale, acc);
-                run_sum *= rescale;
-                run_max = cmax;
+            // scores -> weights, per query
+            std::fill(active, active + cn, (uint8_t) 0);
+            bool any_active = false;
+            for (int c = 0; c < qb; ++c) {
+                float * sc = s + c * CHUNK;
+                float cmax = -INFINITY;
+                for (int64_t j = 0; j < cn; ++j) cmax = std::max(cmax, sc[j]);
+                if (cmax == -INFINITY) { // whole chunk masked for this query
+                    std::fill(sc, sc + cn, 0.0f);
+                    continue;
+                }
+                if (cmax > run_max[c]) {
+                    // exp(-inf) = 0: the first unmasked chunk just zeroes the (empty) sum
+                    const float rescale = std::exp(run_max[c] - cmax);
+                    if (run_sum[c] != 0.0f) kern.scale_f32(f.Dv, rescale, acc + c * Dvp);
+                    run_sum[c] *= rescale;
+                    run_max[c] = cmax;
+                }
+                for (int64_t j = 0; j < cn; ++j) {
+                    if (sc[j] == -INFINITY) {
+                        sc[j] = 0.0f;
+                        continue;
+                    }
+                    sc[j] = std::exp(sc[j] - run_max[c]);
+                    run_sum[c] += sc[j];
+                    active[j] = 1;
+                    any_active = true;
+                }
             }
-            for (int64_t j = 0; j < cn; ++j) {
-                if (s[j] == -INFINITY) continue;
-                const float p = std::exp(s[j] - run_max);
-                run_sum += p;
-                const char * vrow = vbase + (c0 + j) * v->nb[1];
-                if (v->type == GGML_TYPE_F16) kern.axpy_f16(f.Dv, p, (const ggml_fp16_t *) vrow, acc);
-                else kern.axpy_f32(f.Dv, p, (const float *) vrow, acc);
-            }
+            if (any_active) accum(qb, cn, s, CHUNK, active, vbase + c0 * v->nb[1], v->nb[1], f.Dv, acc, Dvp);
         }
-        float * out = (float *) ((char *) dst->data + h * dst->nb[1] + iq1 * dst->nb[2] + iq3 * dst->nb[3]);
-        // a fully masked row has no weights at all: its output is zero, not 0/0
-        const float inv = run_sum > 0.0f ? 1.0f / run_sum : 0.0f;
-        for (int64_t i = 0; i < f.Dv; ++i) out[i] = acc[i] * inv;
+        for (int c = 0; c < qb; ++c) {
+            float * out = (float *) ((char *) dst->data + hs[c] * dst->nb[1] + iqs[c] * dst->nb[2] + iq3 * dst->nb[3]);
+            // a fully masked row has no weights at all: its output is zero, not 0/0
+            const float inv = run_sum[c] > 0.0f ? 1.0f / run_sum[c] : 0.0f;
+            for (int64_t i = 0; i < f.Dv; ++i) out[i] = acc[c * Dvp + i] * inv;
+        }
     }
 }

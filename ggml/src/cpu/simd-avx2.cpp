@@ -211,21 +211,54 @@ KVG_TARGET void quantize_q8_0(const float * x, void * vy, int64_t k) {
     }
 }
 
-KVG_TARGET void axpy_f32(int64_t n, float a, const float * x, float * y) {
-    const __m256 av = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; ++i) y[i] += a * x[i];
+// Accumulators stay in registers over a run of V rows, 8 columns at a time.
+template <typename L, int C>
+KVG_INLINE void accum_t(int64_t n, const float * p, int64_t ps, const uint8_t * active, const char * rows, size_t rs, int64_t dv,
+                        float * acc, int64_t as) {
+    int64_t d = 0;
+    for (; d + 8 <= dv; d += 8) {
+        __m256 a[C];
+        for (int c = 0; c < C; ++c) a[c] = _mm256_loadu_ps(acc + c * as + d);
+        for (int64_t j = 0; j < n; ++j) {
+            if (!active[j]) continue;
+            const __m256 v = L::load(rows + j * rs, d);
+            for (int c = 0; c < C; ++c) a[c] = _mm256_fmadd_ps(_mm256_set1_ps(p[c * ps + j]), v, a[c]);
+        }
+        for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + c * as + d, a[c]);
+    }
+    if (d < dv) {
+        float t[C][8];
+        for (int c = 0; c < C; ++c) {
+            std::memset(t[c], 0, sizeof(t[c]));
+            std::memcpy(t[c], acc + c * as + d, (dv - d) * sizeof(float));
+        }
+        __m256 a[C];
+        for (int c = 0; c < C; ++c) a[c] = _mm256_loadu_ps(t[c]);
+        for (int64_t j = 0; j < n; ++j) {
+            if (!active[j]) continue;
+            const __m256 v = L::load_tail(rows + j * rs, d, dv - d);
+            for (int c = 0; c < C; ++c) a[c] = _mm256_fmadd_ps(_mm256_set1_ps(p[c * ps + j]), v, a[c]);
+        }
+        for (int c = 0; c < C; ++c) {
+            _mm256_storeu_ps(t[c], a[c]);
+            std::memcpy(acc + c * as + d, t[c], (dv - d) * sizeof(float));
+        }
+    }
 }
 
-KVG_TARGET void axpy_f16(int64_t n, float a, const ggml_fp16_t * x, float * y) {
-    const __m256 av = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (x + i)));
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, xv, _mm256_loadu_ps(y + i)));
+template <typename L>
+KVG_TARGET void accum(int C, int64_t n, const float * p, int64_t ps, const uint8_t * active, const char * rows, size_t rs,
+                      int64_t dv, float * acc, int64_t as) {
+    for (int c0 = 0; c0 < C; c0 += 4) {
+        const float * pc = p + c0 * ps;
+        float * ac = acc + c0 * as;
+        switch (C - c0) {
+            case 1: accum_t<L, 1>(n, pc, ps, active, rows, rs, dv, ac, as); break;
+            case 2: accum_t<L, 2>(n, pc, ps, active, rows, rs, dv, ac, as); break;
+            case 3: accum_t<L, 3>(n, pc, ps, active, rows, rs, dv, ac, as); break;
+            default: accum_t<L, 4>(n, pc, ps, active, rows, rs, dv, ac, as); break;
+        }
     }
-    for (; i < n; ++i) y[i] += a * _cvtsh_ss(x[i]);
 }
 
 KVG_TARGET void scale_f32(int64_t n, float a, float * y) {
@@ -233,6 +266,12 @@ KVG_TARGET void scale_f32(int64_t n, float a, float * y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(av, _mm256_loadu_ps(y + i)));
     for (; i < n; ++i) y[i] *= a;
+}
+
+KVG_TARGET void f16_to_f32(const ggml_fp16_t * x, float * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (x + i))));
+    for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
 }
 
 // Built without AVX2 code of its own: it only takes addresses.
@@ -246,9 +285,10 @@ cpu_kernels make_kernels() {
     mm_fill<tile_q8_0, 4, 2>(k.mm[MM_Q8_0]);
     mm_fill<tile_q4_0, 4, 2>(k.mm[MM_Q4_0]);
     k.quantize_q8_0 = quantize_q8_0;
-    k.axpy_f32 = axpy_f32;
-    k.axpy_f16 = axpy_f16;
+    k.accum_f32 = accum<ld_f32>;
+    k.accum_f16 = accum<ld_f16>;
     k.scale_f32 = scale_f32;
+    k.f16_to_f32 = f16_to_f32;
     return k;
 }
 

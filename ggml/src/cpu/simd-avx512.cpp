@@ -220,27 +220,35 @@ KVG_TARGET void quantize_q8_0(const float * x, void * vy, int64_t k) {
     }
 }
 
-KVG_TARGET void axpy_f32(int64_t n, float a, const float * x, float * y) {
-    const __m512 av = _mm512_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-    if (i < n) {
-        const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+// Accumulators stay in registers over a run of V rows, 16 columns at a time.
+template <typename L, int C>
+KVG_INLINE void accum_t(int64_t n, const float * p, int64_t ps, const uint8_t * active, const char * rows, size_t rs, int64_t dv,
+                        float * acc, int64_t as) {
+    for (int64_t d = 0; d < dv; d += 16) {
+        const __mmask16 m = dv - d >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << (dv - d)) - 1);
+        __m512 a[C];
+        for (int c = 0; c < C; ++c) a[c] = _mm512_maskz_loadu_ps(m, acc + c * as + d);
+        for (int64_t j = 0; j < n; ++j) {
+            if (!active[j]) continue;
+            const __m512 v = L::load(rows + j * rs, d, m);
+            for (int c = 0; c < C; ++c) a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p[c * ps + j]), v, a[c]);
+        }
+        for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(acc + c * as + d, m, a[c]);
     }
 }
 
-KVG_TARGET void axpy_f16(int64_t n, float a, const ggml_fp16_t * x, float * y) {
-    const __m512 av = _mm512_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 xv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (x + i)));
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, xv, _mm512_loadu_ps(y + i)));
-    }
-    if (i < n) {
-        const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
-        const __m512 xv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
-        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, xv, _mm512_maskz_loadu_ps(m, y + i)));
+template <typename L>
+KVG_TARGET void accum(int C, int64_t n, const float * p, int64_t ps, const uint8_t * active, const char * rows, size_t rs,
+                      int64_t dv, float * acc, int64_t as) {
+    for (int c0 = 0; c0 < C; c0 += 4) {
+        const float * pc = p + c0 * ps;
+        float * ac = acc + c0 * as;
+        switch (C - c0) {
+            case 1: accum_t<L, 1>(n, pc, ps, active, rows, rs, dv, ac, as); break;
+            case 2: accum_t<L, 2>(n, pc, ps, active, rows, rs, dv, ac, as); break;
+            case 3: accum_t<L, 3>(n, pc, ps, active, rows, rs, dv, ac, as); break;
+            default: accum_t<L, 4>(n, pc, ps, active, rows, rs, dv, ac, as); break;
+        }
     }
 }
 
@@ -251,6 +259,15 @@ KVG_TARGET void scale_f32(int64_t n, float a, float * y) {
     if (i < n) {
         const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+KVG_TARGET void f16_to_f32(const ggml_fp16_t * x, float * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (x + i))));
+    if (i < n) {
+        const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)));
     }
 }
 
@@ -265,9 +282,10 @@ cpu_kernels make_kernels() {
     mm_fill<tile_q8_0, 4, 4>(k.mm[MM_Q8_0]);
     mm_fill<tile_q4_0, 4, 4>(k.mm[MM_Q4_0]);
     k.quantize_q8_0 = quantize_q8_0;
-    k.axpy_f32 = axpy_f32;
-    k.axpy_f16 = axpy_f16;
+    k.accum_f32 = accum<ld_f32>;
+    k.accum_f16 = accum<ld_f16>;
     k.scale_f32 = scale_f32;
+    k.f16_to_f32 = f16_to_f32;
     return k;
 }
 

@@ -96,11 +96,18 @@ template <int R, int C> struct tile_q4_0 {
 
 void quantize_q8_0(const float * x, void * y, int64_t k) { quantize_row_q8_0_ref(x, (block_q8_0 *) y, k); }
 
-void axpy_f32(int64_t n, float a, const float * x, float * y) {
-    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-void axpy_f16(int64_t n, float a, const ggml_fp16_t * x, float * y) {
-    for (int64_t i = 0; i < n; ++i) y[i] += a * ggml_fp16_to_fp32(x[i]);
+template <typename V, float (*Load)(const V *, int64_t)>
+void accum(int C, int64_t n, const float * p, int64_t ps, const uint8_t * active, const char * rows, size_t rs, int64_t dv,
+           float * acc, int64_t as) {
+    for (int64_t j = 0; j < n; ++j) {
+        if (!active[j]) continue;
+        const V * row = (const V *) (rows + j * rs);
+        for (int c = 0; c < C; ++c) {
+            const float w = p[c * ps + j];
+            float * a = acc + c * as;
+            for (int64_t i = 0; i < dv; ++i) a[i] += w * Load(row, i);
+        }
+    }
 }
 void scale_f32(int64_t n, float a, float * y) {
     for (int64_t i = 0; i < n; ++i) y[i] *= a;
@@ -116,9 +123,10 @@ cpu_kernels make_kernels() {
     mm_fill<tile_q8_0, 4, 4>(k.mm[MM_Q8_0]);
     mm_fill<tile_q4_0, 4, 4>(k.mm[MM_Q4_0]);
     k.quantize_q8_0 = quantize_q8_0;
-    k.axpy_f32 = axpy_f32;
-    k.axpy_f16 = axpy_f16;
+    k.accum_f32 = accum<float, load_f32>;
+    k.accum_f16 = accum<ggml_fp16_t, load_f16>;
     k.scale_f32 = scale_f32;
+    k.f16_to_f32 = ggml_fp16_to_fp32_row;
     return k;
 }
 

@@ -1,4 +1,4 @@
-// Inner loops of the CPU kernels (dot products, register tiles, axpy), one table per
+// Inner loops of the CPU kernels (register tiles of dot products, attention helpers), one table per
 // instruction-set path. Tables for x86 SIMD are compiled with per-function target
 // attributes and picked at run time, so one binary runs on any x86-64.
 #pragma once
@@ -41,11 +41,16 @@ struct cpu_kernels {
     mm_kernel mm[MM_TYPE_COUNT];
     // activations for q8_0/q4_0 weights (k multiple of 32)
     void (*quantize_q8_0)(const float * x, void * y, int64_t k);
-    // y += a * x
-    void (*axpy_f32)(int64_t n, float a, const float * x, float * y);
-    void (*axpy_f16)(int64_t n, float a, const ggml_fp16_t * x, float * y);
+    // acc[c * acc_stride + i] += sum over j < n with active[j] of p[c * p_stride + j] * row_j[i],
+    // for c < C (<= MM_MAX_COLS), i < dv; row_j at rows + j * row_stride (F32 or F16)
+    void (*accum_f32)(int C, int64_t n, const float * p, int64_t p_stride, const uint8_t * active, const char * rows,
+                      size_t row_stride, int64_t dv, float * acc, int64_t acc_stride);
+    void (*accum_f16)(int C, int64_t n, const float * p, int64_t p_stride, const uint8_t * active, const char * rows,
+                      size_t row_stride, int64_t dv, float * acc, int64_t acc_stride);
     // y *= a
     void (*scale_f32)(int64_t n, float a, float * y);
+    // y = float(x)
+    void (*f16_to_f32)(const ggml_fp16_t * x, float * y, int64_t n);
 };
 
 // Fills tile[1..R][1..C] of a kernel from Tile<r, c>::run (Tile must have internal
