@@ -6,6 +6,7 @@
 #include "ggml.h"
 #include "ggml-cpu.h"
 #include "cpu/kernels.h"
+#include "cpu/simd.h"
 
 #include <cmath>
 #include <cstring>
@@ -233,4 +234,47 @@ TEST_CASE("flash_attn_ext: permuted q (heads interleaved as produced by a projec
     ggml_tensor * v = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head_kv);
     fill(k, 1.0f); fill(v, 1.0f);
     check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, causal_mask(c.ctx, GGML_TYPE_F16, n_kv, n_q, 8), 0.3f, 0.0f, 0.0f), 2e-5);
+}
+
+TEST_CASE("attention helper kernels on every path match plain loops") {
+    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
+    for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
+        const kvg::cpu_kernels & kern = *paths[pi];
+        const std::string path_str = kern.name;
+        CAPTURE(path_str);
+        for (int64_t dv : {1, 7, 16, 37, 130}) {
+            CAPTURE(dv);
+            const int64_t n = 13, ps = 16, as = dv + 3;
+            std::vector<float> rows32(n * (dv + 1)), p(kvg::MM_MAX_COLS * ps);
+            std::vector<ggml_fp16_t> rows16(n * (dv + 1));
+            for (size_t i = 0; i < rows32.size(); ++i) {
+                rows16[i] = ggml_fp32_to_fp16(frand());
+                rows32[i] = ggml_fp16_to_fp32(rows16[i]); // same values in both types
+            }
+            for (auto & x : p) x = frand();
+            std::vector<uint8_t> active(n);
+            for (int64_t j = 0; j < n; ++j) active[j] = j % 3 != 1;
+            for (int C = 1; C <= kvg::MM_MAX_COLS; ++C) {
+                CAPTURE(C);
+                std::vector<float> want(C * as);
+                for (auto & x : want) x = frand();
+                std::vector<float> got32 = want, got16 = want;
+                for (int c = 0; c < C; ++c)
+                    for (int64_t j = 0; j < n; ++j)
+                        for (int64_t i = 0; i < dv && active[j]; ++i) want[c * as + i] += p[c * ps + j] * rows32[j * (dv + 1) + i];
+                kern.accum_f32(C, n, p.data(), ps, active.data(), (const char *) rows32.data(), (dv + 1) * 4, dv, got32.data(), as);
+                kern.accum_f16(C, n, p.data(), ps, active.data(), (const char *) rows16.data(), (dv + 1) * 2, dv, got16.data(), as);
+                for (size_t i = 0; i < want.size(); ++i) {
+                    CHECK(std::fabs(got32[i] - want[i]) <= 1e-5);
+                    CHECK(std::fabs(got16[i] - want[i]) <= 1e-5);
+                }
+            }
+            std::vector<float> y(dv + 1, 2.0f);
+            kern.scale_f32(dv, 0.5f, y.data());
+            for (int64_t i = 0; i <= dv; ++i) CHECK(y[i] == (i < dv ? 1.0f : 2.0f));
+            std::vector<float> f(dv + 1, -3.0f);
+            kern.f16_to_f32(rows16.data(), f.data(), dv);
+            for (int64_t i = 0; i <= dv; ++i) CHECK(f[i] == (i < dv ? rows32[i] : -3.0f));
+        }
+    }
 }

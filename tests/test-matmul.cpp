@@ -6,6 +6,7 @@
 #include "ggml.h"
 #include "ggml-cpu.h"
 #include "cpu/kernels.h"
+#include "cpu/simd.h"
 #include "types.h"
 
 #include <cmath>
@@ -232,6 +233,71 @@ TEST_CASE("q8_0 activation quantizer matches the reference bit for bit on every 
         CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(block_q8_0)) == 0);
     }
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
+
+TEST_CASE("every register tile shape of every type on every path matches the scalar kernels") {
+    const std::pair<ggml_type, kvg::mm_type> types[] = {{GGML_TYPE_F32, kvg::MM_F32}, {GGML_TYPE_F16, kvg::MM_F16},
+        {GGML_TYPE_BF16, kvg::MM_BF16}, {GGML_TYPE_Q8_0, kvg::MM_Q8_0}, {GGML_TYPE_Q4_0, kvg::MM_Q4_0}};
+    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
+    for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
+        const kvg::cpu_kernels & kern = *paths[pi];
+        const std::string path_str = kern.name;
+        CAPTURE(path_str);
+        for (const auto & [t, mt] : types) {
+            const std::string type_name = ggml_type_name(t);
+            CAPTURE(type_name);
+            const bool quant = ggml_is_quantized(t);
+            const ggml_type vt = quant ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
+            const kvg::mm_kernel & mk = kern.mm[mt];
+            REQUIRE(mk.rows >= 1);
+            REQUIRE(mk.cols >= 1);
+            for (int64_t K : quant ? std::vector<int64_t>{32, 96, 160} : std::vector<int64_t>{5, 16, 37, 100}) {
+                CAPTURE(K);
+                // rows padded so the strides are not multiples of the vector width
+                const size_t ws = ggml_row_size(t, K) + ggml_type_size(t), xs = ggml_row_size(vt, K) + 4;
+                std::vector<uint8_t> w(ws * mk.rows), x(xs * mk.cols);
+                std::vector<float> row(K);
+                for (int r = 0; r < mk.rows; ++r) {
+                    for (auto & v : row) v = frand();
+                    if (t == GGML_TYPE_F32) std::memcpy(&w[r * ws], row.data(), K * 4);
+                    else ggml_get_type_traits(t)->from_float_ref(row.data(), &w[r * ws], K);
+                }
+                for (int c = 0; c < mk.cols; ++c) {
+                    for (auto & v : row) v = frand();
+                    if (vt == GGML_TYPE_F32) std::memcpy(&x[c * xs], row.data(), K * 4);
+                    else quantize_row_q8_0_ref(row.data(), (block_q8_0 *) &x[c * xs], K);
+                }
+                for (int R = 1; R <= mk.rows; ++R) {
+                    for (int C = 1; C <= mk.cols; ++C) {
+                        CAPTURE(R); CAPTURE(C);
+                        REQUIRE(bool(mk.tile[R][C]));
+                        // out stride 11, accumulating onto 1.0 so both store modes are checked
+                        std::vector<float> got(11 * C, 1.0f), want(11 * C, 1.0f);
+                        const char * wp = (const char *) w.data(), * xp = (const char *) x.data();
+                        mk.tile[R][C]({K, wp, ws, xp, xs, got.data(), 11, true});
+                        for (int r = 0; r < R; ++r) {
+                            for (int c = 0; c < C; ++c) {
+                                const kvg::mm_kernel & ref = kvg::kernels_scalar().mm[mt];
+                                ref.tile[1][1]({K, wp + r * ws, ws, xp + c * xs, xs, &want[c * 11 + r], 11, true});
+                            }
+                        }
+                        for (size_t i = 0; i < got.size(); ++i) {
+                            CHECK(std::fabs(got[i] - want[i]) <= 1e-4 * (1.0 + std::fabs(want[i])));
+                        }
+                        // overwrite mode leaves the other entries alone
+                        std::vector<float> got2(11 * C, -7.0f);
+                        mk.tile[R][C]({K, wp, ws, xp, xs, got2.data(), 11, false});
+                        for (int c = 0; c < C; ++c) {
+                            for (int r = 0; r < 11; ++r) {
+                                if (r >= R) CHECK(got2[c * 11 + r] == -7.0f);
+                                else CHECK(std::fabs(got2[c * 11 + r] + 1.0f - got[c * 11 + r]) <= 1e-4 * (1.0 + std::fabs(got[c * 11 + r])));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 TEST_CASE("vec_dot of every type matches a double-precision loop on every path") {
