@@ -256,9 +256,9 @@ bool contains(ggml_cgraph * g, const ggml_tensor * t) {
 
 TEST_CASE("random programs: DAG execution matches a sequential run") {
 #ifdef KVG_UNDER_TSAN
-    const int n_programs = env_int("KVG_HAZ_PROGRAMS", 120);
+    const int n_programs = env_int("KVG_HAZ_PROGRAMS", 200);
 #else
-    const int n_programs = env_int("KVG_HAZ_PROGRAMS", 600);
+    const int n_programs = env_int("KVG_HAZ_PROGRAMS", 1500);
 #endif
     const unsigned base_seed = (unsigned) env_int("KVG_HAZ_SEED", 1234);
     const enum ggml_sched_mode saved_mode = ggml_cpu_get_sched_mode();

@@ -20,7 +20,6 @@
 #include "ggml-impl.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -131,10 +130,6 @@ void print_hazard(FILE * log, const checker & c, const ggml_hazard & h, bool mis
 bool overlap(const node_access & a, const node_access & b) {
     return a.root == b.root && a.begin < b.end && b.begin < a.end && (a.write || b.write);
 }
-
-} // namespace
-
-namespace {
 
 // An access in a root's log. Entries a later access dominates (they lie inside it, are
 // its ancestors, and everything conflicting with them conflicts with it) move under it
