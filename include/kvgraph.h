@@ -11,6 +11,9 @@
 //   const float * logits = kvg_decode(c, toks, n, 0, err, sizeof err);   // prompt at positions 0..n-1
 //   tok = kvg_sampler_sample(s, logits, kvg_model_n_vocab(m));
 //   logits = kvg_decode(c, &tok, 1, n, err, sizeof err);                 // next token at position n
+//
+// Several independent sequences share one context with n_seq_max > 1: kvg_decode_batch runs
+// tokens of any of them in one graph (each sequence has its own cache rows and positions).
 #pragma once
 
 #include <stdbool.h>
@@ -79,22 +82,38 @@ int32_t kvg_detokenize(const struct kvg_model * model, const kvg_token * tokens,
 
 // ---- contexts --------------------------------------------------------------------------------------
 enum kvg_kv_type {
-    KVG_KV_F32 = 0,
-    KVG_KV_F16 = 1,
+    KVG_KV_F32  = 0,
+    KVG_KV_F16  = 1,
+    KVG_KV_Q8_0 = 2, // written by quantizing set_rows, dequantized by attention; rows of n_embd_kv % 32 == 0
+};
+enum kvg_kv_mode {
+    KVG_KV_LINEAR = 0, // slot = position: positions 0..n_ctx-1, each token attends all earlier ones
+    KVG_KV_RING   = 1, // slot = position mod the ring: positions unbounded, sliding-window attention
 };
 enum kvg_attn_impl {
     KVG_ATTN_FLASH  = 0, // ggml_flash_attn_ext
     KVG_ATTN_MATMUL = 1, // mul_mat + soft_max_ext + mul_mat
 };
 struct kvg_context_params {
-    int32_t n_ctx;     // KV-cache length; 0 is an error, > the model's context length too
+    int32_t n_ctx;     // KV-cache slots per sequence; 0 is an error, > the model's context length too
     int32_t n_threads;
-    int32_t n_batch;   // max prompt tokens per graph
+    int32_t n_batch;   // max tokens per graph chunk
     enum kvg_kv_type kv_type;
     enum kvg_attn_impl attn;
-    bool logits_all;   // keep logits of every position of a decode call, not only the last
+    bool logits_all;   // keep logits of every token of a decode call, not only each sequence's last
+    int32_t n_seq_max; // independent sequences (ids 0..n_seq_max-1), each owning n_ctx slots
+    enum kvg_kv_mode kv_mode;
+    // ring: a token attends the last n_window positions (its own included) plus the first
+    // n_sink positions (attention sinks), n_window + n_sink <= n_ctx. The slack
+    // n_ctx - n_sink - n_window lets a chunk of tokens run in one graph (more slack, fewer graphs).
+    int32_t n_window;  // 0: n_ctx - n_sink
+    int32_t n_sink;
+    // Commit the cache's memory at creation. Default (false): the cache reserves address
+    // space for all slots and pages become resident as tokens are written.
+    bool kv_static;
 };
-// n_ctx = 512, n_threads = 4, n_batch = 512, kv f32, flash attention, last logits only.
+// n_ctx = 512, n_threads = 4, n_batch = 512, kv f32, flash attention, last logits only,
+// one sequence, linear cache, dynamic residency.
 struct kvg_context_params kvg_context_default_params(void);
 
 // NULL on failure. The model must outlive the context.
@@ -103,20 +122,31 @@ struct kvg_context * kvg_context_new(const struct kvg_model * model, struct kvg_
 void kvg_context_free(struct kvg_context * ctx);
 
 int32_t kvg_n_ctx(const struct kvg_context * ctx);
-size_t  kvg_kv_cache_bytes(const struct kvg_context * ctx);
+size_t  kvg_kv_cache_bytes(const struct kvg_context * ctx); // K + V of all slots (reserved; resident when static)
 void    kvg_set_n_threads(struct kvg_context * ctx, int32_t n_threads);
 
-// Runs tokens[0..n) at positions pos..pos+n-1 (in chunks of n_batch). Positions >= pos held
-// by the cache are overwritten; pos must not exceed the number of positions already held.
-// Returns the logits of the last token ([n_vocab], valid until the next decode) or NULL
-// with a message (bad token id, positions beyond n_ctx, ...).
+// Runs tokens[0..n) of sequence 0 at positions pos..pos+n-1 (in chunks of n_batch).
+// Positions >= pos held by the cache are overwritten; pos must not exceed the number of
+// positions already decoded. Returns the logits of the last token ([n_vocab], valid until
+// the next decode) or NULL with a message (bad token id, positions beyond n_ctx, ...).
 const float * kvg_decode(struct kvg_context * ctx, const kvg_token * tokens, int32_t n, int32_t pos,
                          char * err, size_t err_size);
-// Logits of the i-th token of the last decode call (i < 0 counts from the end); only the
-// last one unless logits_all. NULL if unavailable.
+// Runs n tokens of independent sequences in one graph: token i is tokens[i] of sequence
+// seq_ids[i] at position pos[i]. The tokens of each sequence appear in position order with
+// consecutive positions; its first one must not exceed the positions it has decoded (later
+// positions are overwritten). Tokens of different sequences may be interleaved. Logits
+// are computed for the last token of each sequence in the batch (every token with
+// logits_all): kvg_get_logits(ctx, i). false with a message on bad input.
+bool kvg_decode_batch(struct kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq_ids,
+                      int32_t n, char * err, size_t err_size);
+// Logits of the i-th token of the last decode call (i < 0 counts from the end). NULL if
+// they were not computed (see kvg_decode_batch) or i is out of range.
 const float * kvg_get_logits(struct kvg_context * ctx, int32_t i);
-// Positions currently held by the KV cache.
+// Positions decoded so far by sequence 0 / by sequence seq (-1 if seq is invalid). A ring
+// cache holds only the last n_window of them (plus the sinks).
 int32_t kvg_n_past(const struct kvg_context * ctx);
+int32_t kvg_seq_n_past(const struct kvg_context * ctx, int32_t seq);
+int32_t kvg_n_seq_max(const struct kvg_context * ctx);
 
 // ---- sampling ---------------------------------------------------------------------------------------
 struct kvg_sampler_params {

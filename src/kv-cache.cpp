@@ -1,52 +1,98 @@
-// KV cache buffers (see kv-cache.h).
+// KV cache buffers and sequence bookkeeping (see kv-cache.h).
 #include "kv-cache.h"
 
+#include <algorithm>
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace kvg {
 
 KvCache::~KvCache() {
     if (ctx) ggml_free(ctx);
+    if (mem) munmap(mem, mem_size);
 }
 
 bool KvCache::init(const HParams & hp, int n_ctx_, ggml_type type_, std::string * err) {
-    if (type_ != GGML_TYPE_F32 && type_ != GGML_TYPE_F16) {
-        if (err) *err = std::string("unsupported KV cache type ") + ggml_type_name(type_) + " (f32 or f16)";
+    KvCacheParams p;
+    p.n_ctx = n_ctx_;
+    p.type = type_;
+    return init(hp, p, err);
+}
+
+bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * err) {
+    auto fail = [&](const std::string & msg) {
+        if (err) *err = msg;
         return false;
+    };
+    if (ctx) return fail("KV cache already initialized");
+    if (p.type != GGML_TYPE_F32 && p.type != GGML_TYPE_F16 && p.type != GGML_TYPE_Q8_0) {
+        return fail(std::string("unsupported KV cache type ") + ggml_type_name(p.type) + " (f32, f16 or q8_0)");
     }
-    if (n_ctx_ <= 0) {
-        if (err) *err = "KV cache length must be positive";
-        return false;
+    if (p.type == GGML_TYPE_Q8_0 && hp.n_embd_kv() % QK8_0 != 0) {
+        return fail("a q8_0 KV cache needs rows that are a multiple of 32 elements, the model's are " +
+                    std::to_string(hp.n_embd_kv()));
     }
-    type = type_;
-    n_ctx = n_ctx_;
+    if (p.n_ctx <= 0) return fail("KV cache length must be positive");
+    if (p.n_seq <= 0) return fail("the number of sequences must be positive");
+    if (p.mode == KvMode::Ring) {
+        if (p.n_sink < 0 || p.n_sink >= p.n_ctx) {
+            return fail("n_sink = " + std::to_string(p.n_sink) + " must be in 0.." + std::to_string(p.n_ctx - 1));
+        }
+        if (p.n_window < 0 || p.n_window > p.n_ctx - p.n_sink) {
+            return fail("n_window = " + std::to_string(p.n_window) + " must be in 1.." + std::to_string(p.n_ctx - p.n_sink) +
+                        " (n_ctx - n_sink), or 0 for all of it");
+        }
+    }
+    type = p.type;
+    mode = p.mode;
+    n_ctx = p.n_ctx;
+    n_seq = p.n_seq;
+    n_sink = mode == KvMode::Ring ? p.n_sink : 0;
+    n_window = mode == KvMode::Ring ? (p.n_window > 0 ? p.n_window : n_ctx - n_sink) : n_ctx;
+    commit = p.commit;
     head_dim = hp.head_dim();
     n_head_kv = hp.n_head_kv;
-    const size_t row = ggml_row_size(type, hp.n_embd_kv());
-    const size_t per_tensor = ggml_tensor_overhead() + GGML_PAD(row * n_ctx, 64) + 64;
-    // one context, one allocation: all 2 * n_layer tensors live in its arena
-    ggml_init_params p = {2 * (size_t) hp.n_layer * per_tensor + 1024, nullptr, false};
-    ctx = ggml_init(p);
-    if (!ctx) {
-        if (err) *err = "cannot allocate " + std::to_string(p.mem_size) + " bytes for the KV cache";
-        return false;
+
+    // one reservation, each K/V tensor at a page boundary so that residency is per tensor prefix
+    const size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    const size_t tensor_bytes = ggml_row_size(type, hp.n_embd_kv()) * (size_t) n_seq * n_ctx;
+    const size_t stride = (tensor_bytes + page - 1) / page * page;
+    mem_size = 2 * (size_t) hp.n_layer * stride;
+    void * m = mmap(nullptr, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        const std::string msg = "cannot reserve " + std::to_string(mem_size) + " bytes of address space for the KV cache";
+        mem_size = 0;
+        return fail(msg);
     }
+    mem = m;
+    madvise(mem, mem_size, MADV_NOHUGEPAGE); // 4 KiB granularity: residency follows the rows written
+
+    ggml_init_params ip = {2 * (size_t) hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true};
+    ctx = ggml_init(ip);
+    if (!ctx) return fail("cannot allocate the KV cache's tensor context");
     for (int il = 0; il < hp.n_layer; ++il) {
-        k.push_back(ggml_new_tensor_2d(ctx, type, hp.n_embd_kv(), n_ctx));
-        v.push_back(ggml_new_tensor_2d(ctx, type, hp.n_embd_kv(), n_ctx));
-        ggml_format_name(k.back(), "cache_k_l%d", il);
-        ggml_format_name(v.back(), "cache_v_l%d", il);
+        for (int kv = 0; kv < 2; ++kv) {
+            ggml_tensor * t = ggml_new_tensor_2d(ctx, type, hp.n_embd_kv(), (int64_t) n_seq * n_ctx);
+            ggml_format_name(t, kv == 0 ? "cache_k_l%d" : "cache_v_l%d", il);
+            t->data = (char *) mem + (2 * (size_t) il + kv) * stride;
+            (kv == 0 ? k : v).push_back(t);
+        }
     }
     clear();
     return true;
 }
 
 void KvCache::clear() {
-    // zeros, not garbage: masked slots still enter the attention sums with weight 0,
-    // and 0 * NaN would poison them
-    for (ggml_tensor * t : k) std::memset(t->data, 0, ggml_nbytes(t));
-    for (ggml_tensor * t : v) std::memset(t->data, 0, ggml_nbytes(t));
-    n_past = 0;
+    if (commit) {
+        // zeros, not garbage: masked slots may still enter attention sums with weight 0
+        std::memset(mem, 0, mem_size);
+    } else {
+        // fresh zero pages on the next touch: memory is given back, never read as garbage
+        madvise(mem, mem_size, MADV_DONTNEED);
+    }
+    seqs.assign(n_seq, Seq());
+    for (Seq & s : seqs) s.slot_pos.assign(n_ctx, -1);
 }
 
 size_t KvCache::bytes() const {
@@ -56,10 +102,13 @@ size_t KvCache::bytes() const {
     return n;
 }
 
-ggml_tensor * KvCache::view(ggml_context * gctx, ggml_tensor * t, int n_kv) const {
-    // ne = {head_dim, n_kv, n_head_kv}: dim 1 steps over positions (rows), dim 2 over the
-    // heads inside a row
-    return ggml_view_3d(gctx, t, head_dim, n_kv, n_head_kv, t->nb[1], ggml_row_size(type, head_dim), 0);
+size_t KvCache::bytes_per_pos() const { return 2 * k.size() * (size_t) k[0]->nb[1]; }
+
+ggml_tensor * KvCache::view(ggml_context * gctx, ggml_tensor * t, int n_kv, bool packed) const {
+    // dim 1 steps over slots (rows), dim 3 over sequences; dim 2 over the heads inside a row
+    const size_t seq_stride = (size_t) n_ctx * t->nb[1];
+    if (packed) return ggml_view_4d(gctx, t, t->ne[0], n_kv, 1, n_seq, t->nb[1], n_kv * t->nb[1], seq_stride, 0);
+    return ggml_view_4d(gctx, t, head_dim, n_kv, n_head_kv, n_seq, t->nb[1], ggml_row_size(type, head_dim), seq_stride, 0);
 }
 
 ggml_tensor * KvCache::write_k(ggml_context * gctx, int il, ggml_tensor * cur, ggml_tensor * idx) const {
@@ -67,6 +116,57 @@ ggml_tensor * KvCache::write_k(ggml_context * gctx, int il, ggml_tensor * cur, g
 }
 ggml_tensor * KvCache::write_v(ggml_context * gctx, int il, ggml_tensor * cur, ggml_tensor * idx) const {
     return ggml_set_rows(gctx, v[il], cur, idx);
+}
+
+// ---- sequences ----------------------------------------------------------------------------------
+
+bool KvCache::check_start(int seq, int64_t pos, std::string * err) const {
+    const Seq & s = seqs[seq];
+    if (pos < 0 || pos > s.n_past) {
+        if (err) {
+            *err = "position " + std::to_string(pos) + " is invalid: sequence " + std::to_string(seq) +
+                   " holds positions 0.." + std::to_string(s.n_past - 1) + ", so the next one must be at most " +
+                   std::to_string(s.n_past);
+        }
+        return false;
+    }
+    if (mode == KvMode::Ring) {
+        for (int64_t q = std::max<int64_t>(n_sink, pos - n_window + 1); q < pos; ++q) {
+            if (s.slot_pos[slot(q)] != q) {
+                if (err) {
+                    *err = "position " + std::to_string(pos) + " cannot be decoded again: the ring cache of sequence " +
+                           std::to_string(seq) + " no longer holds position " + std::to_string(q) + " of its window";
+                }
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+int64_t KvCache::chunk_last(int64_t pos) const {
+    if (mode == KvMode::Linear) return n_ctx - 1;
+    // the slot of position p held p - ring; the chunk's first token still attends it while
+    // p - ring > pos - n_window. Before the ring wraps (p < n_ctx) no slot is reused.
+    const int64_t ring = n_ctx - n_sink;
+    return std::max<int64_t>(n_ctx - 1, pos - n_window + ring);
+}
+
+void KvCache::rewind(int seq, int64_t pos) {
+    Seq & s = seqs[seq];
+    if (pos >= s.n_past) return;
+    for (int64_t & q : s.slot_pos) {
+        if (q >= pos) q = -1;
+    }
+    s.n_past = pos;
+}
+
+void KvCache::store(int seq, int64_t pos) {
+    Seq & s = seqs[seq];
+    const int64_t j = slot(pos);
+    s.slot_pos[j] = pos;
+    s.n_used = std::max<int>(s.n_used, (int) j + 1);
+    s.n_past = std::max(s.n_past, pos + 1);
 }
 
 } // namespace kvg

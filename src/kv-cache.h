@@ -1,19 +1,45 @@
-// The KV cache: per layer one K and one V tensor of n_ctx rows (one row = one position,
-// all KV heads of it), allocated once when the context is created, all in ONE buffer.
+// The KV cache: per layer one K and one V tensor whose rows are (sequence, slot) pairs,
+// one row = all KV heads of one position:
 //
-//   k[il], v[il]: [n_embd_kv = head_dim * n_head_kv, n_ctx], type f32 or f16
+//   k[il], v[il]: [n_embd_kv = head_dim * n_head_kv, n_seq * n_ctx], type f32, f16 or q8_0
+//   sequence s owns rows [s * n_ctx, (s + 1) * n_ctx)
 //
-// New rows are written with ggml_set_rows at slot indices that are a graph input; slot =
-// position (a linear, static cache). Attention reads a strided view of rows [0, n_kv).
+// Modes (which slot a position goes to, who may see it):
+//   linear  slot = position, positions < n_ctx; a token sees every earlier position.
+//   ring    slot = position mod the ring (after n_sink fixed slots for the first positions);
+//           positions are unbounded, a token sees the last n_window positions (itself
+//           included) plus the sinks. RoPE keeps the true positions.
+//
+// Residency: the buffers are one anonymous mapping reserved for the whole cache and never
+// moved; a page becomes resident when a row in it is first written. Rows of one sequence
+// are in position order from the start of its range, so the first p positions are a
+// prefix of each layer's K and V: resident memory grows with the tokens written.
+//
+// New rows are written with ggml_set_rows at row indices that are a graph input. The host
+// side (slot_pos) remembers which position each slot holds; it builds the attention mask
+// and each sequence's valid length (slots [0, n_used) were written at least once).
 #pragma once
 
 #include "ggml.h"
 #include "model.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace kvg {
+
+enum class KvMode { Linear, Ring };
+
+struct KvCacheParams {
+    int n_ctx = 0; // slots per sequence
+    int n_seq = 1;
+    ggml_type type = GGML_TYPE_F32;
+    KvMode mode = KvMode::Linear;
+    int n_window = 0;    // ring: positions a token attends besides the sinks; 0 = n_ctx - n_sink
+    int n_sink = 0;      // ring: the first n_sink positions stay in the cache
+    bool commit = false; // touch every page at creation (static residency, the old behaviour)
+};
 
 struct KvCache {
     KvCache() = default;
@@ -21,33 +47,66 @@ struct KvCache {
     KvCache(const KvCache &) = delete;
     KvCache & operator=(const KvCache &) = delete;
 
-    // false + message if the type is unsupported, n_ctx <= 0 or the allocation fails.
-    bool init(const HParams & hp, int n_ctx, ggml_type type, std::string * err);
+    // false + message if a parameter is invalid or the reservation fails.
+    bool init(const HParams & hp, const KvCacheParams & p, std::string * err);
+    bool init(const HParams & hp, int n_ctx, ggml_type type, std::string * err); // linear, one sequence
 
-    // Slot that holds position pos (linear cache: the position itself).
-    int64_t slot(int pos) const { return pos; }
+    // Slot of position pos inside a sequence's range, and the buffer row of (seq, pos).
+    int64_t slot(int64_t pos) const {
+        if (mode == KvMode::Linear || pos < n_sink) return pos;
+        return n_sink + (pos - n_sink) % (n_ctx - n_sink);
+    }
+    int64_t row(int seq, int64_t pos) const { return (int64_t) seq * n_ctx + slot(pos); }
 
-    // K or V rows [0, n_kv) of layer il as [head_dim, n_kv, n_head_kv] (heads strided inside a row).
-    ggml_tensor * view_k(ggml_context * ctx, int il, int n_kv) const { return view(ctx, k[il], n_kv); }
-    ggml_tensor * view_v(ggml_context * ctx, int il, int n_kv) const { return view(ctx, v[il], n_kv); }
+    // Slots [0, n_kv) of every sequence of layer il, for attention: [head_dim, n_kv, n_head_kv, n_seq]
+    // (heads strided inside a row), or with packed = true whole rows [n_embd_kv, n_kv, 1, n_seq]
+    // (quantized rows, whose heads may be shorter than a block).
+    ggml_tensor * view_k(ggml_context * ctx, int il, int n_kv, bool packed) const { return view(ctx, k[il], n_kv, packed); }
+    ggml_tensor * view_v(ggml_context * ctx, int il, int n_kv, bool packed) const { return view(ctx, v[il], n_kv, packed); }
 
     // Writes cur [n_embd_kv, n_tokens] (f32) into rows idx [n_tokens] (I64) of K or V of layer il.
     ggml_tensor * write_k(ggml_context * ctx, int il, ggml_tensor * cur, ggml_tensor * idx) const;
     ggml_tensor * write_v(ggml_context * ctx, int il, ggml_tensor * cur, ggml_tensor * idx) const;
 
-    size_t bytes() const; // K + V of all layers
-    void clear();         // zero every row, forget all positions
+    // ---- host-side state of the sequences ----
+    struct Seq {
+        int64_t n_past = 0;            // positions [0, n_past) were decoded (ring: the recent ones are held)
+        int n_used = 0;                // slots [0, n_used) were written at least once: the valid length
+        std::vector<int64_t> slot_pos; // position each slot holds, -1 if none
+    };
+    std::vector<Seq> seqs;
 
-    ggml_context * ctx = nullptr; // owns the single buffer
+    // Can sequence seq continue at pos? pos <= n_past, and (ring) the window before pos is held.
+    bool check_start(int seq, int64_t pos, std::string * err) const;
+    // Last position one graph chunk starting at pos may write, so that no write replaces a
+    // slot that a token of the same chunk still attends (ring; linear: n_ctx - 1).
+    int64_t chunk_last(int64_t pos) const;
+    void rewind(int seq, int64_t pos); // forget positions >= pos
+    void store(int seq, int64_t pos);  // the next graph writes pos (call in token order)
+    // May a token of seq at position pos attend slot j?
+    bool visible(int seq, int j, int64_t pos) const {
+        const int64_t q = seqs[seq].slot_pos[j];
+        return q >= 0 && q <= pos && (mode == KvMode::Linear || q < n_sink || q > pos - n_window);
+    }
+    int kv_len(int seq) const { return seqs[seq].n_used; }
+
+    size_t bytes() const;         // K + V of all layers (what a static cache keeps resident)
+    size_t bytes_per_pos() const; // K + V of one position, all layers
+    void clear();                 // forget all positions; pages are given back (dynamic residency)
+
+    ggml_context * ctx = nullptr; // tensor structs only: the bytes live in `mem`
+    void * mem = nullptr;         // the anonymous mapping
+    size_t mem_size = 0;
     ggml_type type = GGML_TYPE_F32;
-    int n_ctx = 0;
+    KvMode mode = KvMode::Linear;
+    int n_ctx = 0, n_seq = 1, n_window = 0, n_sink = 0;
     int head_dim = 0;
     int n_head_kv = 0;
-    int n_past = 0; // positions [0, n_past) hold valid rows
+    bool commit = false;
     std::vector<ggml_tensor *> k, v;
 
 private:
-    ggml_tensor * view(ggml_context * ctx, ggml_tensor * t, int n_kv) const;
+    ggml_tensor * view(ggml_context * ctx, ggml_tensor * t, int n_kv, bool packed) const;
 };
 
 } // namespace kvg

@@ -10,6 +10,10 @@
 
 namespace kvg {
 
+// Slots a bucketed attention reads are rounded up to this, so that a generation of n
+// tokens builds about n / KV_BUCKET graphs, not n (padding-free attention needs one).
+static const int KV_BUCKET = 256;
+
 // ---- memory of intermediates ---------------------------------------------------------------------
 
 // Gives every tensor of the graph without data an address in one compute buffer owned
@@ -22,7 +26,7 @@ static bool alloc_graph_memory(ggml_cgraph * gf, ggml_gallocr_t * galloc) {
 
 static ggml_context * new_graph_ctx(int n_layer, size_t * graph_size) {
     *graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 64 * (size_t) n_layer + 64);
-    const size_t n_tensors = 80 * (size_t) n_layer + 64;
+    const size_t n_tensors = 96 * (size_t) n_layer + 64;
     ggml_init_params p = {n_tensors * ggml_tensor_overhead() + ggml_graph_overhead_custom(*graph_size, false), nullptr,
                           true};
     return ggml_init(p);
@@ -37,133 +41,250 @@ KvWriteGraph::~KvWriteGraph() {
     if (ctx) ggml_free(ctx);
 }
 
+// ---- shapes ---------------------------------------------------------------------------------------
+
+GraphShape ubatch_shape(const Ubatch & ub, const KvCache & kv, bool flash_attn, bool kv_len) {
+    GraphShape s;
+    s.n_tokens = ub.n();
+    s.n_seq = kv.n_seq;
+    std::vector<int> count(kv.n_seq, 0);
+    bool in_order = true; // token i is row i of [n_q per sequence]: checked below
+    for (int i = 0; i < ub.n(); ++i) {
+        in_order = in_order && (i == 0 || ub.seq[i] >= ub.seq[i - 1]);
+        ++count[ub.seq[i]];
+    }
+    s.n_q = *std::max_element(count.begin(), count.end());
+    for (int c : count) in_order = in_order && c == s.n_q;
+    s.gather = !in_order;
+    s.n_outputs = (int) std::count(ub.output.begin(), ub.output.end(), (uint8_t) 1);
+    s.flash_attn = flash_attn;
+    s.kv_len = flash_attn && kv_len;
+    if (s.kv_len) {
+        s.n_kv = kv.n_ctx; // one graph for every fill level: the valid lengths are inputs
+    } else {
+        int longest = 1;
+        for (int i = 0; i < ub.n(); ++i) longest = std::max(longest, kv.kv_len(ub.seq[i]));
+        s.n_kv = std::min(kv.n_ctx, GGML_PAD(longest, KV_BUCKET));
+    }
+    return s;
+}
+
 // ---- the graph ------------------------------------------------------------------------------------
 
 static ggml_tensor * rms_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * weight, float eps) {
     return ggml_mul(ctx, ggml_rms_norm(ctx, x, eps), weight);
 }
 
-std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache & kv, const GraphShape & shape,
+static ggml_tensor * input(ggml_context * ctx, ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                           const char * name, int chunk) {
+    ggml_tensor * t = ggml_new_tensor_4d(ctx, type, ne0, ne1, ne2, ne3);
+    ggml_format_name(t, "%s_%d", name, chunk);
+    ggml_set_input(t);
+    return t;
+}
+
+// Multihead attention of the chunk's queries q [head_dim, n_head, n_tokens] over the cache
+// slots of layer il -> [n_embd, n_tokens]. Records the first cache readers in g.
+static ggml_tensor * attention(ggml_context * ctx, const Model & model, const KvCache & kv, int il, ggml_tensor * q,
+                               const LlamaGraph::Chunk & in, const GraphShape & shape, LlamaGraph * g) {
+    const HParams & hp = model.hp;
+    const int hd = hp.head_dim(), n_head = hp.n_head, n_tokens = shape.n_tokens;
+    const int n_q = shape.n_q, n_seq = shape.n_seq, n_kv = shape.n_kv;
+    const float kq_scale = 1.0f / std::sqrt((float) hd);
+    const bool quant = ggml_is_quantized(kv.type);
+
+    // queries as [hd, n_q, n_head, n_seq]: sequence s's rows on dim 3 slice s
+    ggml_tensor * Q = q;
+    if (shape.gather) Q = ggml_get_rows(ctx, ggml_reshape_2d(ctx, q, hp.n_embd, n_tokens), in.q_idx);
+    Q = ggml_permute(ctx, ggml_reshape_4d(ctx, Q, hd, n_head, n_q, n_seq), 0, 2, 1, 3);
+
+    ggml_tensor * att;
+    if (shape.flash_attn) {
+        // quantized rows are passed whole (heads packed): a head may be shorter than a block
+        ggml_tensor * K = kv.view_k(ctx, il, n_kv, quant);
+        ggml_tensor * V = kv.view_v(ctx, il, n_kv, quant);
+        att = ggml_flash_attn_ext(ctx, Q, K, V, in.mask, kq_scale, 0.0f, 0.0f); // [hd, n_head, n_q, n_seq]
+        if (shape.kv_len) ggml_flash_attn_ext_set_kv_len(ctx, att, in.kv_len);
+        g->k_read.push_back(att);
+        g->v_read.push_back(att);
+        att = ggml_reshape_2d(ctx, att, hp.n_embd, n_q * n_seq);
+    } else {
+        ggml_tensor * K = kv.view_k(ctx, il, n_kv, quant);
+        ggml_tensor * V = kv.view_v(ctx, il, n_kv, quant);
+        if (quant) { // the matmuls need per-head rows: dequantize the slots first
+            ggml_tensor * Kf = ggml_cpy(ctx, K, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, K->ne[0], n_kv, 1, n_seq));
+            ggml_tensor * Vf = ggml_cpy(ctx, V, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, V->ne[0], n_kv, 1, n_seq));
+            g->k_read.push_back(Kf);
+            g->v_read.push_back(Vf);
+            auto heads = [&](ggml_tensor * t) {
+                return ggml_view_4d(ctx, t, hd, n_kv, hp.n_head_kv, n_seq, t->nb[1], hd * sizeof(float), t->nb[3], 0);
+            };
+            K = heads(Kf);
+            V = heads(Vf);
+        }
+        ggml_tensor * kq = ggml_mul_mat(ctx, K, Q); // [n_kv, n_q, n_head, n_seq]
+        if (!quant) g->k_read.push_back(kq);
+        kq = ggml_soft_max_ext(ctx, kq, in.mask, kq_scale, 0.0f);
+        ggml_tensor * Vt = ggml_cont(ctx, ggml_transpose(ctx, V)); // [n_kv, hd, n_head_kv, n_seq]
+        if (!quant) g->v_read.push_back(Vt);
+        att = ggml_mul_mat(ctx, Vt, kq); // [hd, n_q, n_head, n_seq]
+        att = ggml_cont_2d(ctx, ggml_permute(ctx, att, 0, 2, 1, 3), hp.n_embd, n_q * n_seq);
+    }
+    if (shape.gather) att = ggml_get_rows(ctx, att, in.out_idx); // back to token order
+    return att;
+}
+
+std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache & kv, const GraphShape & shape_in,
                                               std::string * err) {
     const HParams & hp = model.hp;
-    const int n_tokens = shape.n_tokens, n_kv = shape.n_kv;
+    GraphShape shape = shape_in;
+    if (shape.n_seq == 1) {
+        shape.n_q = shape.n_tokens;
+        shape.gather = false;
+    }
+    shape.kv_len = shape.kv_len && shape.flash_attn;
+    auto fail = [&](const std::string & msg) -> std::unique_ptr<LlamaGraph> {
+        if (err) *err = msg;
+        return nullptr;
+    };
+    if (shape.n_tokens <= 0 || shape.n_kv <= 0 || shape.n_kv > kv.n_ctx || shape.n_seq != kv.n_seq || shape.n_q <= 0 ||
+        (int64_t) shape.n_q * shape.n_seq < shape.n_tokens || (!shape.gather && shape.n_q * shape.n_seq != shape.n_tokens) ||
+        shape.n_outputs < 0 || shape.n_outputs > shape.n_tokens || shape.n_chunks <= 0) {
+        return fail("graph shape does not fit the KV cache (" + std::to_string(shape.n_tokens) + " tokens, " +
+                    std::to_string(shape.n_kv) + " of " + std::to_string(kv.n_ctx) + " slots, " +
+                    std::to_string(shape.n_seq) + " sequences)");
+    }
+    const int n_tokens = shape.n_tokens, n_q = shape.n_q, n_seq = shape.n_seq;
     const int hd = hp.head_dim(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
-    const float kq_scale = 1.0f / std::sqrt((float) hd);
 
     auto g = std::make_unique<LlamaGraph>();
     g->shape = shape;
     size_t graph_size = 0;
-    g->ctx = new_graph_ctx(hp.n_layer, &graph_size);
-    if (!g->ctx) {
-        if (err) *err = "cannot allocate the graph context";
-        return nullptr;
-    }
+    g->ctx = new_graph_ctx(hp.n_layer * shape.n_chunks, &graph_size);
+    if (!g->ctx) return fail("cannot allocate the graph context");
     ggml_context * ctx = g->ctx;
-
-    g->inp_tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
-    g->inp_pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
-    g->inp_kv_idx = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, n_tokens);
-    g->inp_mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_kv, n_tokens);
-    ggml_set_name(g->inp_tokens, "inp_tokens");
-    ggml_set_name(g->inp_pos, "inp_pos");
-    ggml_set_name(g->inp_kv_idx, "inp_kv_idx");
-    ggml_set_name(g->inp_mask, "inp_mask");
-    for (ggml_tensor * t : {g->inp_tokens, g->inp_pos, g->inp_kv_idx, g->inp_mask}) ggml_set_input(t);
-
-    // x = token embeddings, one column per token: [n_embd, n_tokens]
-    ggml_tensor * x = ggml_get_rows(ctx, model.tok_embd, g->inp_tokens);
-
-    for (int il = 0; il < hp.n_layer; ++il) {
-        const LayerWeights & w = model.layers[il];
-
-        // attention rmsnorm, then q, k, v
-        ggml_tensor * xb = rms_norm(ctx, x, w.attn_norm, hp.rms_eps);
-        ggml_tensor * q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wq, xb), hd, n_head, n_tokens);
-        ggml_tensor * k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wk, xb), hd, n_head_kv, n_tokens);
-        ggml_tensor * v = ggml_mul_mat(ctx, w.wv, xb); // [n_embd_kv, n_tokens]
-
-        // RoPE on adjacent pairs (mode 0) at each token's position
-        q = ggml_rope_ext(ctx, q, g->inp_pos, nullptr, hp.n_rot, 0, hp.n_ctx_train, hp.rope_base, 1.0f, 0.0f, 1.0f,
-                          32.0f, 1.0f);
-        k = ggml_rope_ext(ctx, k, g->inp_pos, nullptr, hp.n_rot, 0, hp.n_ctx_train, hp.rope_base, 1.0f, 0.0f, 1.0f,
-                          32.0f, 1.0f);
-        ggml_format_name(q, "q_l%d", il);
-        ggml_format_name(k, "k_l%d", il);
-
-        // Store k and v in the cache rows chosen by inp_kv_idx. No ggml_build_forward_expand
-        // ordering hack: reading the cache views below records a RAW edge to these writes
-        // when the read op is created, so the graph orders the set_rows before the attention.
-        g->k_write.push_back(kv.write_k(ctx, il, ggml_reshape_2d(ctx, k, hp.n_embd_kv(), n_tokens), g->inp_kv_idx));
-        g->v_write.push_back(kv.write_v(ctx, il, v, g->inp_kv_idx));
-
-        // multihead attention over cache rows [0, n_kv); the mask hides future and unused rows
-        ggml_tensor * K = kv.view_k(ctx, il, n_kv); // [hd, n_kv, n_head_kv]
-        ggml_tensor * V = kv.view_v(ctx, il, n_kv);
-        ggml_tensor * Q = ggml_permute(ctx, q, 0, 2, 1, 3); // [hd, n_tokens, n_head]
-        ggml_tensor * att;
-        if (shape.flash_attn) {
-            att = ggml_flash_attn_ext(ctx, Q, K, V, g->inp_mask, kq_scale, 0.0f, 0.0f); // [hd, n_head, n_tokens]
-            g->k_read.push_back(att);
-            g->v_read.push_back(att);
-            att = ggml_reshape_2d(ctx, att, hp.n_embd, n_tokens);
-        } else {
-            ggml_tensor * kq = ggml_mul_mat(ctx, K, Q); // [n_kv, n_tokens, n_head]
-            g->k_read.push_back(kq);
-            kq = ggml_soft_max_ext(ctx, kq, g->inp_mask, kq_scale, 0.0f);
-            ggml_tensor * Vt = ggml_cont(ctx, ggml_transpose(ctx, V)); // [n_kv, hd, n_head_kv]
-            g->v_read.push_back(Vt);
-            att = ggml_mul_mat(ctx, Vt, kq); // [hd, n_tokens, n_head]
-            att = ggml_cont_2d(ctx, ggml_permute(ctx, att, 0, 2, 1, 3), hp.n_embd, n_tokens);
-        }
-        ggml_format_name(att, "att_l%d", il);
-
-        // output projection, residual
-        x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.wo, att));
-
-        // ffn rmsnorm, SwiGLU: w2(silu(w1(x)) * w3(x)), residual
-        xb = rms_norm(ctx, x, w.ffn_norm, hp.rms_eps);
-        ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, w.ffn_gate, xb));
-        ggml_tensor * up = ggml_mul_mat(ctx, w.ffn_up, xb);
-        x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_mul(ctx, gate, up)));
-        ggml_format_name(x, "x_l%d", il);
-    }
-
-    if (!shape.logits_all && n_tokens > 1) {
-        x = ggml_view_2d(ctx, x, hp.n_embd, 1, x->nb[1], (size_t) (n_tokens - 1) * x->nb[1]); // last token only
-    }
-    x = rms_norm(ctx, x, model.output_norm, hp.rms_eps);
-    g->logits = ggml_mul_mat(ctx, model.output, x);
-    ggml_set_name(g->logits, "logits");
-    ggml_set_output(g->logits);
-
     g->gf = ggml_new_graph_custom(ctx, graph_size, false);
-    ggml_build_forward_expand(g->gf, g->logits);
 
-    if (!alloc_graph_memory(g->gf, &g->galloc)) {
-        if (err) *err = "cannot allocate the graph's intermediate tensors";
-        return nullptr;
+    for (int c = 0; c < shape.n_chunks; ++c) {
+        LlamaGraph::Chunk in;
+        in.tokens = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_tokens", c);
+        in.pos = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_pos", c);
+        in.kv_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_kv_idx", c);
+        in.mask = input(ctx, GGML_TYPE_F32, shape.n_kv, n_q, 1, n_seq, "inp_mask", c);
+        if (shape.kv_len) in.kv_len = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_kv_len", c);
+        if (shape.gather) {
+            in.q_idx = input(ctx, GGML_TYPE_I32, (int64_t) n_q * n_seq, 1, 1, 1, "inp_q_idx", c);
+            in.out_idx = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_out_idx", c);
+        }
+        if (shape.n_outputs > 0 && shape.n_outputs < n_tokens) {
+            in.out_rows = input(ctx, GGML_TYPE_I32, shape.n_outputs, 1, 1, 1, "inp_out_rows", c);
+        }
+
+        // x = token embeddings, one column per token: [n_embd, n_tokens]
+        ggml_tensor * x = ggml_get_rows(ctx, model.tok_embd, in.tokens);
+
+        for (int il = 0; il < hp.n_layer; ++il) {
+            const LayerWeights & w = model.layers[il];
+
+            // attention rmsnorm, then q, k, v
+            ggml_tensor * xb = rms_norm(ctx, x, w.attn_norm, hp.rms_eps);
+            ggml_tensor * q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wq, xb), hd, n_head, n_tokens);
+            ggml_tensor * k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wk, xb), hd, n_head_kv, n_tokens);
+            ggml_tensor * v = ggml_mul_mat(ctx, w.wv, xb); // [n_embd_kv, n_tokens]
+
+            // RoPE on adjacent pairs (mode 0) at each token's true position
+            q = ggml_rope_ext(ctx, q, in.pos, nullptr, hp.n_rot, 0, hp.n_ctx_train, hp.rope_base, 1.0f, 0.0f, 1.0f,
+                              32.0f, 1.0f);
+            k = ggml_rope_ext(ctx, k, in.pos, nullptr, hp.n_rot, 0, hp.n_ctx_train, hp.rope_base, 1.0f, 0.0f, 1.0f,
+                              32.0f, 1.0f);
+            ggml_format_name(q, "q_l%d_c%d", il, c);
+            ggml_format_name(k, "k_l%d_c%d", il, c);
+
+            // Store k and v in the cache rows chosen by kv_idx. Reading the cache below records
+            // a RAW edge to these writes; a later chunk's writes get WAR edges to the reads.
+            g->k_write.push_back(kv.write_k(ctx, il, ggml_reshape_2d(ctx, k, hp.n_embd_kv(), n_tokens), in.kv_idx));
+            g->v_write.push_back(kv.write_v(ctx, il, v, in.kv_idx));
+
+            ggml_tensor * att = attention(ctx, model, kv, il, q, in, shape, g.get());
+            ggml_format_name(att, "att_l%d_c%d", il, c);
+
+            // output projection, residual
+            x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.wo, att));
+
+            // ffn rmsnorm, SwiGLU: w2(silu(w1(x)) * w3(x)), residual
+            xb = rms_norm(ctx, x, w.ffn_norm, hp.rms_eps);
+            ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, w.ffn_gate, xb));
+            ggml_tensor * up = ggml_mul_mat(ctx, w.ffn_up, xb);
+            x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_mul(ctx, gate, up)));
+            ggml_format_name(x, "x_l%d_c%d", il, c);
+        }
+
+        if (shape.n_outputs > 0) {
+            if (in.out_rows) x = ggml_get_rows(ctx, x, in.out_rows); // only the tokens that need logits
+            x = rms_norm(ctx, x, model.output_norm, hp.rms_eps);
+            in.logits = ggml_mul_mat(ctx, model.output, x);
+            ggml_format_name(in.logits, "logits_%d", c);
+            ggml_set_output(in.logits);
+            ggml_build_forward_expand(g->gf, in.logits);
+        } else {
+            ggml_build_forward_expand(g->gf, x); // the cache writes are what this chunk is for
+        }
+        g->chunks.push_back(in);
     }
+    g->logits = g->chunks.back().logits;
+
+    if (!alloc_graph_memory(g->gf, &g->galloc)) return fail("cannot allocate the graph's intermediate tensors");
     return g;
 }
 
-void LlamaGraph::set_inputs(const int32_t * tokens, int pos, const KvCache & kv) {
-    const int n = shape.n_tokens, n_kv = shape.n_kv;
-    int32_t * tok = (int32_t *) inp_tokens->data;
-    int32_t * p = (int32_t *) inp_pos->data;
-    int64_t * idx = (int64_t *) inp_kv_idx->data;
-    float * mask = (float *) inp_mask->data;
-    const float neg_inf = -std::numeric_limits<float>::infinity();
+void LlamaGraph::set_inputs(int c, const Ubatch & ub, const KvCache & kv) {
+    const Chunk & in = chunks[c];
+    const int n = shape.n_tokens, n_kv = shape.n_kv, n_q = shape.n_q, n_seq = shape.n_seq;
+    GGML_ASSERT(ub.n() == n);
+    int32_t * tok = (int32_t *) in.tokens->data;
+    int32_t * pos = (int32_t *) in.pos->data;
+    int64_t * idx = (int64_t *) in.kv_idx->data;
+    // query row of each token: the k-th token of sequence s is row s * n_q + k
+    std::vector<int> count(n_seq, 0), token_of_row((size_t) n_q * n_seq, -1);
+    int n_out = 0;
     for (int i = 0; i < n; ++i) {
-        tok[i] = tokens[i];
-        p[i] = pos + i;
-        idx[i] = kv.slot(pos + i);
-        // causal: token i sees cache rows holding positions 0..pos+i (row == position)
-        float * row = mask + (size_t) i * n_kv;
-        for (int j = 0; j < n_kv; ++j) row[j] = j <= pos + i ? 0.0f : neg_inf;
+        const int s = ub.seq[i];
+        const int r = s * n_q + count[s]++;
+        token_of_row[r] = i;
+        tok[i] = ub.tokens[i];
+        pos[i] = ub.pos[i];
+        idx[i] = kv.row(s, ub.pos[i]);
+        if (shape.gather) ((int32_t *) in.out_idx->data)[i] = r;
+        if (in.out_rows && ub.output[i]) ((int32_t *) in.out_rows->data)[n_out++] = i;
+    }
+    if (shape.gather) {
+        for (size_t r = 0; r < token_of_row.size(); ++r) {
+            ((int32_t *) in.q_idx->data)[r] = std::max(token_of_row[r], 0); // padding rows read token 0
+        }
+    }
+    // valid lengths: sequences without tokens in this chunk read nothing
+    for (int s = 0; s < n_seq && in.kv_len; ++s) ((int32_t *) in.kv_len->data)[s] = count[s] > 0 ? kv.kv_len(s) : 0;
+
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    float * mask = (float *) in.mask->data;
+    for (int s = 0; s < n_seq; ++s) {
+        const int valid = count[s] > 0 ? std::min(kv.kv_len(s), n_kv) : 0;
+        // padding-free attention never reads past the valid length: no need to fill it
+        const int end = shape.kv_len ? valid : n_kv;
+        for (int k = 0; k < n_q; ++k) {
+            const int t = token_of_row[s * n_q + k];
+            float * row = mask + ((size_t) s * n_q + k) * n_kv;
+            if (t < 0) { // padding row: one visible slot keeps its softmax finite; its output is dropped
+                for (int j = 0; j < end; ++j) row[j] = j == 0 ? 0.0f : neg_inf;
+                continue;
+            }
+            for (int j = 0; j < valid; ++j) row[j] = kv.visible(s, j, ub.pos[t]) ? 0.0f : neg_inf;
+            for (int j = valid; j < end; ++j) row[j] = neg_inf;
+        }
     }
 }
 
-std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::string * err) {
+std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::string * err, int n_rows) {
     auto g = std::make_unique<KvWriteGraph>();
     const int n_layer = (int) kv.k.size();
     size_t graph_size = 0;
@@ -172,8 +293,8 @@ std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::stri
         if (err) *err = "cannot allocate the graph context";
         return nullptr;
     }
-    g->inp_rows = ggml_new_tensor_2d(g->ctx, GGML_TYPE_F32, kv.k[0]->ne[0], 1);
-    g->inp_idx = ggml_new_tensor_1d(g->ctx, GGML_TYPE_I64, 1);
+    g->inp_rows = ggml_new_tensor_2d(g->ctx, GGML_TYPE_F32, kv.k[0]->ne[0], n_rows);
+    g->inp_idx = ggml_new_tensor_1d(g->ctx, GGML_TYPE_I64, n_rows);
     ggml_set_input(g->inp_rows);
     ggml_set_input(g->inp_idx);
     g->gf = ggml_new_graph_custom(g->ctx, graph_size, false);

@@ -1,6 +1,19 @@
-// The decode graph of one batch shape: n_tokens new tokens attending over KV-cache rows
-// [0, n_kv). Built once per shape and reused: token ids, positions, cache write indices
-// and the attention mask are input tensors filled before every run.
+// The decode graph of one batch shape: new tokens of one or more sequences attending over
+// their KV-cache slots. Built once per shape and reused: token ids, positions, cache write
+// rows, the attention mask and each sequence's valid length are input tensors filled
+// before every run.
+//
+// Sequences (ONNX TensorScatter style): the tokens of a chunk are a flat list, each with
+// its sequence id. Q/K/V projections, RoPE and the cache writes (set_rows at row
+// seq * n_ctx + slot) run on the flat list; attention runs per sequence with sequences on
+// dim 3 of q/k/v: query rows [n_q, n_head, n_seq] against cache slots [n_kv, n_head_kv,
+// n_seq]. When the tokens are not already grouped as n_q per sequence in order, Q rows are
+// gathered into that layout (padding rows for missing tokens) and the outputs scattered
+// back with get_rows by index.
+//
+// A graph may hold several chunks run one after the other (n_chunks): chunk c + 1 writes
+// cache slots that chunk c reads, and the dependency rules order those writes after the
+// reads (WAR edges) while letting the rest of the two chunks overlap.
 #pragma once
 
 #include "ggml-alloc.h"
@@ -16,15 +29,33 @@
 namespace kvg {
 
 struct GraphShape {
-    int n_tokens = 1;
-    int n_kv = 0;            // cache rows the attention reads (a bucket >= last position + 1)
-    bool logits_all = false; // logits of every token, or only of the last one
-    bool flash_attn = true;  // ggml_flash_attn_ext, or mul_mat + soft_max_ext + mul_mat
+    int n_tokens = 1;     // tokens per chunk
+    int n_seq = 1;        // sequences attention is split into (the cache's n_seq)
+    int n_q = 1;          // query rows per sequence (n_tokens when n_seq == 1)
+    bool gather = false;  // reorder tokens into [n_q rows of seq 0, of seq 1, ...] by index
+    int n_outputs = 1;    // tokens per chunk whose logits are computed (0: none)
+    int n_kv = 0;         // cache slots per sequence the attention covers
+    bool kv_len = true;   // padding-free attention: stop at each sequence's valid length (flash only)
+    bool flash_attn = true; // ggml_flash_attn_ext, or mul_mat + soft_max_ext + mul_mat
+    int n_chunks = 1;     // chunks of this shape run one after the other in the graph
 
     bool operator==(const GraphShape & o) const {
-        return n_tokens == o.n_tokens && n_kv == o.n_kv && logits_all == o.logits_all && flash_attn == o.flash_attn;
+        return n_tokens == o.n_tokens && n_seq == o.n_seq && n_q == o.n_q && gather == o.gather &&
+               n_outputs == o.n_outputs && n_kv == o.n_kv && kv_len == o.kv_len && flash_attn == o.flash_attn &&
+               n_chunks == o.n_chunks;
     }
 };
+
+// One chunk of a batch: token i is tokens[i] of sequence seq[i] at position pos[i].
+struct Ubatch {
+    std::vector<int32_t> tokens, pos, seq;
+    std::vector<uint8_t> output; // compute the logits of token i
+    int n() const { return (int) tokens.size(); }
+};
+
+// The shape of the graph that runs ub, after kv.store() has seen ub's tokens (the valid
+// lengths decide n_kv when attention reads a bucket of slots instead of all n_ctx).
+GraphShape ubatch_shape(const Ubatch & ub, const KvCache & kv, bool flash_attn, bool kv_len);
 
 struct LlamaGraph {
     LlamaGraph() = default;
@@ -36,38 +67,47 @@ struct LlamaGraph {
     ggml_context * ctx = nullptr; // tensor structs and the graph (no_alloc)
     ggml_cgraph * gf = nullptr;
 
-    // inputs
-    ggml_tensor * inp_tokens = nullptr; // I32 [n_tokens]
-    ggml_tensor * inp_pos = nullptr;    // I32 [n_tokens]
-    ggml_tensor * inp_kv_idx = nullptr; // I64 [n_tokens]: cache row of each token
-    ggml_tensor * inp_mask = nullptr;   // F32 [n_kv, n_tokens]: 0 = may attend, -inf = not
-    // output
-    ggml_tensor * logits = nullptr;     // F32 [n_vocab, n_tokens or 1]
+    struct Chunk {
+        // inputs
+        ggml_tensor * tokens = nullptr;   // I32 [n_tokens]
+        ggml_tensor * pos = nullptr;      // I32 [n_tokens]
+        ggml_tensor * kv_idx = nullptr;   // I64 [n_tokens]: cache row of each token
+        ggml_tensor * mask = nullptr;     // F32 [n_kv, n_q, 1, n_seq]: 0 = may attend, -inf = not
+        ggml_tensor * kv_len = nullptr;   // I32 [n_seq]: valid slots per sequence (padding-free)
+        ggml_tensor * q_idx = nullptr;    // I32 [n_q * n_seq]: token of each query row (gather)
+        ggml_tensor * out_idx = nullptr;  // I32 [n_tokens]: query row of each token (gather)
+        ggml_tensor * out_rows = nullptr; // I32 [n_outputs]: tokens whose logits are computed
+        // output
+        ggml_tensor * logits = nullptr;   // F32 [n_vocab, n_outputs] (nullptr if n_outputs == 0)
+    };
+    std::vector<Chunk> chunks;
+    ggml_tensor * logits = nullptr; // the last chunk's
 
-    // per layer, for inspection (tests check the edges between them)
+    // per chunk and layer ([chunk * n_layer + il]), for inspection (tests check the edges)
     std::vector<ggml_tensor *> k_write, v_write; // set_rows into the cache
     std::vector<ggml_tensor *> k_read, v_read;   // first ops that read the cache views
 
-    // Fills the inputs for tokens[0..n_tokens) at positions pos, pos+1, ...
-    void set_inputs(const int32_t * tokens, int pos, const KvCache & kv);
+    // Fills chunk c's inputs for ub; kv.store() must have seen ub's tokens (and those of
+    // the chunks before c), not those of later chunks.
+    void set_inputs(int c, const Ubatch & ub, const KvCache & kv);
 
     ggml_gallocr_t galloc = nullptr; // owns the memory of the intermediate tensors
 };
 
-// nullptr + message if the context arena cannot be allocated.
+// nullptr + message if the shape does not fit the cache or the arena cannot be allocated.
 std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache & kv, const GraphShape & shape,
                                               std::string * err);
 
-// A graph that only writes one new row per layer into the cache (K and V), at a write
-// index that is an input: measures the KV write cost alone (benchmarks).
+// A graph that only writes n_rows new rows per layer into the cache (K and V), at row
+// indices that are an input: measures the KV write cost alone, fills caches (benchmarks).
 struct KvWriteGraph {
     ~KvWriteGraph();
     ggml_context * ctx = nullptr;
     ggml_cgraph * gf = nullptr;
-    ggml_tensor * inp_rows = nullptr; // F32 [n_embd_kv, 1]
-    ggml_tensor * inp_idx = nullptr;  // I64 [1]
+    ggml_tensor * inp_rows = nullptr; // F32 [n_embd_kv, n_rows]
+    ggml_tensor * inp_idx = nullptr;  // I64 [n_rows]
     ggml_gallocr_t galloc = nullptr;
 };
-std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::string * err);
+std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::string * err, int n_rows = 1);
 
 } // namespace kvg

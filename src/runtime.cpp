@@ -24,11 +24,12 @@ struct kvg_sampler {
     kvg::Sampler s;
 };
 
-// Rows of KV cache a graph covers are rounded up to this, so that a generation of n
-// tokens builds about n / KV_BUCKET graphs, not n.
-static const int KV_BUCKET = 256;
 // Graph shapes kept alive at once (least recently used is dropped).
 static const size_t MAX_GRAPHS = 16;
+// Chunks of one shape that share a graph (they overlap where the edges allow).
+static const size_t MAX_CHUNKS_PER_GRAPH = 4;
+// Sequences per context.
+static const int MAX_SEQ = 256;
 
 struct kvg_context {
     const kvg::Model * model = nullptr;
@@ -43,8 +44,9 @@ struct kvg_context {
     uint64_t use_clock = 0;
 
     std::vector<uint8_t> work; // executor scratch, grown on demand
-    std::vector<float> logits; // [n_logits, n_vocab]
-    int n_logits = 0;
+    std::vector<float> logits; // [outputs of the last decode call, n_vocab]
+    std::vector<int> logit_row; // per token of the last call: its row in logits, -1 if none
+    int n_batch_tokens = 0;     // tokens of the last successful call
 };
 
 // The integer a C caller stored in an enum field: C allows any int there, while reading
@@ -168,6 +170,11 @@ kvg_context_params kvg_context_default_params(void) {
     p.kv_type = KVG_KV_F32;
     p.attn = KVG_ATTN_FLASH;
     p.logits_all = false;
+    p.n_seq_max = 1;
+    p.kv_mode = KVG_KV_LINEAR;
+    p.n_window = 0;
+    p.n_sink = 0;
+    p.kv_static = false;
     return p;
 }
 
@@ -191,20 +198,38 @@ kvg_context * kvg_context_new(const kvg_model * model, kvg_context_params params
         set_err(err, err_size, "n_batch = " + std::to_string(params.n_batch) + " is invalid");
         return nullptr;
     }
-    if (enum_value(params.kv_type) != KVG_KV_F32 && enum_value(params.kv_type) != KVG_KV_F16) {
-        set_err(err, err_size, "unknown KV cache type " + std::to_string(enum_value(params.kv_type)));
+    if (params.n_seq_max <= 0 || params.n_seq_max > MAX_SEQ) {
+        set_err(err, err_size, "n_seq_max = " + std::to_string(params.n_seq_max) + " is invalid: it must be in 1.." +
+                                   std::to_string(MAX_SEQ));
+        return nullptr;
+    }
+    const int kv_type = enum_value(params.kv_type);
+    if (kv_type != KVG_KV_F32 && kv_type != KVG_KV_F16 && kv_type != KVG_KV_Q8_0) {
+        set_err(err, err_size, "unknown KV cache type " + std::to_string(kv_type));
         return nullptr;
     }
     if (enum_value(params.attn) != KVG_ATTN_FLASH && enum_value(params.attn) != KVG_ATTN_MATMUL) {
         set_err(err, err_size, "unknown attention implementation " + std::to_string(enum_value(params.attn)));
         return nullptr;
     }
+    if (enum_value(params.kv_mode) != KVG_KV_LINEAR && enum_value(params.kv_mode) != KVG_KV_RING) {
+        set_err(err, err_size, "unknown KV cache mode " + std::to_string(enum_value(params.kv_mode)));
+        return nullptr;
+    }
     auto ctx = std::make_unique<kvg_context>();
     ctx->model = model->m.get();
     ctx->params = params;
     ctx->params.n_batch = std::min(params.n_batch, params.n_ctx);
+    kvg::KvCacheParams kp;
+    kp.n_ctx = params.n_ctx;
+    kp.n_seq = params.n_seq_max;
+    kp.type = kv_type == KVG_KV_F16 ? GGML_TYPE_F16 : kv_type == KVG_KV_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
+    kp.mode = params.kv_mode == KVG_KV_RING ? kvg::KvMode::Ring : kvg::KvMode::Linear;
+    kp.n_window = params.n_window;
+    kp.n_sink = params.n_sink;
+    kp.commit = params.kv_static;
     std::string e;
-    if (!ctx->kv.init(hp, params.n_ctx, params.kv_type == KVG_KV_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32, &e)) {
+    if (!ctx->kv.init(hp, kp, &e)) {
         set_err(err, err_size, e);
         return nullptr;
     }
@@ -215,7 +240,12 @@ void kvg_context_free(kvg_context * ctx) { delete ctx; }
 
 int32_t kvg_n_ctx(const kvg_context * ctx) { return ctx->params.n_ctx; }
 size_t kvg_kv_cache_bytes(const kvg_context * ctx) { return ctx->kv.bytes(); }
-int32_t kvg_n_past(const kvg_context * ctx) { return ctx->kv.n_past; }
+int32_t kvg_n_past(const kvg_context * ctx) { return kvg_seq_n_past(ctx, 0); }
+int32_t kvg_seq_n_past(const kvg_context * ctx, int32_t seq) {
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
+    return (int32_t) std::min<int64_t>(ctx->kv.seqs[seq].n_past, INT32_MAX);
+}
+int32_t kvg_n_seq_max(const kvg_context * ctx) { return ctx->kv.n_seq; }
 void kvg_set_n_threads(kvg_context * ctx, int32_t n_threads) {
     if (n_threads > 0 && n_threads <= GGML_MAX_N_THREADS) ctx->params.n_threads = n_threads;
 }
@@ -252,6 +282,150 @@ static bool compute(kvg_context * ctx, ggml_cgraph * gf, std::string * err) {
     return true;
 }
 
+// Checks a batch: ids, sequences, consecutive positions per sequence, room in the cache.
+static bool check_batch(const kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq,
+                        int32_t n, std::vector<int64_t> * first, std::string * e) {
+    const int n_vocab = ctx->model->hp.n_vocab, n_seq = ctx->kv.n_seq;
+    std::vector<int64_t> next(n_seq, -1), count(n_seq, 0);
+    first->assign(n_seq, -1);
+    for (int32_t i = 0; i < n; ++i) {
+        if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+            *e = "token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) + ", outside the vocabulary 0.." +
+                 std::to_string(n_vocab - 1);
+            return false;
+        }
+        if (seq[i] < 0 || seq[i] >= n_seq) {
+            *e = "token " + std::to_string(i) + " belongs to sequence " + std::to_string(seq[i]) +
+                 ", outside 0.." + std::to_string(n_seq - 1) + " (n_seq_max)";
+            return false;
+        }
+        const int s = seq[i];
+        if (next[s] >= 0 && pos[i] != next[s]) {
+            *e = "token " + std::to_string(i) + " of sequence " + std::to_string(s) + " is at position " +
+                 std::to_string(pos[i]) + ", expected " + std::to_string(next[s]) + " (consecutive positions)";
+            return false;
+        }
+        if (next[s] < 0) {
+            if (!ctx->kv.check_start(s, pos[i], e)) return false;
+            (*first)[s] = pos[i];
+        }
+        if (pos[i] == INT32_MAX) {
+            *e = "position " + std::to_string(pos[i]) + " is too large";
+            return false;
+        }
+        next[s] = pos[i] + 1;
+        ++count[s];
+    }
+    for (int s = 0; s < n_seq && ctx->kv.mode == kvg::KvMode::Linear; ++s) {
+        if (count[s] > 0 && next[s] > ctx->kv.n_ctx) {
+            *e = std::to_string(count[s]) + " tokens at position " + std::to_string((*first)[s]) +
+                 " do not fit in the context of " + std::to_string(ctx->kv.n_ctx) + " tokens" +
+                 (n_seq > 1 ? " (sequence " + std::to_string(s) + ")" : "");
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool decode(kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq, int32_t n,
+                   std::string * e) {
+    ctx->n_batch_tokens = 0;
+    if (!tokens || !pos || !seq || n <= 0) {
+        *e = "no tokens";
+        return false;
+    }
+    std::vector<int64_t> first;
+    if (!check_batch(ctx, tokens, pos, seq, n, &first, e)) return false;
+    kvg::KvCache & kv = ctx->kv;
+    const int n_vocab = ctx->model->hp.n_vocab;
+    for (int s = 0; s < kv.n_seq; ++s) {
+        if (first[s] >= 0) kv.rewind(s, first[s]); // rows from there on are being replaced
+    }
+
+    // which tokens get logits, and where they go
+    std::vector<uint8_t> output(n, 0);
+    std::vector<bool> seen(kv.n_seq, false);
+    for (int32_t i = n - 1; i >= 0; --i) {
+        output[i] = ctx->params.logits_all || !seen[seq[i]];
+        seen[seq[i]] = true;
+    }
+    ctx->logit_row.assign(n, -1);
+    int n_out = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        if (output[i]) ctx->logit_row[i] = n_out++;
+    }
+    ctx->logits.resize((size_t) n_out * n_vocab);
+
+    // chunks: at most n_batch tokens, and no token writes a slot an earlier token of the
+    // same chunk still attends (ring)
+    std::vector<kvg::Ubatch> chunks;
+    std::vector<std::vector<int32_t>> index; // batch index of each chunk token
+    std::vector<int64_t> chunk_first(kv.n_seq, -1);
+    for (int32_t i = 0; i < n; ++i) {
+        const int s = seq[i];
+        if (chunks.empty() || chunks.back().n() == ctx->params.n_batch ||
+            (chunk_first[s] >= 0 && pos[i] > kv.chunk_last(chunk_first[s]))) {
+            chunks.emplace_back();
+            index.emplace_back();
+            std::fill(chunk_first.begin(), chunk_first.end(), -1);
+        }
+        if (chunk_first[s] < 0) chunk_first[s] = pos[i];
+        kvg::Ubatch & ub = chunks.back();
+        ub.tokens.push_back(tokens[i]);
+        ub.pos.push_back(pos[i]);
+        ub.seq.push_back(s);
+        ub.output.push_back(output[i]);
+        index.back().push_back(i);
+    }
+
+    const bool flash = ctx->params.attn == KVG_ATTN_FLASH;
+    for (size_t c0 = 0; c0 < chunks.size();) {
+        // Padding-free shapes do not depend on the cache state: consecutive chunks of one
+        // shape share a graph (bucketed shapes grow with the fill, so one chunk per graph).
+        kvg::GraphShape shape;
+        size_t c1 = c0 + 1;
+        if (flash) {
+            shape = kvg::ubatch_shape(chunks[c0], kv, true, true);
+            while (c1 < chunks.size() && c1 - c0 < MAX_CHUNKS_PER_GRAPH &&
+                   kvg::ubatch_shape(chunks[c1], kv, true, true) == shape) {
+                ++c1;
+            }
+        } else {
+            for (int i = 0; i < chunks[c0].n(); ++i) kv.store(chunks[c0].seq[i], chunks[c0].pos[i]);
+            shape = kvg::ubatch_shape(chunks[c0], kv, false, false);
+        }
+        shape.n_chunks = (int) (c1 - c0);
+        kvg::LlamaGraph * g = get_graph(ctx, shape, e);
+        if (!g) break;
+        for (size_t c = c0; c < c1; ++c) {
+            if (flash) {
+                for (int i = 0; i < chunks[c].n(); ++i) kv.store(chunks[c].seq[i], chunks[c].pos[i]);
+            }
+            g->set_inputs((int) (c - c0), chunks[c], kv);
+        }
+        if (!compute(ctx, g->gf, e)) break;
+        for (size_t c = c0; c < c1; ++c) {
+            const ggml_tensor * out = g->chunks[c - c0].logits;
+            int row = 0;
+            for (int i = 0; i < chunks[c].n(); ++i) {
+                if (!chunks[c].output[i]) continue;
+                std::memcpy(ctx->logits.data() + (size_t) ctx->logit_row[index[c][i]] * n_vocab,
+                            (const float *) out->data + (size_t) row++ * n_vocab, sizeof(float) * n_vocab);
+            }
+        }
+        c0 = c1;
+    }
+    if (!e->empty()) {
+        // the failed chunk's rows may not have been written: forget the whole batch
+        for (int s = 0; s < kv.n_seq; ++s) {
+            if (first[s] >= 0) kv.rewind(s, first[s]);
+        }
+        return false;
+    }
+    ctx->n_batch_tokens = n;
+    return true;
+}
+
 const float * kvg_decode(kvg_context * ctx, const kvg_token * tokens, int32_t n, int32_t pos, char * err,
                          size_t err_size) {
     set_err(err, err_size, "");
@@ -259,65 +433,40 @@ const float * kvg_decode(kvg_context * ctx, const kvg_token * tokens, int32_t n,
         set_err(err, err_size, "kvg_decode: no context or no tokens");
         return nullptr;
     }
-    const int n_ctx = ctx->params.n_ctx, n_vocab = ctx->model->hp.n_vocab;
-    if (pos < 0 || pos > ctx->kv.n_past) {
-        set_err(err, err_size, "position " + std::to_string(pos) + " is invalid: the cache holds positions 0.." +
-                                   std::to_string(ctx->kv.n_past - 1) + ", so the next one must be at most " +
-                                   std::to_string(ctx->kv.n_past));
+    if (pos < 0 || (int64_t) pos + n - 1 > INT32_MAX) {
+        set_err(err, err_size, "position " + std::to_string(pos) + " is invalid");
         return nullptr;
     }
-    if ((int64_t) pos + n > n_ctx) {
-        set_err(err, err_size, std::to_string(n) + " tokens at position " + std::to_string(pos) +
-                                   " do not fit in the context of " + std::to_string(n_ctx) + " tokens");
-        return nullptr;
-    }
-    for (int32_t i = 0; i < n; ++i) {
-        if (tokens[i] < 0 || tokens[i] >= n_vocab) {
-            set_err(err, err_size, "token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
-                                       ", outside the vocabulary 0.." + std::to_string(n_vocab - 1));
-            return nullptr;
-        }
-    }
-    const bool all = ctx->params.logits_all;
-    ctx->n_logits = all ? n : 1;
-    ctx->logits.resize((size_t) ctx->n_logits * n_vocab);
-    ctx->kv.n_past = pos; // rows from pos on are being replaced
-
+    std::vector<int32_t> p(n), s(n, 0);
+    for (int32_t i = 0; i < n; ++i) p[i] = pos + i;
     std::string e;
-    for (int32_t done = 0; done < n;) {
-        const int chunk = std::min(n - done, ctx->params.n_batch);
-        const int p = pos + done;
-        kvg::GraphShape shape;
-        shape.n_tokens = chunk;
-        shape.n_kv = std::min(n_ctx, GGML_PAD(p + chunk, KV_BUCKET));
-        shape.logits_all = all;
-        shape.flash_attn = ctx->params.attn == KVG_ATTN_FLASH;
-        kvg::LlamaGraph * g = get_graph(ctx, shape, &e);
-        if (!g) break;
-        g->set_inputs(tokens + done, p, ctx->kv);
-        if (!compute(ctx, g->gf, &e)) break;
-        ctx->kv.n_past = p + chunk;
-        const float * out = (const float *) g->logits->data;
-        if (all) {
-            std::memcpy(ctx->logits.data() + (size_t) done * n_vocab, out, sizeof(float) * chunk * n_vocab);
-        } else if (done + chunk == n) {
-            std::memcpy(ctx->logits.data(), out, sizeof(float) * n_vocab);
-        }
-        done += chunk;
-    }
-    if (!e.empty()) {
+    if (!decode(ctx, tokens, p.data(), s.data(), n, &e)) {
         set_err(err, err_size, e);
-        ctx->n_logits = 0;
         return nullptr;
     }
-    return ctx->logits.data() + (size_t) (ctx->n_logits - 1) * n_vocab;
+    return kvg_get_logits(ctx, n - 1);
+}
+
+bool kvg_decode_batch(kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq_ids,
+                      int32_t n, char * err, size_t err_size) {
+    set_err(err, err_size, "");
+    if (!ctx) {
+        set_err(err, err_size, "kvg_decode_batch: no context");
+        return false;
+    }
+    std::string e;
+    if (!decode(ctx, tokens, pos, seq_ids, n, &e)) {
+        set_err(err, err_size, "kvg_decode_batch: " + e);
+        return false;
+    }
+    return true;
 }
 
 const float * kvg_get_logits(kvg_context * ctx, int32_t i) {
     if (!ctx) return nullptr;
-    if (i < 0) i += ctx->n_logits;
-    if (i < 0 || i >= ctx->n_logits) return nullptr;
-    return ctx->logits.data() + (size_t) i * ctx->model->hp.n_vocab;
+    if (i < 0) i += ctx->n_batch_tokens;
+    if (i < 0 || i >= ctx->n_batch_tokens || ctx->logit_row[i] < 0) return nullptr;
+    return ctx->logits.data() + (size_t) ctx->logit_row[i] * ctx->model->hp.n_vocab;
 }
 
 // ---- sampling ---------------------------------------------------------------------------------------------

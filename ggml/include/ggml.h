@@ -390,6 +390,17 @@ GGML_API struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, s
 GGML_API struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
         struct ggml_tensor * v, struct ggml_tensor * mask, float scale, float max_bias, float logit_softcap);
 GGML_API void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, int prec);
+// kvgraph: k and v rows may pack P = k->ne[0] / q->ne[0] KV heads side by side (a KV
+// cache row holding all heads of a position, e.g. q8_0 rows whose heads are shorter than
+// a block): k [n_embd_k*P, n_kv, n_head_kv/P, ne3], v [n_embd_v*P, ...]; KV head h is
+// elements [(h % P)*n_embd, (h % P + 1)*n_embd) of row slice h / P. k and v may be F32,
+// F16 or Q8_0 (dequantized on the fly).
+// kvgraph: padding-free attention (ONNX Attention's nonpad_kv_seqlen). kv_len: I32 [ne3],
+// one entry per ne3 slice of q/k/v (one sequence each): the query rows of slice s attend
+// K/V positions [0, kv_len[s]) only; positions past it are never read (no work, mask
+// ignored there). Values are clamped to [0, n_kv]. Stored as src[4]; the read is
+// registered with the dependency rules like any source.
+GGML_API void ggml_flash_attn_ext_set_kv_len(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * kv_len);
 
 // custom ops: fun(dst, a, [b, [c,]] ith, nth, userdata); n_tasks = GGML_N_TASKS_MAX for all threads
 #define GGML_N_TASKS_MAX (-1)

@@ -362,13 +362,15 @@ ggml_tensor * ggml_rope_ext_inplace(ggml_context * ctx, ggml_tensor * a, ggml_te
 // ---- attention ---------------------------------------------------------------------------------------
 ggml_tensor * ggml_flash_attn_ext(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
                                   float scale, float max_bias, float logit_softcap) {
-    GGML_ASSERT(q->type == GGML_TYPE_F32 && q->ne[0] == k->ne[0] && k->ne[1] == v->ne[1]);
-    GGML_ASSERT(k->ne[2] == v->ne[2] && q->ne[2] % k->ne[2] == 0 && q->ne[3] == k->ne[3]);
+    // rows of k/v may pack P heads each (see ggml.h)
+    GGML_ASSERT(q->type == GGML_TYPE_F32 && q->ne[0] > 0 && k->ne[0] % q->ne[0] == 0 && k->ne[1] == v->ne[1]);
+    const int64_t pack = k->ne[0] / q->ne[0];
+    GGML_ASSERT(v->ne[0] % pack == 0 && k->ne[2] == v->ne[2] && q->ne[2] % (k->ne[2] * pack) == 0 && q->ne[3] == k->ne[3]);
     if (mask) {
         GGML_ASSERT(mask->ne[0] == k->ne[1] && mask->ne[1] >= q->ne[1]);
         GGML_ASSERT(q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0);
     }
-    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[2], q->ne[1], q->ne[3]);
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, v->ne[0] / pack, q->ne[2], q->ne[1], q->ne[3]);
     ggml_set_op_params_f32(r, 0, scale);
     ggml_set_op_params_f32(r, 1, max_bias);
     ggml_set_op_params_f32(r, 2, logit_softcap);
@@ -380,6 +382,18 @@ ggml_tensor * ggml_flash_attn_ext(ggml_context * ctx, ggml_tensor * q, ggml_tens
     return finish_op(ctx, r);
 }
 void ggml_flash_attn_ext_set_prec(ggml_tensor * a, int prec) { ggml_set_op_params_i32(a, 3, prec); }
+void ggml_flash_attn_ext_set_kv_len(ggml_context * ctx, ggml_tensor * a, ggml_tensor * kv_len) {
+    GGML_ASSERT(a->op == GGML_OP_FLASH_ATTN_EXT && a->src[4] == nullptr);
+    GGML_ASSERT(kv_len->type == GGML_TYPE_I32 && ggml_is_contiguous(kv_len) && ggml_nelements(kv_len) == a->src[0]->ne[3]);
+    // hand the hazard rules only the new source, so that the other reads are not logged twice
+    ggml_tensor * saved[GGML_MAX_SRC];
+    std::memcpy(saved, a->src, sizeof(saved));
+    std::memset(a->src, 0, sizeof(a->src));
+    a->src[4] = kv_len;
+    finish_op(ctx, a);
+    std::memcpy(a->src, saved, sizeof(saved));
+    a->src[4] = kv_len;
+}
 
 // ---- custom ops -------------------------------------------------------------------------------------------
 

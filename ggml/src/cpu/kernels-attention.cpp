@@ -9,6 +9,10 @@
 // V rows are folded into the C accumulators the same way. Positions whose mask is -inf
 // cost no dot product. Units sit on a grid fixed by the shape, so results do not depend
 // on the number of tasks.
+//
+// kvgraph additions: kv_len (src[4]) stops each sequence's loop at its valid length, so
+// cache slots past it cost nothing; Q8_0 K/V rows are dequantized per chunk into scratch
+// and then take the F32 path; K/V rows may pack several heads (a whole cache row).
 #include "kernels.h"
 #include "simd.h"
 
@@ -23,9 +27,26 @@ namespace {
 constexpr int64_t CHUNK = 64; // K/V positions scored before they are folded into the sum
 
 struct fa_info {
-    const ggml_tensor * q, * k, * v, * mask;
+    const ggml_tensor * q, * k, * v, * mask, * kv_len;
     int64_t D, Dv, n_q, n_kv, n_head, n_head_kv, ne3;
+    int64_t pack; // KV heads per k/v row slice
+    bool k_quant, v_quant;
 };
+
+bool fa_kv_type_ok(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_Q8_0; }
+
+// Elements [e0, e0 + n) of a quantized row as floats: the covering blocks go through tmp.
+void dequant_part(ggml_type type, const char * row, int64_t e0, int64_t n, float * tmp, float * out) {
+    const int64_t bs = ggml_blck_size(type);
+    const int64_t b0 = e0 / bs, b1 = (e0 + n + bs - 1) / bs;
+    const ggml_to_float_t to_float = ggml_get_type_traits(type)->to_float;
+    if (e0 % bs == 0 && n % bs == 0) {
+        to_float(row + b0 * ggml_type_size(type), out, n);
+        return;
+    }
+    to_float(row + b0 * ggml_type_size(type), tmp, (b1 - b0) * bs);
+    std::memcpy(out, tmp + (e0 - b0 * bs), n * sizeof(float));
+}
 
 fa_info inspect(const ggml_tensor * dst) {
     fa_info f;
@@ -33,24 +54,29 @@ fa_info inspect(const ggml_tensor * dst) {
     f.k = dst->src[1];
     f.v = dst->src[2];
     f.mask = dst->src[3];
+    f.kv_len = dst->src[4];
     if (!f.q || !f.k || !f.v) GGML_ABORT("flash_attn_ext: missing q, k or v");
     const ggml_tensor * q = f.q, * k = f.k, * v = f.v, * m = f.mask;
     if (q->type != GGML_TYPE_F32) GGML_ABORT("flash_attn_ext: q must be F32, got %s", ggml_type_name(q->type));
     for (const ggml_tensor * t : {k, v}) {
-        if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16) {
-            GGML_ABORT("flash_attn_ext: k and v must be F32 or F16, got %s", ggml_type_name(t->type));
+        if (!fa_kv_type_ok(t->type)) {
+            GGML_ABORT("flash_attn_ext: k and v must be F32, F16 or Q8_0, got %s", ggml_type_name(t->type));
         }
         if (t->nb[0] != ggml_type_size(t->type)) GGML_ABORT("flash_attn_ext: k and v rows must be contiguous");
     }
     f.D = q->ne[0];
-    f.Dv = v->ne[0];
+    f.pack = f.D > 0 ? k->ne[0] / f.D : 0;
+    f.Dv = f.pack > 0 ? v->ne[0] / f.pack : 0;
     f.n_q = q->ne[1];
     f.n_head = q->ne[2];
     f.ne3 = q->ne[3];
     f.n_kv = k->ne[1];
-    f.n_head_kv = k->ne[2];
-    if (k->ne[0] != f.D || v->ne[1] != f.n_kv || v->ne[2] != f.n_head_kv || k->ne[3] != f.ne3 || v->ne[3] != f.ne3 ||
-        f.n_head_kv == 0 || f.n_head % f.n_head_kv != 0) {
+    f.n_head_kv = k->ne[2] * f.pack;
+    f.k_quant = ggml_is_quantized(k->type);
+    f.v_quant = ggml_is_quantized(v->type);
+    if (f.pack == 0 || k->ne[0] != f.D * f.pack || v->ne[0] != f.Dv * f.pack || v->ne[1] != f.n_kv ||
+        v->ne[2] != k->ne[2] || k->ne[3] != f.ne3 || v->ne[3] != f.ne3 || f.n_head_kv == 0 ||
+        f.n_head % f.n_head_kv != 0) {
         GGML_ABORT("flash_attn_ext: incompatible shapes q [%lld,%lld,%lld,%lld] k [%lld,%lld,%lld,%lld] v [%lld,%lld,%lld,%lld]",
                    (long long) q->ne[0], (long long) q->ne[1], (long long) q->ne[2], (long long) q->ne[3],
                    (long long) k->ne[0], (long long) k->ne[1], (long long) k->ne[2], (long long) k->ne[3],
@@ -59,6 +85,10 @@ fa_info inspect(const ggml_tensor * dst) {
     if (dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float) || dst->ne[0] != f.Dv || dst->ne[1] != f.n_head ||
         dst->ne[2] != f.n_q || dst->ne[3] != f.ne3) {
         GGML_ABORT("flash_attn_ext: dst must be F32 [Dv, n_head, n_q, ne3] with dense rows");
+    }
+    if (f.kv_len && (f.kv_len->type != GGML_TYPE_I32 || !ggml_is_contiguous(f.kv_len) || ggml_nelements(f.kv_len) != f.ne3)) {
+        GGML_ABORT("flash_attn_ext: kv_len must be I32 [%lld] (one per sequence), got %s with %lld elements",
+                   (long long) f.ne3, ggml_type_name(f.kv_len->type), (long long) ggml_nelements(f.kv_len));
     }
     if (m) {
         if (m->type != GGML_TYPE_F32 && m->type != GGML_TYPE_F16) GGML_ABORT("flash_attn_ext: mask must be F16 or F32");
@@ -73,9 +103,12 @@ fa_info inspect(const ggml_tensor * dst) {
 }
 
 // Per-task scratch for a block of MM_MAX_COLS queries: accumulators [C][Dv], scores and
-// dot products [C][CHUNK] each, gathered queries [C][D], active-position flags [CHUNK].
+// dot products [C][CHUNK] each, gathered queries [C][D], active-position flags [CHUNK];
+// quantized K/V add dequantized rows [CHUNK][D] / [CHUNK][Dv] and a block buffer.
 int64_t scratch_floats(const fa_info & f) {
-    return MM_MAX_COLS * (GGML_PAD(f.Dv, 16) + 2 * CHUNK + GGML_PAD(f.D, 16)) + CHUNK;
+    const int64_t Dp = GGML_PAD(f.D, 16), Dvp = GGML_PAD(f.Dv, 16);
+    const int64_t deq = f.k_quant || f.v_quant ? CHUNK * (Dp + Dvp) + std::max(Dp, Dvp) + 64 : 0;
+    return MM_MAX_COLS * (Dvp + 2 * CHUNK + Dp) + CHUNK + deq;
 }
 
 // ALiBi slope of head h (1 when max_bias is 0).
@@ -107,7 +140,7 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
     if (softcap != 0.0f) scale /= softcap; // s = softcap * tanh(qk * scale / softcap)
 
     const cpu_kernels & kern = cpu_active_kernels();
-    const mm_kernel & kdot = kern.mm[f.k->type == GGML_TYPE_F16 ? MM_F16 : MM_F32];
+    const mm_kernel & kdot = kern.mm[f.k->type == GGML_TYPE_F16 ? MM_F16 : MM_F32]; // quantized: F32 after dequantizing
     const int RN = kdot.rows, QB = kdot.cols;
     const auto accum = f.v->type == GGML_TYPE_F16 ? kern.accum_f16 : kern.accum_f32;
 
@@ -117,6 +150,9 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
     float * dots = s + MM_MAX_COLS * CHUNK; // [c][CHUNK]
     float * qbuf = dots + MM_MAX_COLS * CHUNK;
     uint8_t * active = (uint8_t *) (qbuf + MM_MAX_COLS * Dp);
+    float * kdeq = (float *) (active + CHUNK); // [CHUNK][Dp], then [CHUNK][Dvp], then a block buffer
+    float * vdeq = kdeq + CHUNK * Dp;
+    float * blk_tmp = vdeq + CHUNK * Dvp;
 
     const ggml_tensor * q = f.q, * k = f.k, * v = f.v, * m = f.mask;
     const int64_t group = f.n_head / f.n_head_kv;
@@ -144,11 +180,24 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
             for (int64_t i = 0; i < f.D; ++i) qbuf[c * Dp + i] = *(const float *) (qsrc + i * q->nb[0]);
             std::fill(acc + c * Dvp, acc + c * Dvp + f.Dv, 0.0f);
         }
-        const char * kbase = (const char *) k->data + hk * k->nb[2] + iq3 * k->nb[3];
-        const char * vbase = (const char *) v->data + hk * v->nb[2] + iq3 * v->nb[3];
+        // KV head hk is element range [ke0, ke0 + D) of row slice hk / pack
+        const int64_t ke0 = (hk % f.pack) * f.D, ve0 = (hk % f.pack) * f.Dv;
+        const char * kbase = (const char *) k->data + (hk / f.pack) * k->nb[2] + iq3 * k->nb[3];
+        const char * vbase = (const char *) v->data + (hk / f.pack) * v->nb[2] + iq3 * v->nb[3];
+        if (!f.k_quant) kbase += ke0 * k->nb[0];
+        if (!f.v_quant) vbase += ve0 * v->nb[0];
+        int64_t n_kv = f.n_kv; // padding-free: this sequence's valid length
+        if (f.kv_len) n_kv = std::max<int64_t>(0, std::min<int64_t>(n_kv, ((const int32_t *) f.kv_len->data)[iq3]));
 
-        for (int64_t c0 = 0; c0 < f.n_kv; c0 += CHUNK) {
-            const int64_t cn = std::min(CHUNK, f.n_kv - c0);
+        for (int64_t c0 = 0; c0 < n_kv; c0 += CHUNK) {
+            const int64_t cn = std::min(CHUNK, n_kv - c0);
+            const char * kchunk = kbase + c0 * k->nb[1];
+            size_t kstride = k->nb[1];
+            if (f.k_quant) {
+                for (int64_t j = 0; j < cn; ++j) dequant_part(k->type, kchunk + j * k->nb[1], ke0, f.D, blk_tmp, kdeq + j * Dp);
+                kchunk = (const char *) kdeq;
+                kstride = Dp * sizeof(float);
+            }
             // mask (times slope) first; positions at -inf are skipped below
             for (int c = 0; c < qb; ++c) {
                 float * sc = s + c * CHUNK;
@@ -170,7 +219,7 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
                     for (int t = 0; t < rn; ++t) any |= s[c * CHUNK + j + t] != -INFINITY;
                 }
                 if (!any) continue;
-                const mm_tile_args args = {f.D, kbase + (c0 + j) * k->nb[1], k->nb[1], (const char *) qbuf, (size_t) Dp * sizeof(float),
+                const mm_tile_args args = {f.D, kchunk + j * kstride, kstride, (const char *) qbuf, (size_t) Dp * sizeof(float),
                                            dots + j, CHUNK, false};
                 kdot.tile[rn][qb](args);
                 for (int c = 0; c < qb; ++c) {
@@ -212,7 +261,14 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
                     any_active = true;
                 }
             }
-            if (any_active) accum(qb, cn, s, CHUNK, active, vbase + c0 * v->nb[1], v->nb[1], f.Dv, acc, Dvp);
+            if (any_active && f.v_quant) {
+                for (int64_t j = 0; j < cn; ++j) {
+                    if (active[j]) dequant_part(v->type, vbase + (c0 + j) * v->nb[1], ve0, f.Dv, blk_tmp, vdeq + j * Dvp);
+                }
+                kern.accum_f32(qb, cn, s, CHUNK, active, (const char *) vdeq, Dvp * sizeof(float), f.Dv, acc, Dvp);
+            } else if (any_active) {
+                accum(qb, cn, s, CHUNK, active, vbase + c0 * v->nb[1], v->nb[1], f.Dv, acc, Dvp);
+            }
         }
         for (int c = 0; c < qb; ++c) {
             float * out = (float *) ((char *) dst->data + hs[c] * dst->nb[1] + iqs[c] * dst->nb[2] + iq3 * dst->nb[3]);
