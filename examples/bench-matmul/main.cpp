@@ -1,6 +1,6 @@
 // Matmul kernel benchmark against this machine's measured limits.
 //
-//   kvg-bench-matmul [--quick] [--reps N] [--threads 1,2]
+//   kvg-bench-matmul [--quick] [--reps N] [--threads 1,2] [--matvec-only]
 //
 // Measures, for each thread count: streaming read bandwidth and the FMA peak (probes
 // written here), matrix-vector products 4096x14336 per weight type in GB/s of weights
@@ -112,7 +112,7 @@ volatile float g_sink;
 
 // Best of reps: GB/s of n_threads threads each summing its slice of a DRAM-sized buffer.
 double measure_read_bw(int n_threads, int reps) {
-    const size_t n = (size_t) 512 << 20 >> 2; // 512 MiB of floats, far beyond the caches
+    const size_t n = (size_t) 256 << 20 >> 2; // 256 MiB of floats, far beyond the caches
     float * buf = (float *) std::aligned_alloc(64, n * sizeof(float));
     for (size_t i = 0; i < n; ++i) buf[i] = 1.0f;
     const bool has512 = ggml_cpu_has_avx512(), has2 = ggml_cpu_has_avx2();
@@ -241,10 +241,12 @@ const char * pct(double f, char * buf) {
 
 int main(int argc, char ** argv) {
     int reps = 6;
+    bool matvec_only = false;
     std::vector<int> threads = {1, 2};
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--quick") reps = 2;
+        else if (a == "--matvec-only") matvec_only = true;
         else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
         else if (a == "--threads" && i + 1 < argc) {
             threads.clear();
@@ -254,7 +256,7 @@ int main(int argc, char ** argv) {
                 if (*p == ',') ++p;
             }
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--reps N] [--threads 1,2]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--quick] [--reps N] [--threads 1,2] [--matvec-only]\n", argv[0]);
             return 1;
         }
     }
@@ -309,6 +311,7 @@ int main(int argc, char ** argv) {
                     mv_time[i][0] / mv_time[i][3], mv_time[i][0] / mv_time[i][2], mv_time[i][0] / mv_time[i][1]);
     }
 
+    if (matvec_only) return 0;
     std::printf("\n== matmul: %lld x %lld weights times N rows (GFLOP/s, fraction of FMA peak)\n", (long long) K, (long long) K);
     std::vector<double> f32_512(nt, 0);
     for (const ggml_type t : types) {

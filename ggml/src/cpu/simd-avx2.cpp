@@ -52,6 +52,7 @@ KVG_INLINE void finish_tile(const mm_tile_args & a, __m256 * acc) {
 // ---- float weights · f32 activations -------------------------------------------------------------
 // load(p, i): 8 elements from i; load_tail: the n < 8 left, zero padded.
 struct ld_f32 {
+    static constexpr int ES = 4;
     static KVG_INLINE __m256 load(const char * p, int64_t i) { return _mm256_loadu_ps((const float *) p + i); }
     static KVG_INLINE __m256 load_tail(const char * p, int64_t i, int64_t n) {
         float t[8] = {};
@@ -60,6 +61,7 @@ struct ld_f32 {
     }
 };
 struct ld_f16 {
+    static constexpr int ES = 2;
     static KVG_INLINE __m256 load(const char * p, int64_t i) {
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) ((const uint16_t *) p + i)));
     }
@@ -70,6 +72,7 @@ struct ld_f16 {
     }
 };
 struct ld_bf16 {
+    static constexpr int ES = 2;
     static KVG_INLINE __m256 load(const char * p, int64_t i) {
         const __m128i h = _mm_loadu_si128((const __m128i *) ((const uint16_t *) p + i));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -95,6 +98,7 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
         __m256 xv[C];
         for (int c = 0; c < C; ++c) xv[c] = ld_f32::load(x[c], i);
         for (int r = 0; r < R; ++r) {
+            if (C == 1) _mm_prefetch(w[r] + R * a.w_stride + i * L::ES, _MM_HINT_T0); // see simd-avx512.cpp
             const __m256 wv = L::load(w[r], i);
             for (int c = 0; c < C; ++c) acc[r * C + c] = _mm256_fmadd_ps(wv, xv[c], acc[r * C + c]);
         }
@@ -147,6 +151,7 @@ KVG_INLINE void tile_quant(const mm_tile_args & a) {
         for (int r = 0; r < R; ++r) {
             __m256i wq, ws = _mm256_setzero_si256();
             float wd;
+            if (C == 1) _mm_prefetch(a.w + (r + R) * a.w_stride + b * (Q4 ? sizeof(block_q4_0) : sizeof(block_q8_0)), _MM_HINT_T0);
             if (Q4) {
                 const block_q4_0 & wb = ((const block_q4_0 *) (a.w + r * a.w_stride))[b];
                 wq = load_q4(wb);

@@ -22,6 +22,10 @@ namespace {
 
 using namespace kvg;
 
+// Matrix-vector tiles (one activation row) stream their weight rows from memory: rows of
+// quantized or f16 weights are short, so hardware prefetchers barely train on them. Each
+// tile prefetches the rows of the next tile (R rows further) at the offset it is reading.
+
 // Horizontal sums of 16 vectors at once: out[j] = sum of the lanes of v[j]. Lanes are
 // paired (i, i+8), (i, i+4), (i, i+2), (i, i+1) for every vector, so a sum does not
 // depend on which other vectors share the call (zero padding included).
@@ -56,10 +60,12 @@ KVG_INLINE void finish_tile(const mm_tile_args & a, __m512 * acc) {
 
 // ---- float weights · f32 activations -----------------------------------------------------------
 struct ld_f32 {
+    static constexpr int ES = 4;
     static KVG_INLINE __m512 load(const char * p, int64_t i) { return _mm512_loadu_ps((const float *) p + i); }
     static KVG_INLINE __m512 load(const char * p, int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, (const float *) p + i); }
 };
 struct ld_f16 {
+    static constexpr int ES = 2;
     static KVG_INLINE __m512 load(const char * p, int64_t i) {
         return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) ((const uint16_t *) p + i)));
     }
@@ -68,6 +74,7 @@ struct ld_f16 {
     }
 };
 struct ld_bf16 {
+    static constexpr int ES = 2;
     static KVG_INLINE __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
     static KVG_INLINE __m512 load(const char * p, int64_t i) { return widen(_mm256_loadu_si256((const __m256i *) ((const uint16_t *) p + i))); }
     static KVG_INLINE __m512 load(const char * p, int64_t i, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, (const uint16_t *) p + i)); }
@@ -87,6 +94,7 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
         __m512 xv[C];
         for (int c = 0; c < C; ++c) xv[c] = _mm512_loadu_ps(x[c] + i);
         for (int r = 0; r < R; ++r) {
+            if (C == 1) _mm_prefetch(w[r] + R * a.w_stride + i * L::ES, _MM_HINT_T0);
             const __m512 wv = L::load(w[r], i);
             for (int c = 0; c < C; ++c) acc[r * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[r * C + c]);
         }
@@ -155,6 +163,7 @@ KVG_INLINE void quant_step(const mm_tile_args & a, int64_t b, __m512 * acc) {
         __m512i wq;
         __m512 wd;
         __mmask64 neg = 0;
+        if (C == 1) _mm_prefetch(a.w + (r + R) * a.w_stride + b * (Q4 ? sizeof(block_q4_0) : sizeof(block_q8_0)), _MM_HINT_T0);
         if (Q4) {
             const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
             wq = load_q4<TWO>(wb);
