@@ -117,6 +117,7 @@ struct exec_state {
     uint8_t * wbase = nullptr;
     size_t wstride = 0;
     int n_slots = 0;
+    size_t max_ws = 0; // largest node scratch (filled by dag_setup)
 
     // barrier mode
     barrier_t barrier;
@@ -137,6 +138,9 @@ struct exec_state {
     alignas(CACHE_LINE) std::atomic<size_t> q_head{0};
     alignas(CACHE_LINE) std::atomic<size_t> q_tail{0};
     alignas(CACHE_LINE) std::atomic<int> nodes_left{0};
+    // set when nodes_left reaches zero; idle threads poll this line, not nodes_left,
+    // so a thread running a chain of nodes keeps the counter in its own cache
+    alignas(CACHE_LINE) std::atomic<bool> finished{false};
 
     std::mutex slot_mutex;           // only nodes that need scratch take it
     std::vector<int> free_slots;
@@ -291,10 +295,16 @@ static bool pop_token(exec_state * st, int * node, int * ith) {
     }
 }
 
+static void node_done(exec_state * st) {
+    if (st->nodes_left.fetch_sub(1, std::memory_order_acq_rel) == 1) st->finished.store(true, std::memory_order_release);
+}
+
 // A node whose predecessors all finished: publish it, complete it if it computes
-// nothing, or park it until a scratch slot frees. Uses an explicit stack because
-// completing a node can make further nodes ready.
-static void make_ready(exec_state * st, int first) {
+// nothing, or park it until a scratch slot frees. With `keep`, the first single-task
+// node without scratch is handed back for the calling thread to run next, skipping the
+// queue (a chain then runs on one thread with no queue traffic). Uses an explicit stack
+// because completing a node can make further nodes ready.
+static void make_ready(exec_state * st, int first, int * keep) {
     int stack_small[64];
     std::vector<int> stack_big;
     int n_small = 0;
@@ -317,12 +327,15 @@ static void make_ready(exec_state * st, int first) {
                 }
                 nr.slot = st->free_slots.back();
                 st->free_slots.pop_back();
+            } else if (keep && *keep < 0 && nr.n_tasks == 1 && nr.n_phases == 1) {
+                *keep = i;
+                continue;
             }
             push_tokens(st, i);
             continue;
         }
         // nothing to compute (view, empty tensor): completes right away
-        st->nodes_left.fetch_sub(1, std::memory_order_acq_rel);
+        node_done(st);
         for (int k = st->succ_off[i]; k < st->succ_off[i + 1]; ++k) {
             const int s = st->succ[k];
             if (st->nodes[s].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) push(s);
@@ -330,8 +343,9 @@ static void make_ready(exec_state * st, int first) {
     }
 }
 
-static void finish_node(exec_state * st, int i) {
-    if (check_abort(st)) return; // publish nothing more; every thread leaves
+// Returns a ready node for the calling thread to run next, or -1.
+static int finish_node(exec_state * st, int i) {
+    if (check_abort(st)) return -1; // publish nothing more; every thread leaves
     node_rt & nr = st->nodes[i];
     if (nr.slot >= 0) {
         // hand the slot to the oldest waiting node, or free it
@@ -347,15 +361,17 @@ static void finish_node(exec_state * st, int i) {
         }
         nr.slot = -1;
     }
+    int keep = -1;
     for (int k = st->succ_off[i]; k < st->succ_off[i + 1]; ++k) {
         const int s = st->succ[k];
-        if (st->nodes[s].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(st, s);
+        if (st->nodes[s].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(st, s, &keep);
     }
-    // last: the compute may end (and the state be reused) once this reaches zero
-    st->nodes_left.fetch_sub(1, std::memory_order_acq_rel);
+    node_done(st);
+    return keep;
 }
 
-static void run_token(exec_state * st, int i, int ith) {
+// Runs one task; returns a node to run next on this thread (single task), or -1.
+static int run_token(exec_state * st, int i, int ith) {
     node_rt & nr = st->nodes[i];
     ggml_compute_params params;
     params.ith = ith;
@@ -364,14 +380,14 @@ static void run_token(exec_state * st, int i, int ith) {
     params.wdata = nr.slot >= 0 ? st->wbase + (size_t) nr.slot * st->wstride : nullptr;
     params.wsize = nr.slot >= 0 ? nr.wsize : 0;
     ggml_compute_forward(&params, st->graph->nodes[i]);
-    if (nr.n_tasks > 1 && nr.done.fetch_add(1, std::memory_order_acq_rel) + 1 != nr.n_tasks) return;
+    if (nr.n_tasks > 1 && nr.done.fetch_add(1, std::memory_order_acq_rel) + 1 != nr.n_tasks) return -1;
     // this thread finished the phase last
     nr.done.store(0, std::memory_order_relaxed);
     if (++nr.phase < nr.n_phases) {
         push_tokens(st, i);
-    } else {
-        finish_node(st, i);
+        return -1;
     }
+    return finish_node(st, i);
 }
 
 static void run_dag_thread(exec_state * st) {
@@ -380,11 +396,12 @@ static void run_dag_thread(exec_state * st) {
         if (st->aborted.load(std::memory_order_relaxed)) return;
         int node, task;
         if (pop_token(st, &node, &task)) {
-            run_token(st, node, task);
+            int next = run_token(st, node, task);
+            while (next >= 0 && !st->aborted.load(std::memory_order_relaxed)) next = run_token(st, next, 0);
             idle = 0;
             continue;
         }
-        if (st->nodes_left.load(std::memory_order_acquire) == 0) return;
+        if (st->finished.load(std::memory_order_acquire)) return;
         if (++idle < SPIN_BEFORE_YIELD) cpu_relax();
         else std::this_thread::yield();
     }
@@ -416,6 +433,7 @@ static bool dag_setup(exec_state * st) {
     }
 
     size_t total_tokens = 0;
+    st->max_ws = 0;
     for (int i = 0; i < n && ok; ++i) {
         ggml_tensor * t = g->nodes[i];
         node_rt & nr = st->nodes[i];
@@ -443,7 +461,7 @@ static bool dag_setup(exec_state * st) {
         nr.phase = 0;
         nr.slot = -1;
         nr.wsize = nr.n_tasks > 0 ? ggml_op_work_size(t, nr.n_tasks) : 0;
-        if (nr.wsize > st->wstride) ok = false; // checked by the caller; keep it safe here too
+        st->max_ws = std::max(st->max_ws, nr.wsize);
         total_tokens += (size_t) nr.n_tasks * nr.n_phases;
     }
     for (int i = 0; i < mapped; ++i) st->slot_map[ggml_hash_find(hs, g->nodes[i])] = -1;
@@ -470,9 +488,8 @@ static bool dag_setup(exec_state * st) {
     st->q_head.store(0, std::memory_order_relaxed);
     st->q_tail.store(0, std::memory_order_relaxed);
     st->nodes_left.store(n, std::memory_order_relaxed);
+    st->finished.store(n == 0, std::memory_order_relaxed);
 
-    st->free_slots.clear();
-    for (int s = st->n_slots - 1; s >= 0; --s) st->free_slots.push_back(s);
     st->slot_waiting.clear();
     st->slot_waiting_head = 0;
     return true;
@@ -481,7 +498,7 @@ static bool dag_setup(exec_state * st) {
 // Called by thread 0 before the workers start: publishes the nodes without predecessors
 // (from a list: completing a 0-task root already readies its successors).
 static void dag_seed(exec_state * st) {
-    for (int i : st->roots) make_ready(st, i);
+    for (int i : st->roots) make_ready(st, i, nullptr);
 }
 
 // ---- barrier scheduler ------------------------------------------------------------------------
@@ -570,8 +587,21 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
     const bool nested = t_in_compute;
     if (nested) n_threads = 1; // inside a kernel of another compute: run inline
 
+    exec_state local_state;
+    ggml_threadpool * pool = nullptr;
+    exec_state * st = &local_state;
+    std::unique_lock<std::mutex> pool_lock;
+    if (n_threads > 1) {
+        pool = cplan->threadpool ? cplan->threadpool : &default_pool();
+        pool_lock = std::unique_lock<std::mutex>(pool->compute_mutex);
+        st = &pool->state;
+    }
+    st->graph = cgraph;
+    st->n_threads = n_threads;
+    st->dag = n_threads > 1 && ggml_cpu_get_sched_mode() == GGML_SCHED_DAG && dag_setup(st);
+
     // scratch slots inside the caller's buffer
-    const size_t max_ws = max_work_size(cgraph, n_threads, nullptr);
+    const size_t max_ws = st->dag ? st->max_ws : max_work_size(cgraph, n_threads, nullptr);
     const size_t stride = align_up(max_ws, CACHE_LINE);
     uint8_t * wbase = nullptr;
     int n_slots = 0;
@@ -596,27 +626,16 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
             return GGML_STATUS_ALLOC_FAILED;
         }
     }
+    st->wbase = wbase;
+    st->wstride = stride;
+    st->n_slots = n_slots;
+    st->free_slots.clear();
+    for (int k = n_slots - 1; k >= 0; --k) st->free_slots.push_back(k);
 
-    exec_state local_state;
-    ggml_threadpool * pool = nullptr;
-    exec_state * st = &local_state;
-    std::unique_lock<std::mutex> pool_lock;
-    if (n_threads > 1) {
-        pool = cplan->threadpool ? cplan->threadpool : &default_pool();
-        pool_lock = std::unique_lock<std::mutex>(pool->compute_mutex);
-        st = &pool->state;
-    }
-
-    st->graph = cgraph;
-    st->n_threads = n_threads;
     st->abort_cb = cplan->abort_callback;
     st->abort_data = cplan->abort_callback_data;
     st->aborted.store(false, std::memory_order_relaxed);
     st->abort_node.store(INT32_MAX, std::memory_order_relaxed);
-    st->wbase = wbase;
-    st->wstride = stride;
-    st->n_slots = n_slots;
-    st->dag = n_threads > 1 && ggml_cpu_get_sched_mode() == GGML_SCHED_DAG && dag_setup(st);
 
     t_in_compute = true;
     if (!pool) {
