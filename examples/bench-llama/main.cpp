@@ -9,6 +9,16 @@
 // positions 64, 256, 1024, ... up to n_ctx, timed alone with a graph of just the set_rows
 // ops; it should not depend on the position. Next to it the whole decode step at that
 // position, which does grow (attention reads all earlier rows).
+//
+// --kv-modes: KV bytes and tok/s per cache mode (linear, ring past its window, N
+// sequences decoded in one batch per step: aggregate tok/s), per KV type.
+// --kv-scaling: one decode step at a fixed cache capacity (-c, default 4096) with valid
+// lengths 64..capacity: padding-free attention (valid length as input) next to the same
+// graph reading the whole capacity under the mask, and the bucketed graph (slots rounded
+// up to 256, the mask hides the rest).
+// --residency: resident memory (/proc/self/statm) of a long cache (--residency-ctx,
+// default 32768) after 10%, 50% and 100% of it is written by the decode graph's write
+// path (set_rows), next to a static cache that commits everything at creation.
 #include "kvgraph.h"
 
 #include "ggml-cpu.h"
@@ -16,12 +26,15 @@
 #include "llama-graph.h"
 #include "model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 static double now_s() {
@@ -64,7 +77,14 @@ struct Options {
     kvg_attn_impl attn = KVG_ATTN_FLASH;
     int reps = 5, n_pp = 128, n_tg = 128, n_ctx = 0;
     bool kv_write = true;
+    bool kv_modes = false, kv_scaling = false, residency = false, only_kv = false;
+    int residency_ctx = 32768;
 };
+
+static const char * kv_name(kvg_kv_type t) { return t == KVG_KV_F16 ? "f16" : t == KVG_KV_Q8_0 ? "q8_0" : "f32"; }
+static ggml_type kv_ggml_type(kvg_kv_type t) {
+    return t == KVG_KV_F16 ? GGML_TYPE_F16 : t == KVG_KV_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
+}
 
 // tok/s of one run; -1 on error
 static double run_pp(kvg_context * ctx, const std::vector<kvg_token> & toks) {
@@ -94,7 +114,7 @@ static void bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_t
     kvg::LoadOptions lo;
     auto m = kvg::load_model(path, "", lo, &e);
     kvg::KvCache kv;
-    if (!m || !kv.init(m->hp, n_ctx, kv_type == KVG_KV_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32, &e)) {
+    if (!m || !kv.init(m->hp, n_ctx, kv_ggml_type(kv_type), &e)) {
         fprintf(stderr, "error: %s\n", e.c_str());
         return;
     }
@@ -123,7 +143,7 @@ static void bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_t
     const std::vector<kvg_token> fill = random_tokens(n_ctx, kvg_model_n_vocab(model), 7);
 
     printf("\nKV write cost: %s, kv %s, %d thread(s), n_ctx %d (one token: K and V rows of %d layers)\n",
-           path.c_str(), kv_type == KVG_KV_F16 ? "f16" : "f32", n_threads, n_ctx, (int) kv.k.size());
+           path.c_str(), kv_name(kv_type), n_threads, n_ctx, (int) kv.k.size());
     printf("| %8s | %20s | %20s |\n", "position", "KV write us/token", "decode step ms");
     printf("| %8s | %20s | %20s |\n", "-------:", "-----------------:", "-----------------:");
     for (int pos : positions) {
@@ -165,6 +185,229 @@ static void bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_t
     kvg_context_free(ctx);
 }
 
+// ---- KV modes: bytes and speed ----------------------------------------------------------------------------
+
+// Aggregate tok/s of n_seq sequences generating n_gen tokens each, one batch per step; -1 on error.
+static double run_batched(kvg_context * ctx, int n_seq, int n_gen, int n_vocab) {
+    char err[512];
+    std::vector<kvg_token> t = random_tokens(n_seq, n_vocab, 3);
+    std::vector<int32_t> pos(n_seq), seq(n_seq);
+    for (int s = 0; s < n_seq; ++s) seq[s] = s;
+    const double t0 = now_s();
+    for (int i = 0; i < n_gen; ++i) {
+        std::fill(pos.begin(), pos.end(), i);
+        if (!kvg_decode_batch(ctx, t.data(), pos.data(), seq.data(), n_seq, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            return -1;
+        }
+        for (int s = 0; s < n_seq; ++s) t[s] = kvg_argmax(kvg_get_logits(ctx, s), n_vocab);
+    }
+    return (double) n_seq * n_gen / (now_s() - t0);
+}
+
+static void bench_kv_modes(const std::string & path, kvg_model * model, const Options & opt) {
+    const int n_ctx = opt.n_ctx > 0 ? std::min(opt.n_ctx, kvg_model_n_ctx_train(model)) : std::min(kvg_model_n_ctx_train(model), 4096);
+    const int n_tg = std::min(opt.n_tg, n_ctx), n_vocab = kvg_model_n_vocab(model);
+    struct Mode {
+        std::string name;
+        kvg_kv_mode mode;
+        int n_ctx, n_seq, n_window, n_sink, n_gen;
+    };
+    const int win = std::max(8, std::min(64, n_ctx / 4));
+    const std::vector<Mode> modes = {
+        {"linear", KVG_KV_LINEAR, n_ctx, 1, 0, 0, n_tg},
+        {"ring W=" + std::to_string(win) + "+4 sinks", KVG_KV_RING, win + 4 + 16, 1, win, 4, 4 * n_tg},
+        {"parallel 4", KVG_KV_LINEAR, n_ctx, 4, 0, 0, n_tg},
+        {"parallel 8", KVG_KV_LINEAR, n_ctx, 8, 0, 0, n_tg},
+    };
+    printf("\nKV modes: %s, %d thread(s); tokens generated per sequence after one token, t/s aggregate over sequences\n",
+           path.c_str(), opt.threads.front());
+    printf("| %-22s | %4s | %12s | %12s | %6s | %20s |\n", "mode", "kv", "slots x seqs", "KV bytes", "tokens", "t/s");
+    printf("| %-22s | %4s | %12s | %12s | %6s | %20s |\n", "---", "---", "---:", "---:", "---:", "---:");
+    for (kvg_kv_type kt : opt.kv_types) {
+        for (const Mode & md : modes) {
+            kvg_context_params cp = kvg_context_default_params();
+            cp.n_ctx = md.n_ctx;
+            cp.n_threads = opt.threads.front();
+            cp.kv_type = kt;
+            cp.attn = opt.attn;
+            cp.n_seq_max = md.n_seq;
+            cp.kv_mode = md.mode;
+            cp.n_window = md.n_window;
+            cp.n_sink = md.n_sink;
+            char err[512];
+            kvg_context * ctx = kvg_context_new(model, cp, err, sizeof err);
+            if (!ctx) {
+                fprintf(stderr, "error: %s: %s\n", md.name.c_str(), err);
+                continue;
+            }
+            std::vector<double> ts;
+            bool ok = run_batched(ctx, md.n_seq, md.n_gen, n_vocab) > 0; // warm-up
+            for (int r = 0; ok && r < opt.reps; ++r) {
+                ts.push_back(run_batched(ctx, md.n_seq, md.n_gen, n_vocab));
+                ok = ts.back() > 0;
+            }
+            if (ok) {
+                double mean, sd;
+                mean_std(ts, &mean, &sd);
+                const std::string shape = std::to_string(md.n_ctx) + " x " + std::to_string(md.n_seq);
+                printf("| %-22s | %4s | %12s | %12zu | %6d | %11.2f ± %6.2f |\n", md.name.c_str(), kv_name(kt), shape.c_str(),
+                       kvg_kv_cache_bytes(ctx), md.n_gen, mean, sd);
+                fflush(stdout);
+            }
+            kvg_context_free(ctx);
+        }
+    }
+}
+
+// ---- padding-free attention: time per token vs valid length at a fixed capacity -----------------
+
+// Writes rows [first, last) of every K and V with the write graph (n rows per run; a range
+// shorter than n writes n rows from first).
+static void write_rows(kvg::KvWriteGraph & wg, int64_t first, int64_t last, int n_threads, std::vector<uint8_t> & work) {
+    const int64_t n = wg.inp_idx->ne[0];
+    for (int64_t r = first; r < last; r += n) {
+        const int64_t b = std::max(first, std::min(r, last - n)); // last run: rewrite some rows, never pass `last`
+        for (int64_t i = 0; i < n; ++i) ((int64_t *) wg.inp_idx->data)[i] = std::max<int64_t>(0, b + i);
+        ggml_cplan plan = ggml_graph_plan(wg.gf, n_threads, nullptr);
+        if (plan.work_size > work.size()) work.resize(plan.work_size);
+        plan.work_data = work.data();
+        ggml_graph_compute(wg.gf, &plan);
+    }
+}
+
+static void bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Options & opt) {
+    std::string e;
+    auto m = kvg::load_model(path, "", kvg::LoadOptions(), &e);
+    const int cap = opt.n_ctx > 0 ? opt.n_ctx : 4096, n_threads = opt.threads.front();
+    kvg::KvCache kv;
+    if (!m || !kv.init(m->hp, cap, kv_ggml_type(kt), &e)) {
+        fprintf(stderr, "error: %s\n", e.c_str());
+        return;
+    }
+    auto wg = kvg::build_kv_write_graph(kv, &e, std::min(cap, 256));
+    if (!wg) return;
+    uint32_t seed = 9;
+    for (int64_t i = 0; i < ggml_nelements(wg->inp_rows); ++i) { // rows of small varied values
+        seed = seed * 1664525u + 1013904223u;
+        ((float *) wg->inp_rows->data)[i] = (float) ((seed >> 9) % 2001) / 1000.0f - 1.0f;
+    }
+    std::vector<uint8_t> work;
+    kvg::GraphShape shape;
+    shape.n_tokens = 1;
+    shape.n_kv = cap;
+    auto padding_free = kvg::build_llama_graph(*m, kv, shape, &e);
+    shape.kv_len = false;
+    auto mask_only = kvg::build_llama_graph(*m, kv, shape, &e);
+    if (!padding_free || !mask_only) {
+        fprintf(stderr, "error: %s\n", e.c_str());
+        return;
+    }
+    // ms per decode step of g (one token at position pos), mean and stddev over reps
+    auto time_step = [&](kvg::LlamaGraph & g, const kvg::Ubatch & ub, double * mean, double * sd) {
+        g.set_inputs(0, ub, kv);
+        std::vector<double> runs;
+        const int steps = 20;
+        for (int r = -1; r < opt.reps; ++r) { // r = -1: warm-up
+            const double t0 = now_s();
+            for (int i = 0; i < steps; ++i) {
+                ggml_cplan plan = ggml_graph_plan(g.gf, n_threads, nullptr);
+                if (plan.work_size > work.size()) work.resize(plan.work_size);
+                plan.work_data = work.data();
+                ggml_graph_compute(g.gf, &plan);
+            }
+            if (r >= 0) runs.push_back((now_s() - t0) * 1e3 / steps);
+        }
+        mean_std(runs, mean, sd);
+    };
+    printf("\nPadding-free attention: %s, kv %s, %d thread(s), capacity %d slots: ms per decoded token\n", path.c_str(),
+           kv_name(kt), n_threads, cap);
+    printf("| %12s | %20s | %20s | %20s |\n", "valid length", "padding-free", "mask-only (capacity)", "bucketed (256)");
+    printf("| %12s | %20s | %20s | %20s |\n", "---:", "---:", "---:", "---:");
+    std::vector<int> lengths;
+    for (int l = 64; l < cap; l *= 4) lengths.push_back(l);
+    lengths.push_back(cap);
+    int filled = 0;
+    for (int len : lengths) {
+        write_rows(*wg, filled, len - 1, n_threads, work); // earlier positions; the step writes len - 1
+        for (int p = filled; p < len; ++p) kv.store(0, p);
+        filled = len - 1;
+        kvg::Ubatch ub;
+        ub.tokens = {5};
+        ub.pos = {len - 1};
+        ub.seq = {0};
+        ub.output = {1};
+        shape.n_kv = std::min(cap, GGML_PAD(len, 256));
+        auto bucketed = kvg::build_llama_graph(*m, kv, shape, &e);
+        double pf, pf_sd, mo, mo_sd, bu, bu_sd;
+        time_step(*padding_free, ub, &pf, &pf_sd);
+        time_step(*mask_only, ub, &mo, &mo_sd);
+        time_step(*bucketed, ub, &bu, &bu_sd);
+        printf("| %12d | %11.3f ± %6.3f | %11.3f ± %6.3f | %11.3f ± %6.3f |\n", len, pf, pf_sd, mo, mo_sd, bu, bu_sd);
+        fflush(stdout);
+    }
+}
+
+// ---- residency -----------------------------------------------------------------------------------
+
+static long resident_pages() {
+    std::ifstream f("/proc/self/statm");
+    long size = 0, resident = 0;
+    f >> size >> resident;
+    return resident;
+}
+
+static void bench_residency(const std::string & path, const Options & opt) {
+    std::string e;
+    auto m = kvg::load_model(path, "", kvg::LoadOptions(), &e);
+    if (!m) return;
+    const int n = opt.residency_ctx, n_threads = opt.threads.front();
+    const double page = (double) sysconf(_SC_PAGESIZE), MiB = 1024.0 * 1024.0;
+    printf("\nKV cache residency: %s, one sequence of %d positions; resident memory from /proc/self/statm (MiB)\n",
+           path.c_str(), n);
+    printf("| %4s | %10s | %14s | %16s | %10s | %10s | %10s |\n", "kv", "KV MiB", "static cache", "dynamic, empty", "10%",
+           "50%", "100%");
+    printf("| %4s | %10s | %14s | %16s | %10s | %10s | %10s |\n", "---", "---:", "---:", "---:", "---:", "---:", "---:");
+    std::vector<uint8_t> work;
+    for (kvg_kv_type kt : opt.kv_types) {
+        kvg::KvCacheParams p;
+        p.n_ctx = n;
+        p.type = kv_ggml_type(kt);
+        double static_mib;
+        {
+            p.commit = true;
+            const long before = resident_pages();
+            kvg::KvCache st;
+            if (!st.init(m->hp, p, &e)) {
+                fprintf(stderr, "error: %s\n", e.c_str());
+                return;
+            }
+            static_mib = (resident_pages() - before) * page / MiB;
+        }
+        p.commit = false;
+        kvg::KvCache kv;
+        const long before = resident_pages();
+        if (!kv.init(m->hp, p, &e)) return;
+        const double created = (resident_pages() - before) * page / MiB;
+        auto wg = kvg::build_kv_write_graph(kv, &e, std::min(n, 256));
+        if (!wg) return;
+        for (int64_t i = 0; i < ggml_nelements(wg->inp_rows); ++i) ((float *) wg->inp_rows->data)[i] = 0.5f;
+        for (int64_t i = 0; i < wg->inp_idx->ne[0]; ++i) ((int64_t *) wg->inp_idx->data)[i] = 0;
+        const long base = resident_pages(); // graph buffers touched, no row written yet
+        double at[3];
+        int filled = 0, k = 0;
+        for (int pct : {10, 50, 100}) {
+            const int target = (int) ((int64_t) n * pct / 100);
+            write_rows(*wg, filled, target, n_threads, work);
+            filled = target;
+            at[k++] = (resident_pages() - base) * page / MiB;
+        }
+        printf("| %4s | %10.2f | %14.2f | %16.2f | %10.2f | %10.2f | %10.2f |\n", kv_name(kt), kv.bytes() / MiB, static_mib,
+               created, at[0], at[1], at[2]);
+        fflush(stdout);
+    }
+}
+
 int main(int argc, char ** argv) {
     Options opt;
     for (int i = 1; i < argc; ++i) {
@@ -179,6 +422,7 @@ int main(int argc, char ** argv) {
             for (const std::string & s : split(argv[++i])) {
                 if (s == "f32") opt.kv_types.push_back(KVG_KV_F32);
                 else if (s == "f16") opt.kv_types.push_back(KVG_KV_F16);
+                else if (s == "q8_0") opt.kv_types.push_back(KVG_KV_Q8_0);
                 else {
                     fprintf(stderr, "error: unknown kv type '%s'\n", s.c_str());
                     return 1;
@@ -192,10 +436,17 @@ int main(int argc, char ** argv) {
         else if (a == "-n" && has) opt.n_tg = std::max(1, atoi(argv[++i]));
         else if (a == "-c" && has) opt.n_ctx = std::max(1, atoi(argv[++i]));
         else if (a == "--no-kv-write") opt.kv_write = false;
+        else if (a == "--kv-modes") opt.kv_modes = true;
+        else if (a == "--kv-scaling") opt.kv_scaling = true;
+        else if (a == "--residency") opt.residency = true;
+        else if (a == "--residency-ctx" && has) opt.residency_ctx = std::max(4096, atoi(argv[++i]));
+        else if (a == "--only-kv") opt.only_kv = true;
         else {
             fprintf(stderr,
-                    "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16] [--attn flash|matmul]\n"
-                    "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write]\n",
+                    "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16,q8_0] [--attn flash|matmul]\n"
+                    "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write]\n"
+                    "          [--kv-modes] [--kv-scaling] [--residency [--residency-ctx N]] [--only-kv]\n"
+                    "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n",
                     argv[0]);
             return a == "-h" || a == "--help" ? 0 : 1;
         }
@@ -205,9 +456,12 @@ int main(int argc, char ** argv) {
         return 1;
     }
 
-    printf("| %-24s | %4s | %6s | %7s | %6s | %20s |\n", "model", "kv", "attn", "threads", "test", "t/s");
-    printf("| %-24s | %4s | %6s | %7s | %6s | %20s |\n", "---", "---", "---", "------:", "---", "------------------:");
+    if (!opt.only_kv) {
+        printf("| %-24s | %4s | %6s | %7s | %6s | %20s |\n", "model", "kv", "attn", "threads", "test", "t/s");
+        printf("| %-24s | %4s | %6s | %7s | %6s | %20s |\n", "---", "---", "---", "------:", "---", "------------------:");
+    }
     for (const std::string & path : opt.models) {
+        if (opt.only_kv) break;
         char err[1024];
         kvg_model * model = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
         if (!model) {
@@ -247,7 +501,7 @@ int main(int argc, char ** argv) {
                     mean_std(ts, &mean, &sd);
                     const std::string tname = (pp ? "pp" : "tg") + std::to_string(pp ? n_pp : n_tg);
                     printf("| %-24s | %4s | %6s | %7d | %6s | %11.2f ± %6.2f |\n", name.c_str(),
-                           kt == KVG_KV_F16 ? "f16" : "f32", opt.attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt,
+                           kv_name(kt), opt.attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt,
                            tname.c_str(), mean, sd);
                     fflush(stdout);
                 }
@@ -258,13 +512,24 @@ int main(int argc, char ** argv) {
     }
     // after the table, so that it stays one table
     for (const std::string & path : opt.models) {
-        if (!opt.kv_write) break;
+        if (!opt.kv_write || opt.only_kv) break;
         char err[1024];
         kvg_model * model = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
         if (!model) return 1;
         const int n_ctx = opt.n_ctx > 0 ? std::min(opt.n_ctx, kvg_model_n_ctx_train(model))
                                         : std::min(kvg_model_n_ctx_train(model), 4096);
         for (kvg_kv_type kt : opt.kv_types) bench_kv_write(path, model, kt, opt.threads.front(), n_ctx, opt);
+        kvg_model_free(model);
+    }
+    for (const std::string & path : opt.models) {
+        char err[1024];
+        kvg_model * model = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+        if (!model) return 1;
+        if (opt.kv_modes) bench_kv_modes(path, model, opt);
+        if (opt.kv_scaling) {
+            for (kvg_kv_type kt : opt.kv_types) bench_kv_scaling(path, kt, opt);
+        }
+        if (opt.residency) bench_residency(path, opt);
         kvg_model_free(model);
     }
     return 0;

@@ -191,13 +191,9 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
 
         for (int64_t c0 = 0; c0 < n_kv; c0 += CHUNK) {
             const int64_t cn = std::min(CHUNK, n_kv - c0);
-            const char * kchunk = kbase + c0 * k->nb[1];
-            size_t kstride = k->nb[1];
-            if (f.k_quant) {
-                for (int64_t j = 0; j < cn; ++j) dequant_part(k->type, kchunk + j * k->nb[1], ke0, f.D, blk_tmp, kdeq + j * Dp);
-                kchunk = (const char *) kdeq;
-                kstride = Dp * sizeof(float);
-            }
+            // quantized K: tiles read rows dequantized into kdeq (only tiles that are not fully masked)
+            const char * kchunk = f.k_quant ? (const char *) kdeq : kbase + c0 * k->nb[1];
+            const size_t kstride = f.k_quant ? Dp * sizeof(float) : k->nb[1];
             // mask (times slope) first; positions at -inf are skipped below
             for (int c = 0; c < qb; ++c) {
                 float * sc = s + c * CHUNK;
@@ -219,6 +215,9 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
                     for (int t = 0; t < rn; ++t) any |= s[c * CHUNK + j + t] != -INFINITY;
                 }
                 if (!any) continue;
+                for (int t = 0; t < rn && f.k_quant; ++t) {
+                    dequant_part(k->type, kbase + (c0 + j + t) * k->nb[1], ke0, f.D, blk_tmp, kdeq + (j + t) * Dp);
+                }
                 const mm_tile_args args = {f.D, kchunk + j * kstride, kstride, (const char *) qbuf, (size_t) Dp * sizeof(float),
                                            dots + j, CHUNK, false};
                 kdot.tile[rn][qb](args);
