@@ -2,6 +2,7 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <cstring>
 
 // Below this many elements a node runs as one task: splitting costs more than it saves.
 static const int64_t MIN_ELEMENTS_PER_TASK = 4096;
@@ -11,6 +12,13 @@ static int split_by_size(const ggml_tensor * node, int n_threads) {
     const int64_t rows = ggml_nrows(node);
     int64_t tasks = std::min<int64_t>(n_threads, std::max<int64_t>(1, n / MIN_ELEMENTS_PER_TASK));
     return (int) std::max<int64_t>(1, std::min(tasks, rows));
+}
+
+// op_params is only 4-byte aligned inside ggml_tensor: copy out, never cast (pointers need 8).
+static custom_op_params custom_params(const ggml_tensor * node) {
+    custom_op_params p;
+    std::memcpy(&p, node->op_params, sizeof(p));
+    return p;
 }
 
 int ggml_op_n_tasks(const ggml_tensor * node, int n_threads) {
@@ -25,8 +33,8 @@ int ggml_op_n_tasks(const ggml_tensor * node, int n_threads) {
         case GGML_OP_MAP_CUSTOM1:
         case GGML_OP_MAP_CUSTOM2:
         case GGML_OP_MAP_CUSTOM3: {
-            const custom_op_params * p = (const custom_op_params *) node->op_params;
-            return p->n_tasks == GGML_N_TASKS_MAX ? n_threads : std::max(1, std::min(p->n_tasks, n_threads));
+            const custom_op_params p = custom_params(node);
+            return p.n_tasks == GGML_N_TASKS_MAX ? n_threads : std::max(1, std::min(p.n_tasks, n_threads));
         }
         case GGML_OP_SET_ROWS: {
             // set_rows splits over the source rows
@@ -51,7 +59,8 @@ size_t ggml_op_work_size(const ggml_tensor * node, int n_tasks) {
 }
 
 static void compute_custom(const ggml_compute_params * params, ggml_tensor * dst) {
-    const custom_op_params * p = (const custom_op_params *) dst->op_params;
+    const custom_op_params params_copy = custom_params(dst);
+    const custom_op_params * p = &params_copy;
     switch (dst->op) {
         case GGML_OP_MAP_CUSTOM1:
             ((ggml_custom1_op_t) p->fun)(dst, dst->src[0], params->ith, params->nth, p->userdata);
