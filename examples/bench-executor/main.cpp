@@ -185,7 +185,14 @@ int main(int argc, char ** argv) {
     }
     if (quick) reps = std::min(reps, 20);
     ggml_time_init();
-    printf("median time per graph compute over %d runs; 1 thread always runs in graph order\n\n", reps);
+    printf("median time per graph compute over %d runs; 1 thread always runs in graph order\n", reps);
+    // the barrier schedule stalls whenever any thread is descheduled: say how busy the machine is
+    if (FILE * f = fopen("/proc/loadavg", "r")) {
+        char buf[128] = {0};
+        if (fgets(buf, sizeof(buf), f)) printf("load average at start: %s", buf);
+        fclose(f);
+    }
+    printf("\n");
 
     for (bool chain : {true, false}) {
         ggml_context * ctx = ggml_init({64 << 20, nullptr, false});

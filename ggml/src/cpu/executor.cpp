@@ -6,22 +6,28 @@
 // makes those reaching zero ready. A ready node is published as n_tasks tokens
 // (node, ith) in a shared lock-free queue; any thread takes any token, so independent
 // nodes run at the same time and a big node still runs its tasks in parallel. The last
-// task of a phase to finish publishes the next phase, so phases stay ordered.
+// task of a phase to finish publishes the next phase, so phases stay ordered. A thread
+// that readies a single-task successor runs it next itself, bypassing the queue.
 //
 // Scratch. A node's tasks share ggml_op_work_size(node, n_tasks) bytes. The plan's work
 // buffer holds n_slots = min(n_threads, nodes needing scratch) slots of the largest
 // size; a node needing scratch takes a free slot when it becomes ready (or waits in a
 // FIFO until one frees) and returns it when it finishes. Nodes without scratch never
 // wait. Every node's tasks run with the same n_tasks as in sequential execution, so
-// results are bit-identical.
+// results are bit-identical. A smaller buffer (down to one slot) still works.
 //
 // BARRIER scheduler: every node in graph order split over all threads, with a barrier
 // after every phase (ggml's classic schedule). Also used as a fallback for graphs whose
-// node list is not a topological order (duplicates, edges pointing forward).
+// node list is not a topological order (duplicates, edges pointing forward). One
+// thread always runs the nodes in graph order.
 //
-// Pool. Workers are created once and reused; a compute wakes them by bumping a
-// generation counter. Idle workers spin briefly (back-to-back computes stay cheap),
-// then block on a condition variable.
+// Abort: the callback runs after each finished node (DAG: on the finishing thread,
+// calls serialized; BARRIER: thread 0); nothing new starts once it returned true.
+//
+// Pool. Workers are created once (grown on demand) and reused; a compute wakes them
+// through a generation counter. Idle workers spin briefly (back-to-back computes stay
+// cheap), then block on a condition variable. Computes on one pool are serialized; a
+// compute started from inside a kernel runs inline on the calling thread.
 #include "ggml-impl.h"
 
 #include <algorithm>
@@ -165,7 +171,7 @@ struct ggml_threadpool {
     exec_state state;
 
     ~ggml_threadpool();
-    void grow(int n_workers);
+    int grow(int n_workers);
     void worker_main(int ith, uint64_t seen);
     void run(exec_state * st); // caller participates as thread 0
 
@@ -210,18 +216,24 @@ void ggml_threadpool::worker_main(int ith, uint64_t seen) {
     }
 }
 
-void ggml_threadpool::grow(int n_workers) {
+// Returns how many workers the pool has (fewer than asked if the OS refuses threads).
+int ggml_threadpool::grow(int n_workers) {
     n_workers = std::min(n_workers, GGML_MAX_N_THREADS - 1);
     while ((int) workers.size() < n_workers) {
         const int ith = (int) workers.size() + 1;
         const uint64_t seen = ticket.load(std::memory_order_acquire) >> 16;
-        workers.emplace_back([this, ith, seen] { worker_main(ith, seen); });
+        try {
+            workers.emplace_back([this, ith, seen] { worker_main(ith, seen); });
+        } catch (const std::exception & e) {
+            fprintf(stderr, "ggml_threadpool: could not start worker %d (%s); using %d threads\n", ith, e.what(), ith);
+            break;
+        }
     }
+    return (int) workers.size();
 }
 
 void ggml_threadpool::run(exec_state * st) {
-    GGML_ASSERT(st == &state);
-    grow(st->n_threads - 1);
+    GGML_ASSERT(st == &state && (int) workers.size() >= st->n_threads - 1);
     n_left.store(0, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lk(mutex);
@@ -595,6 +607,7 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
         pool = cplan->threadpool ? cplan->threadpool : &default_pool();
         pool_lock = std::unique_lock<std::mutex>(pool->compute_mutex);
         st = &pool->state;
+        n_threads = std::min(n_threads, pool->grow(n_threads - 1) + 1);
     }
     st->graph = cgraph;
     st->n_threads = n_threads;
