@@ -4,7 +4,7 @@
 //
 // Measures, for each thread count: streaming read bandwidth and the FMA peak (probes
 // written here), matrix-vector products 4096x14336 per weight type in GB/s of weights
-// read (fraction of read bandwidth), and 4096x4096 weights times N activation rows
+// read (fraction of the read bandwidth for reads of the same size), and 4096x4096 weights times N activation rows
 // (N = 32, 128, 512) in GFLOP/s (fraction of the FMA peak). Products run through the
 // library's graph executor. With OpenBLAS available it also prints sgemm's own rate at
 // 2048^3 and on the 4096x4096x512 shape, and our f32 result as a fraction of it.
@@ -110,17 +110,31 @@ float read_scalar(const float * p, size_t n) {
 
 volatile float g_sink;
 
-// Best of reps: GB/s of n_threads threads each summing its slice of a DRAM-sized buffer.
-double measure_read_bw(int n_threads, int reps) {
-    const size_t n = (size_t) 256 << 20 >> 2; // 256 MiB of floats, far beyond the caches
-    float * buf = (float *) std::aligned_alloc(64, n * sizeof(float));
-    for (size_t i = 0; i < n; ++i) buf[i] = 1.0f;
+// Streaming reads of `bytes` at a time, rotating through a pool far larger than the caches
+// so that every read comes from DRAM, split over n_threads threads. Best of reps, GB/s.
+// Matvec results are compared with reads of the same size: on a busy machine short runs
+// are less often interrupted, so only like-sized runs compare fairly.
+struct read_pool {
+    size_t n = 0; // floats
+    float * buf = nullptr;
+    size_t next = 0;
+    explicit read_pool(size_t bytes) : n(bytes / 4) {
+        buf = (float *) std::aligned_alloc(64, n * sizeof(float));
+        for (size_t i = 0; i < n; ++i) buf[i] = 1.0f;
+    }
+    ~read_pool() { std::free(buf); }
+};
+
+double measure_read_bw(read_pool & pool, size_t bytes, int n_threads, int reps) {
+    const size_t per = bytes / 4 / n_threads / 64 * 64; // floats per thread
     const bool has512 = ggml_cpu_has_avx512(), has2 = ggml_cpu_has_avx2();
     double best = 0;
     for (int r = 0; r < reps; ++r) {
+        if (pool.next + per * n_threads > pool.n) pool.next = 0;
+        const float * base = pool.buf + pool.next;
+        pool.next += per * n_threads;
         const double t = run_threads(n_threads, [&](int ith) {
-            const size_t per = n / n_threads / 64 * 64;
-            const float * p = buf + ith * per;
+            const float * p = base + ith * per;
             float s;
 #ifdef BENCH_X86
             if (has512) s = read_avx512(p, per);
@@ -132,9 +146,8 @@ double measure_read_bw(int n_threads, int reps) {
 #endif
             g_sink = s;
         });
-        best = std::max(best, n / n_threads / 64 * 64 * n_threads * 4.0 / t / 1e9);
+        best = std::max(best, per * n_threads * 4.0 / t / 1e9);
     }
-    std::free(buf);
     return best;
 }
 
@@ -167,13 +180,17 @@ float frand() {
 }
 
 struct mm_result {
-    double seconds; // best time per product
+    double seconds;      // best time per product
     size_t weight_bytes;
+    double read_seconds; // best time to stream as many bytes (when asked for)
 };
 
 // Times dst = W (K x N, type t) * X (K x M, f32) through the executor; rotates over
-// `copies` weight matrices so that they are read from memory each time.
-mm_result time_mul_mat(ggml_type t, int64_t K, int64_t N, int64_t M, int n_threads, int copies, int reps) {
+// `copies` weight matrices so that they are read from memory each time. With a pool,
+// each product is followed by a streaming read of the same size (interleaved, so both
+// see the same machine load).
+mm_result time_mul_mat(ggml_type t, int64_t K, int64_t N, int64_t M, int n_threads, int copies, int reps,
+                       read_pool * pool = nullptr) {
     const size_t wbytes = ggml_row_size(t, K) * N;
     const size_t mem = copies * (wbytes + 4096) + (size_t) (K * M + N * M) * 4 + copies * ggml_graph_overhead() + (16 << 20);
     ggml_context * ctx = ggml_init({mem, nullptr, false});
@@ -204,14 +221,15 @@ mm_result time_mul_mat(ggml_type t, int64_t K, int64_t N, int64_t M, int n_threa
     std::vector<uint8_t> work(plan.work_size + 64);
     plan.work_data = work.data();
     ggml_graph_compute(g[0], &plan); // warm up: threads, page faults
-    double best = 1e30;
+    mm_result res = {1e30, wbytes, 1e30};
     for (int r = 0; r < reps; ++r) {
         const double t0 = now_s();
         ggml_graph_compute(g[r % copies], &plan);
-        best = std::min(best, now_s() - t0);
+        res.seconds = std::min(res.seconds, now_s() - t0);
+        if (pool) res.read_seconds = std::min(res.read_seconds, wbytes / 1e9 / measure_read_bw(*pool, wbytes, n_threads, 1));
     }
     ggml_free(ctx);
-    return {best, wbytes};
+    return res;
 }
 
 #ifdef KVG_BENCH_OPENBLAS
@@ -271,6 +289,7 @@ int main(int argc, char ** argv) {
     );
 
     const int nt = (int) threads.size();
+    read_pool pool((size_t) 768 << 20);
     std::vector<double> bw(nt), peak(nt);
     char b1[16], b2[16];
     double load[3] = {0, 0, 0};
@@ -283,14 +302,15 @@ int main(int argc, char ** argv) {
                 load[0] > n_cpu ? " -- machine busy: every figure is the best of many short runs, and still noisy" : "");
     std::printf("\n== machine limits\n");
     for (int i = 0; i < nt; ++i) {
-        bw[i] = measure_read_bw(threads[i], reps * 3);
+        bw[i] = measure_read_bw(pool, (size_t) 256 << 20, threads[i], reps * 3);
         peak[i] = measure_fma_peak(threads[i], reps * 10);
         std::printf("  %d thread(s): streaming read %6.1f GB/s   FMA peak %7.1f GFLOP/s\n", threads[i], bw[i], peak[i]);
     }
 
     const ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
     const int64_t K = 4096, N = 14336;
-    std::printf("\n== matvec: %lld x %lld weights times one vector (GB/s of weights, fraction of read bandwidth)\n",
+    std::printf("\n== matvec: %lld x %lld weights times one vector: GB/s of weights, as a fraction of streaming\n"
+                "   reads of the same size (weights rotate over copies so that every run reads them from DRAM)\n",
                 (long long) K, (long long) N);
     std::vector<std::vector<double>> mv_time(nt, std::vector<double>(4));
     for (int ti = 0; ti < 4; ++ti) {
@@ -299,10 +319,11 @@ int main(int argc, char ** argv) {
         const int copies = (int) std::max<size_t>(1, ((size_t) 256 << 20) / wbytes); // >= 256 MiB streamed per cycle
         std::printf("  %-5s %6.1f MiB:", ggml_type_name(t), wbytes / 1048576.0);
         for (int i = 0; i < nt; ++i) {
-            const mm_result r = time_mul_mat(t, K, N, 1, threads[i], copies, std::max(reps * 4, copies * 2));
+            const mm_result r = time_mul_mat(t, K, N, 1, threads[i], copies, std::max(reps * 6, copies * 3), &pool);
+            const double rd = wbytes / r.read_seconds / 1e9;
             mv_time[i][ti] = r.seconds;
             const double gbs = r.weight_bytes / r.seconds / 1e9;
-            std::printf("   %d thr %6.1f GB/s %s (%.2f ms)", threads[i], gbs, pct(gbs / bw[i], b1), r.seconds * 1e3);
+            std::printf("   %d thr %5.1f GB/s %s of %5.1f (%.2f ms)", threads[i], gbs, pct(gbs / rd, b1), rd, r.seconds * 1e3);
         }
         std::printf("\n");
     }

@@ -163,12 +163,14 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
     const ggml_tensor * a = mi.src0;
     const ggml_tensor * b = mi.src1;
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
-    const int RN = mk.rows, RM = mk.cols;
+    // matrix-vector products use the tile height that streams best from memory (tiles
+    // compute each element the same way, so the result does not change)
+    const int RN = mi.M == 1 ? mk.mv_rows : mk.rows, RM = mk.cols;
 
     // Block = BN weight rows x BM activation rows, multiples of the tile so tiles stay on
     // a fixed grid.
     const int64_t BM = mi.M <= RM ? mi.M : RM * ((64 + RM - 1) / RM);
-    const int64_t BN = mi.M <= RM ? RN * 4 : RN * ((64 + RN - 1) / RN);
+    const int64_t BN = mi.M <= RM ? 16 : RN * ((64 + RN - 1) / RN);
     const int64_t KC = k_chunk(mi, RM);
     const int64_t nbn = (mi.N + BN - 1) / BN, nbm = (mi.M + BM - 1) / BM;
     const int64_t ne12 = b->ne[2];

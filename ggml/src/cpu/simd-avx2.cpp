@@ -22,6 +22,9 @@ namespace {
 
 using namespace kvg;
 
+// Matrix-vector prefetch distance for one-row tiles (see simd-avx512.cpp).
+constexpr int PF_AHEAD = 4096;
+
 // Horizontal sums of 8 vectors at once: out[j] = sum of the lanes of v[j], lanes paired
 // (i, i+4), (i, i+2), (i, i+1) for every vector whatever shares the call.
 KVG_INLINE void reduce8(const __m256 * v, float * out) {
@@ -98,7 +101,7 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
         __m256 xv[C];
         for (int c = 0; c < C; ++c) xv[c] = ld_f32::load(x[c], i);
         for (int r = 0; r < R; ++r) {
-            if (C == 1) _mm_prefetch(w[r] + R * a.w_stride + i * L::ES, _MM_HINT_T0); // see simd-avx512.cpp
+            if (C == 1) _mm_prefetch(R == 1 ? w[r] + i * L::ES + PF_AHEAD : w[r] + R * a.w_stride + i * L::ES, _MM_HINT_T0);
             const __m256 wv = L::load(w[r], i);
             for (int c = 0; c < C; ++c) acc[r * C + c] = _mm256_fmadd_ps(wv, xv[c], acc[r * C + c]);
         }
@@ -151,7 +154,7 @@ KVG_INLINE void tile_quant(const mm_tile_args & a) {
         for (int r = 0; r < R; ++r) {
             __m256i wq, ws = _mm256_setzero_si256();
             float wd;
-            if (C == 1) _mm_prefetch(a.w + (r + R) * a.w_stride + b * (Q4 ? sizeof(block_q4_0) : sizeof(block_q8_0)), _MM_HINT_T0);
+            if (C == 1) _mm_prefetch(a.w + (R == 1 ? PF_AHEAD : (r + R) * a.w_stride) + b * (Q4 ? sizeof(block_q4_0) : sizeof(block_q8_0)), _MM_HINT_T0);
             if (Q4) {
                 const block_q4_0 & wb = ((const block_q4_0 *) (a.w + r * a.w_stride))[b];
                 wq = load_q4(wb);
@@ -289,6 +292,10 @@ cpu_kernels make_kernels() {
     mm_fill<tile_bf16, 4, 3>(k.mm[MM_BF16]);
     mm_fill<tile_q8_0, 4, 2>(k.mm[MM_Q8_0]);
     mm_fill<tile_q4_0, 4, 2>(k.mm[MM_Q4_0]);
+    // one row at a time streams best for these (interleaved short rows defeat the prefetchers)
+    k.mm[MM_F16].mv_rows = 1;
+    k.mm[MM_BF16].mv_rows = 1;
+    k.mm[MM_Q8_0].mv_rows = 1;
     k.quantize_q8_0 = quantize_q8_0;
     k.accum_f32 = accum<ld_f32>;
     k.accum_f16 = accum<ld_f16>;

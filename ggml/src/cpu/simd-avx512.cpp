@@ -22,9 +22,11 @@ namespace {
 
 using namespace kvg;
 
-// Matrix-vector tiles (one activation row) stream their weight rows from memory: rows of
-// quantized or f16 weights are short, so hardware prefetchers barely train on them. Each
-// tile prefetches the rows of the next tile (R rows further) at the offset it is reading.
+// Matrix-vector tiles (one activation row) stream their weight rows from memory, and rows
+// of quantized or f16 weights are too short for the hardware prefetchers to train on.
+// One-row tiles (mv_rows = 1: consecutive rows form one sequential stream) prefetch
+// PF_AHEAD bytes ahead; taller tiles prefetch the next tile's rows at the offset they read.
+constexpr int PF_AHEAD = 4096;
 
 // Horizontal sums of 16 vectors at once: out[j] = sum of the lanes of v[j]. Lanes are
 // paired (i, i+8), (i, i+4), (i, i+2), (i, i+1) for every vector, so a sum does not
@@ -46,12 +48,21 @@ KVG_INLINE void reduce16(const __m512 * v, float * out) {
     for (int j = 0; j < 16; ++j) out[j] = tmp[4 * (j % 4) + j / 4]; // z[4l + m] holds v[4m + l]
 }
 
+// One vector's sum with the same pairing as reduce16 (so the bits agree).
+KVG_INLINE float reduce1(__m512 v) {
+    const __m256 p = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(p), _mm256_extractf128_ps(p, 1));
+    const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+}
+
 // Reduces the R*C accumulators of a tile (index r*C + c) and writes them out.
 template <int R, int C>
 KVG_INLINE void finish_tile(const mm_tile_args & a, __m512 * acc) {
     constexpr int G = (R * C + 15) / 16;
     float sums[G * 16];
-    for (int g = 0; g < G; ++g) reduce16(acc + 16 * g, sums + 16 * g);
+    if (R * C == 1) sums[0] = reduce1(acc[0]);
+    else for (int g = 0; g < G; ++g) reduce16(acc + 16 * g, sums + 16 * g);
     for (int c = 0; c < C; ++c) {
         float * o = a.out + c * a.out_stride;
         for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + sums[r * C + c] : sums[r * C + c];
@@ -94,7 +105,7 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
         __m512 xv[C];
         for (int c = 0; c < C; ++c) xv[c] = _mm512_loadu_ps(x[c] + i);
         for (int r = 0; r < R; ++r) {
-            if (C == 1) _mm_prefetch(w[r] + R * a.w_stride + i * L::ES, _MM_HINT_T0);
+            if (C == 1) _mm_prefetch(R == 1 ? w[r] + i * L::ES + PF_AHEAD : w[r] + R * a.w_stride + i * L::ES, _MM_HINT_T0);
             const __m512 wv = L::load(w[r], i);
             for (int c = 0; c < C; ++c) acc[r * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[r * C + c]);
         }
@@ -163,7 +174,7 @@ KVG_INLINE void quant_step(const mm_tile_args & a, int64_t b, __m512 * acc) {
         __m512i wq;
         __m512 wd;
         __mmask64 neg = 0;
-        if (C == 1) _mm_prefetch(a.w + (r + R) * a.w_stride + b * (Q4 ? sizeof(block_q4_0) : sizeof(block_q8_0)), _MM_HINT_T0);
+        if (C == 1) _mm_prefetch(a.w + (R == 1 ? PF_AHEAD : (r + R) * a.w_stride) + b * (Q4 ? sizeof(block_q4_0) : sizeof(block_q8_0)), _MM_HINT_T0);
         if (Q4) {
             const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
             wq = load_q4<TWO>(wb);
@@ -185,6 +196,52 @@ KVG_INLINE void quant_step(const mm_tile_args & a, int64_t b, __m512 * acc) {
     }
 }
 
+// q4_0 x q8_0, four blocks per step, block k in 128-bit lane k: the low nibbles
+// (elements 0..15 of each block) in one vector, the high ones (16..31) in another, the
+// activations split the same way. Needs no cross-lane shuffle besides the loads, and the
+// four block scales come from one 64-bit word.
+KVG_INLINE __m512 scales4(const ggml_fp16_t d0, const ggml_fp16_t d1, const ggml_fp16_t d2, const ggml_fp16_t d3) {
+    const uint64_t d = (uint64_t) d0 | (uint64_t) d1 << 16 | (uint64_t) d2 << 32 | (uint64_t) d3 << 48;
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128((long long) d));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(f));
+}
+
+// 16-byte pieces at p, p + stride, p + 2 stride, p + 3 stride as the four lanes of a vector.
+KVG_INLINE __m512i load4x16(const uint8_t * p, size_t stride) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *) p));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p + stride)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p + 2 * stride)), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *) (p + 3 * stride)), 3);
+}
+
+template <int R, int C>
+KVG_INLINE void q4_step4(const mm_tile_args & a, int64_t b, __m512 * acc) {
+    const __m512i ones = _mm512_set1_epi16(1), low4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    __m512i xlo[C], xhi[C], x8[C];
+    __m512 xd[C];
+    for (int c = 0; c < C; ++c) {
+        const block_q8_0 * xb = (const block_q8_0 *) (a.x + c * a.x_stride) + b;
+        xlo[c] = load4x16((const uint8_t *) xb[0].qs, sizeof(block_q8_0));
+        xhi[c] = load4x16((const uint8_t *) xb[0].qs + 16, sizeof(block_q8_0));
+        // dot(q - 8, x) = dot(q, x) - 8 * sum(x), the second term shared by all rows
+        x8[c] = _mm512_add_epi16(_mm512_maddubs_epi16(eight, xlo[c]), _mm512_maddubs_epi16(eight, xhi[c]));
+        xd[c] = scales4(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
+    }
+    for (int r = 0; r < R; ++r) {
+        const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
+        if (C == 1) _mm_prefetch((const char *) wb + (R == 1 ? PF_AHEAD : R * a.w_stride), _MM_HINT_T0);
+        if (C == 1) _mm_prefetch((const char *) wb + 64 + (R == 1 ? PF_AHEAD : R * a.w_stride), _MM_HINT_T0);
+        const __m512i q = load4x16(wb[0].qs, sizeof(block_q4_0));
+        const __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        const __m512 wd = scales4(wb[0].d, wb[1].d, wb[2].d, wb[3].d);
+        for (int c = 0; c < C; ++c) {
+            const __m512i p16 = _mm512_sub_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(lo, xlo[c]), _mm512_maddubs_epi16(hi, xhi[c])), x8[c]);
+            const __m512 p = _mm512_cvtepi32_ps(_mm512_madd_epi16(p16, ones));
+            acc[r * C + c] = _mm512_fmadd_ps(p, _mm512_mul_ps(wd, xd[c]), acc[r * C + c]);
+        }
+    }
+}
+
 template <bool Q4, int R, int C>
 KVG_INLINE void tile_quant(const mm_tile_args & a) {
     constexpr int G = (R * C + 15) / 16;
@@ -192,6 +249,9 @@ KVG_INLINE void tile_quant(const mm_tile_args & a) {
     for (int j = 0; j < G * 16; ++j) acc[j] = _mm512_setzero_ps();
     const int64_t nb = a.k / QK8_0;
     int64_t b = 0;
+    if (Q4) {
+        for (; b + 4 <= nb; b += 4) q4_step4<R, C>(a, b, acc);
+    }
     for (; b + 2 <= nb; b += 2) quant_step<Q4, true, R, C>(a, b, acc);
     if (b < nb) quant_step<Q4, false, R, C>(a, b, acc);
     finish_tile<R, C>(a, acc);
@@ -290,6 +350,10 @@ cpu_kernels make_kernels() {
     mm_fill<tile_bf16, 4, 4>(k.mm[MM_BF16]);
     mm_fill<tile_q8_0, 4, 4>(k.mm[MM_Q8_0]);
     mm_fill<tile_q4_0, 4, 4>(k.mm[MM_Q4_0]);
+    // one row at a time streams best for these (interleaved short rows defeat the prefetchers)
+    k.mm[MM_F16].mv_rows = 1;
+    k.mm[MM_BF16].mv_rows = 1;
+    k.mm[MM_Q8_0].mv_rows = 1;
     k.quantize_q8_0 = quantize_q8_0;
     k.accum_f32 = accum<ld_f32>;
     k.accum_f16 = accum<ld_f16>;

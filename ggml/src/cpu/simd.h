@@ -33,6 +33,7 @@ enum mm_type { MM_F32 = 0, MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0, MM_TYPE_COUNT };
 
 struct mm_kernel {
     int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
+    int mv_rows;    // tile height for matrix-vector products (memory streaming, measured)
     mm_tile_fn tile[MM_MAX_ROWS + 1][MM_MAX_COLS + 1];
 };
 
@@ -66,6 +67,7 @@ void mm_fill(mm_kernel & k) {
     if constexpr (R > 1) mm_fill<Tile, R - 1, C>(k);
     k.rows = R;
     k.cols = C;
+    k.mv_rows = R;
 }
 
 const cpu_kernels & kernels_scalar();
