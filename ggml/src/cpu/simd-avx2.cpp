@@ -134,6 +134,44 @@ KVG_INLINE __m256i load_q4(const block_q4_0 & b) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
 }
 
+// q4_0 x q8_0, two blocks per step, block k in 128-bit lane k: low nibbles (elements
+// 0..15) in one vector, high ones (16..31) in another, activations split the same way.
+KVG_INLINE __m256 scales2(ggml_fp16_t d0, ggml_fp16_t d1) {
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int) ((uint32_t) d0 | (uint32_t) d1 << 16)));
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+KVG_INLINE __m256i load2x16(const uint8_t * p, size_t stride) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *) p)),
+                                   _mm_loadu_si128((const __m128i *) (p + stride)), 1);
+}
+
+template <int R, int C>
+KVG_INLINE void q4_step2(const mm_tile_args & a, int64_t b, __m256 * acc) {
+    const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+    __m256i xlo[C], xhi[C], x8[C];
+    __m256 xd[C];
+    for (int c = 0; c < C; ++c) {
+        const block_q8_0 * xb = (const block_q8_0 *) (a.x + c * a.x_stride) + b;
+        xlo[c] = load2x16((const uint8_t *) xb[0].qs, sizeof(block_q8_0));
+        xhi[c] = load2x16((const uint8_t *) xb[0].qs + 16, sizeof(block_q8_0));
+        // dot(q - 8, x) = dot(q, x) - 8 * sum(x), the second term shared by all rows
+        x8[c] = _mm256_add_epi16(_mm256_maddubs_epi16(eight, xlo[c]), _mm256_maddubs_epi16(eight, xhi[c]));
+        xd[c] = scales2(xb[0].d, xb[1].d);
+    }
+    for (int r = 0; r < R; ++r) {
+        const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
+        if (C == 1) _mm_prefetch((const char *) wb + (R == 1 ? PF_AHEAD : R * a.w_stride), _MM_HINT_T0);
+        const __m256i q = load2x16(wb[0].qs, sizeof(block_q4_0));
+        const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        const __m256 wd = scales2(wb[0].d, wb[1].d);
+        for (int c = 0; c < C; ++c) {
+            const __m256i p16 = _mm256_sub_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo[c]), _mm256_maddubs_epi16(hi, xhi[c])), x8[c]);
+            const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+            acc[r * C + c] = _mm256_fmadd_ps(p, _mm256_mul_ps(wd, xd[c]), acc[r * C + c]);
+        }
+    }
+}
+
 template <bool Q4, int R, int C>
 KVG_INLINE void tile_quant(const mm_tile_args & a) {
     constexpr int G = (R * C + 7) / 8;
@@ -141,7 +179,11 @@ KVG_INLINE void tile_quant(const mm_tile_args & a) {
     for (int j = 0; j < G * 8; ++j) acc[j] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     const int64_t nb = a.k / QK8_0;
-    for (int64_t b = 0; b < nb; ++b) {
+    int64_t b0 = 0;
+    if (Q4) {
+        for (; b0 + 2 <= nb; b0 += 2) q4_step2<R, C>(a, b0, acc);
+    }
+    for (int64_t b = b0; b < nb; ++b) {
         __m256i xq[C], x8[C];
         float xd[C];
         for (int c = 0; c < C; ++c) {
