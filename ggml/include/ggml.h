@@ -444,8 +444,11 @@ struct ggml_hazard {
     size_t second_begin, second_end;
     enum ggml_dep_kind kind;           // what the missing edge would be
 };
-// Checks a finished graph; returns the number of unordered conflicting pairs, stores up
-// to max_out of them in out (may be NULL) and prints each to `log` if it is not NULL.
+// Checks a finished graph. Counts every pair of conflicting accesses to overlapping bytes
+// that no path of edges orders, and every edge whose predecessor comes after its consumer
+// in the node list (a sequential run would read stale bytes); stores up to max_out of them
+// in out (may be NULL), prints each to `log` if not NULL, returns the count (-1 for a NULL
+// graph or one too large to check).
 GGML_API int ggml_graph_validate(const struct ggml_cgraph * cgraph, struct ggml_hazard * out, int max_out, FILE * log);
 
 // ---- graphs ----------------------------------------------------------------------

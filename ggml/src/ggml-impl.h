@@ -90,6 +90,8 @@ void ggml_hazards_on_new_op(struct ggml_context * ctx, struct ggml_tensor * tens
 ggml_hazard_log * ggml_hazards_new(void);
 void ggml_hazards_clear(ggml_hazard_log * log);
 void ggml_hazards_free(ggml_hazard_log * log);
+// Does the op read its source i? (cpy's src[1] is only its destination.)
+bool ggml_op_reads_src(const struct ggml_tensor * t, int i);
 // Byte extent [begin, end) of a tensor inside its root (conservative hull for strided views).
 void ggml_tensor_extent(const struct ggml_tensor * t, const struct ggml_tensor ** root, size_t * begin, size_t * end);
 

@@ -103,7 +103,7 @@ struct checker {
         const ggml_tensor * root;
         size_t b, e;
         for (int i = 0; i < GGML_MAX_SRC; ++i) {
-            if (!t->src[i]) continue;
+            if (!ggml_op_reads_src(t, i)) continue;
             ggml_tensor_extent(t->src[i], &root, &b, &e);
             if (b < e) acc.push_back({n, root, b, e, false});
         }

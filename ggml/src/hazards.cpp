@@ -8,7 +8,8 @@
 // report one where interleaved rows do not actually touch (an extra edge, never a
 // missing one).
 //
-// Accesses. Creating an op reads the extent of each of its sources. An op whose result is
+// Accesses. Creating an op reads the extent of each of its sources (except cpy's
+// destination, src[1], which it only writes). An op whose result is
 // a view of existing memory (cpy, set_rows, *_inplace, custom *_inplace) also writes the
 // extent of its result. View ops (view/reshape/permute/transpose) touch no bytes. set_rows
 // writes rows chosen at run time, so its write is the whole destination view (conservative).
@@ -20,7 +21,8 @@
 //   WAR  a write gets an edge to each overlapping read since that covering write.
 // Stopping at a covering write is sound: everything before it that overlaps is already
 // ordered before it by these same rules, and edges compose. A computed root (an op's own
-// result) counts as written by that op before any logged access.
+// result) counts as written by that op before any logged access: reads through a view
+// with no data edge to it (ggml_view_tensor) get a RAW edge to it, writes a WAW edge.
 //
 // Pruning: a new write removes logged accesses lying fully inside its extent (they are
 // ordered before it, so any later access that conflicts with them conflicts with it).
@@ -62,6 +64,10 @@ void ggml_hazards_clear(ggml_hazard_log * log) { log->buffers.clear(); }
 void ggml_hazards_free(ggml_hazard_log * log) { delete log; }
 void ggml_hazards_reset(ggml_context * ctx) { ggml_hazards_clear(ctx->hazards); }
 
+bool ggml_op_reads_src(const ggml_tensor * t, int i) {
+    return t->src[i] != nullptr && !(t->op == GGML_OP_CPY && i == 1);
+}
+
 void ggml_tensor_extent(const ggml_tensor * t, const ggml_tensor ** root, size_t * begin, size_t * end) {
     *root = t->view_src ? t->view_src : t;
     *begin = t->view_src ? t->view_offs : 0;
@@ -86,6 +92,10 @@ static void record_read(ggml_context * ctx, ggml_tensor * op, const ggml_tensor 
     for (long i = (long) log.writes.size() - 1; i >= 0 && i >= stop; --i) {
         const access & w = log.writes[i];
         if (w.op != op && overlaps(w.begin, w.end, b, e)) ggml_push_dep(ctx, op, w.op, GGML_DEP_RAW);
+    }
+    if (stop < 0 && src->view_src && src->op == GGML_OP_NONE && touches_memory(root)) {
+        // a plain view (ggml_view_tensor) of an op's result has no data edge to that op
+        ggml_push_dep(ctx, op, const_cast<ggml_tensor *>(root), GGML_DEP_RAW);
     }
     log.reads.push_back({op, b, e, ctx->hazards->next_seq++});
 }
@@ -120,7 +130,7 @@ static void record_write(ggml_context * ctx, ggml_tensor * op) {
 void ggml_hazards_on_new_op(ggml_context * ctx, ggml_tensor * t) {
     if (!touches_memory(t)) return;
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
-        if (t->src[i]) record_read(ctx, t, t->src[i]);
+        if (ggml_op_reads_src(t, i)) record_read(ctx, t, t->src[i]);
     }
     if (ggml_writes_borrowed_memory(t)) record_write(ctx, t);
 }
