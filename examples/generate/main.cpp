@@ -282,7 +282,7 @@ int main(int argc, char ** argv) {
             else if (t == "f16") kv_type = KVG_KV_F16;
             else if (t == "q8_0") kv_type = KVG_KV_Q8_0;
             else {
-                fprintf(stderr, "error: --kv-type must be f32, f16 or q8_0, not '%s'\n", t.c_str());
+                fprintf(stderr, "error: --kv-type must be q8_0, f32 or f16, not '%s'\n", t.c_str());
                 return 1;
             }
         } else if (a == "--kv-mode") {
