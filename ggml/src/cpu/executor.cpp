@@ -35,6 +35,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -56,7 +57,15 @@ constexpr size_t CACHE_LINE = 64;
 constexpr int SPIN_BEFORE_YIELD = 256;              // pause loops before yielding the core
 constexpr auto WORKER_SPIN_TIME = std::chrono::microseconds(500); // then block
 
-std::atomic<int> g_sched_mode{GGML_SCHED_DAG};
+// KVG_SCHED=barrier|dag picks the initial mode (to compare schedules in any program)
+int initial_sched_mode() {
+    const char * e = std::getenv("KVG_SCHED");
+    if (!e || !*e || !std::strcmp(e, "dag")) return GGML_SCHED_DAG;
+    if (!std::strcmp(e, "barrier")) return GGML_SCHED_BARRIER;
+    fprintf(stderr, "KVG_SCHED=%s not understood (dag or barrier); using dag\n", e);
+    return GGML_SCHED_DAG;
+}
+std::atomic<int> g_sched_mode{initial_sched_mode()};
 
 // Set while a thread runs graph work: a compute started from inside a kernel (custom
 // op) runs inline on that thread instead of waiting for the pool it is part of.
