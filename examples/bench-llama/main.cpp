@@ -15,7 +15,7 @@
 // --kv-scaling: one decode step at a fixed cache capacity (-c, default 4096) with valid
 // lengths 64..capacity: padding-free attention (valid length as input) next to the same
 // graph reading the whole capacity under the mask, and the bucketed graph (slots rounded
-// up to 256, the mask hides the rest).
+// up to 256, the mask hides the rest); median and minimum of -r samples.
 // --residency: resident memory (/proc/self/statm) of a long cache (--residency-ctx,
 // default 32768) after 10%, 50% and 100% of it is written by the decode graph's write
 // path (set_rows), next to a static cache that commits everything at creation.
@@ -303,8 +303,9 @@ static void bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Opt
         fprintf(stderr, "error: %s\n", e.c_str());
         return;
     }
-    // ms per decode step of g (one token at position pos), mean and stddev over reps
-    auto time_step = [&](kvg::LlamaGraph & g, const kvg::Ubatch & ub, double * mean, double * sd) {
+    // ms per decode step of g (one token at position pos): median and minimum over reps
+    // samples (robust on a shared machine, where other work inflates the mean)
+    auto time_step = [&](kvg::LlamaGraph & g, const kvg::Ubatch & ub, double * median, double * best) {
         g.set_inputs(0, ub, kv);
         std::vector<double> runs;
         const int steps = 20;
@@ -318,10 +319,12 @@ static void bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Opt
             }
             if (r >= 0) runs.push_back((now_s() - t0) * 1e3 / steps);
         }
-        mean_std(runs, mean, sd);
+        std::sort(runs.begin(), runs.end());
+        *median = runs[runs.size() / 2];
+        *best = runs.front();
     };
-    printf("\nPadding-free attention: %s, kv %s, %d thread(s), capacity %d slots: ms per decoded token\n", path.c_str(),
-           kv_name(kt), n_threads, cap);
+    printf("\nPadding-free attention: %s, kv %s, %d thread(s), capacity %d slots: ms per decoded token, median (min) of %d\n",
+           path.c_str(), kv_name(kt), n_threads, cap, opt.reps);
     printf("| %12s | %20s | %20s | %20s |\n", "valid length", "padding-free", "mask-only (capacity)", "bucketed (256)");
     printf("| %12s | %20s | %20s | %20s |\n", "---:", "---:", "---:", "---:");
     std::vector<int> lengths;
@@ -343,7 +346,7 @@ static void bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Opt
         time_step(*padding_free, ub, &pf, &pf_sd);
         time_step(*mask_only, ub, &mo, &mo_sd);
         time_step(*bucketed, ub, &bu, &bu_sd);
-        printf("| %12d | %11.3f ± %6.3f | %11.3f ± %6.3f | %11.3f ± %6.3f |\n", len, pf, pf_sd, mo, mo_sd, bu, bu_sd);
+        printf("| %12d | %9.3f (%8.3f) | %9.3f (%8.3f) | %9.3f (%8.3f) |\n", len, pf, pf_sd, mo, mo_sd, bu, bu_sd);
         fflush(stdout);
     }
 }
