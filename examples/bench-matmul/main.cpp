@@ -31,8 +31,10 @@
 #define BENCH_X86 1
 // GCC 12 flags the undefined-value placeholders inside its own intrinsics when they are
 // inlined into target-attributed functions.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace {

@@ -12,8 +12,10 @@
 
 // GCC 12 reports its own _mm512_undefined_* placeholders (inside intrinsics) as
 // uninitialized when they are inlined into target-attributed functions.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define KVG_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 #define KVG_INLINE KVG_TARGET inline __attribute__((always_inline))
