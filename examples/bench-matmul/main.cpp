@@ -309,7 +309,7 @@ int main(int argc, char ** argv) {
     const int nt = (int) threads.size();
     read_pool pool((size_t) 768 << 20);
     std::vector<double> bw(nt), peak(nt);
-    char b1[16], b2[16];
+    char b1[16];
     double load[3] = {0, 0, 0};
     if (FILE * f = std::fopen("/proc/loadavg", "r")) {
         if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = 0;
@@ -368,6 +368,7 @@ int main(int argc, char ** argv) {
     }
 
 #ifdef KVG_BENCH_OPENBLAS
+    char b2[16];
     std::printf("\n== OpenBLAS sgemm (GFLOP/s)\n");
     for (int i = 0; i < nt; ++i) {
         const double g2048 = time_sgemm(2048, 2048, 2048, threads[i], std::max(2, reps / 2 + 1));
