@@ -21,7 +21,7 @@ namespace {
 int64_t expected_body_bytes(const int32_t h[7]) {
     const int64_t dim = h[0], ff = h[1], L = h[2], heads = h[3], kv_heads = h[4], V = std::abs((int64_t) h[5]), seq = h[6];
     if (dim <= 0 || ff <= 0 || L <= 0 || heads <= 0 || kv_heads <= 0 || V <= 0 || seq <= 0) return -1;
-    if (dim > 256 || ff > 512 || L > 4 || V > 1024 || seq > 256 || dim % heads != 0) return -1;
+    if (dim > 256 || ff > 512 || L > 4 || V > 1024 || seq > 256 || dim % heads != 0 || kv_heads > heads) return -1;
     const int64_t hs = dim / heads, kv = hs * kv_heads;
     const int64_t floats = V * dim + L * (2 * dim + 2 * dim * dim + 2 * kv * dim + 3 * ff * dim) + dim + seq * hs +
                            (h[5] < 0 ? V * dim : 0);
@@ -77,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     fitted.resize(28 + (size_t) body, 0);
     for (size_t i = 28, j = 28; i < fitted.size() && size > 28; ++i, j = j + 1 < size ? j + 1 : 28) fitted[i] = data[j];
     // every field in range (checked above) and consistent: the file is valid and must load
-    const bool valid = h[4] <= h[3] && h[3] % h[4] == 0 && (h[0] / h[3]) % 2 == 0;
+    const bool valid = h[3] % h[4] == 0 && (h[0] / h[3]) % 2 == 0;
     const bool loaded = load_and_run(fitted.data(), fitted.size());
     FUZZ_CHECK(loaded || !valid, "a valid checkpoint (dim %d, hidden %d, layers %d, heads %d/%d, vocab %d, seq %d) "
                "was rejected", h[0], h[1], h[2], h[3], h[4], h[5], h[6]);
