@@ -100,6 +100,47 @@ inline void exercise_model(kvg_model * model) {
     FUZZ_CHECK(!kvg_decode(ctx, toks.data(), 1, cp.n_ctx, err, sizeof err) && err[0], "decode past n_ctx accepted");
     kvg_context_free(ctx);
 
+    // ring cache: three times as many tokens as slots, one sink
+    if (n_ctx_train >= 3) {
+        kvg_context_params rp = kvg_context_default_params();
+        rp.n_threads = 1;
+        rp.n_ctx = std::min(n_ctx_train, 4);
+        rp.kv_mode = KVG_KV_RING;
+        rp.n_sink = 1;
+        rp.n_window = rp.n_ctx; // too many with a sink
+        FUZZ_CHECK(!kvg_context_new(model, rp, err, sizeof err) && err[0], "n_window + n_sink > n_ctx accepted");
+        rp.n_window = rp.n_ctx - 2;
+        kvg_context * ring = kvg_context_new(model, rp, err, sizeof err);
+        FUZZ_CHECK(ring, "ring context: %s", err);
+        std::vector<kvg_token> many(3 * rp.n_ctx);
+        for (size_t i = 0; i < many.size(); ++i) many[i] = (kvg_token) ((i * 5 + 2) % n_vocab);
+        FUZZ_CHECK(kvg_decode(ring, many.data(), (int32_t) many.size(), 0, err, sizeof err), "ring decode: %s", err);
+        FUZZ_CHECK(kvg_n_past(ring) == (int32_t) many.size(), "ring n_past %d", kvg_n_past(ring));
+        kvg_context_free(ring);
+    }
+
+    // two sequences in one batch, f16 cache (q8_0 when the rows allow it)
+    {
+        kvg_context_params bp = kvg_context_default_params();
+        bp.n_threads = 2;
+        bp.n_ctx = std::min(n_ctx_train, 4);
+        bp.n_seq_max = 2;
+        bp.kv_type = kvg_model_n_embd(model) / kvg_model_n_head(model) * kvg_model_n_head_kv(model) % 32 == 0
+                         ? KVG_KV_Q8_0 : KVG_KV_F16;
+        bp.attn = KVG_ATTN_MATMUL;
+        kvg_context * b = kvg_context_new(model, bp, err, sizeof err);
+        FUZZ_CHECK(b, "batch context: %s", err);
+        const kvg_token toks2[3] = {1 % n_vocab, 2 % n_vocab, 3 % n_vocab};
+        const int32_t pos[3] = {0, 0, std::min(1, bp.n_ctx - 1)}, seq[3] = {0, 1, 1};
+        if (pos[2] == 1) {
+            FUZZ_CHECK(kvg_decode_batch(b, toks2, pos, seq, 3, err, sizeof err), "batch decode: %s", err);
+            FUZZ_CHECK(kvg_get_logits(b, 0) && kvg_get_logits(b, 2) && !kvg_get_logits(b, 1), "batch logits");
+        }
+        const int32_t bad_seq[3] = {0, 2, 1};
+        FUZZ_CHECK(!kvg_decode_batch(b, toks2, pos, bad_seq, 3, err, sizeof err) && err[0], "sequence id 2 accepted");
+        kvg_context_free(b);
+    }
+
     if (kvg_model_has_vocab(model)) {
         kvg_token ids[64];
         const int32_t n = kvg_tokenize(model, "Hello world, \xE2\x96\x81 \xff!", true, ids, 64);
