@@ -13,17 +13,6 @@
 
 namespace {
 
-struct task_range {
-    int64_t begin, end;
-};
-
-// rows [begin, end) of nr for task ith of nth: contiguous chunks, so tasks write disjoint rows
-task_range split_rows(int64_t nr, int ith, int nth) {
-    const int64_t per = (nr + nth - 1) / nth;
-    const int64_t b = std::min(nr, per * ith);
-    return {b, std::min(nr, b + per)};
-}
-
 // ---- element access for the non-quantized types -------------------------------------------
 
 bool has_scalar_access(ggml_type t) {

@@ -11,16 +11,6 @@
 
 namespace {
 
-struct task_range {
-    int64_t begin, end;
-};
-
-task_range split_rows(int64_t nr, int ith, int nth) {
-    const int64_t per = (nr + nth - 1) / nth;
-    const int64_t b = std::min(nr, per * ith);
-    return {b, std::min(nr, b + per)};
-}
-
 bool is_float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 
 void check_float(const ggml_tensor * t, const ggml_tensor * dst) {

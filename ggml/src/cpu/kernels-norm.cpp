@@ -9,16 +9,6 @@
 
 namespace {
 
-struct task_range {
-    int64_t begin, end;
-};
-
-task_range split_rows(int64_t nr, int ith, int nth) {
-    const int64_t per = (nr + nth - 1) / nth;
-    const int64_t b = std::min(nr, per * ith);
-    return {b, std::min(nr, b + per)};
-}
-
 void check_f32(const ggml_tensor * t, const ggml_tensor * dst) {
     if (t->type != GGML_TYPE_F32) {
         GGML_ABORT("%s: tensor '%s' has type %s; only f32 is supported", ggml_op_name(dst->op), t->name, ggml_type_name(t->type));

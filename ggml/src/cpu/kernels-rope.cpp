@@ -14,16 +14,6 @@
 
 namespace {
 
-struct task_range {
-    int64_t begin, end;
-};
-
-task_range split_rows(int64_t nr, int ith, int nth) {
-    const int64_t per = (nr + nth - 1) / nth;
-    const int64_t b = std::min(nr, per * ith);
-    return {b, std::min(nr, b + per)};
-}
-
 // YaRN: the dimension index at which a rotation makes n_rot turns over n_ctx_orig positions
 double yarn_corr_dim(int n_dims, int n_ctx_orig, double n_rot, double base) {
     return n_dims * std::log(n_ctx_orig / (n_rot * 2.0 * M_PI)) / (2.0 * std::log(base));

@@ -4,6 +4,19 @@
 
 #include "ggml-impl.h"
 
+#include <algorithm>
+
+// Rows [begin, end) of task ith out of nth: contiguous, near-equal chunks so that tasks
+// write disjoint bytes.
+struct task_range {
+    int64_t begin, end;
+};
+inline task_range split_rows(int64_t nr, int ith, int nth) {
+    const int64_t per = (nr + nth - 1) / nth;
+    const int64_t b = std::min(nr, per * ith);
+    return {b, std::min(nr, b + per)};
+}
+
 // kernels-copy.cpp
 void ggml_compute_forward_dup(const ggml_compute_params * params, ggml_tensor * dst);      // DUP, CPY, CONT
 void ggml_compute_forward_get_rows(const ggml_compute_params * params, ggml_tensor * dst);
