@@ -7,7 +7,7 @@
 extern "C" {
 #endif
 
-struct ggml_threadpool; // persistent worker threads, reused across computes
+struct ggml_threadpool; // persistent worker threads, reused across computes; grows when a compute asks for more
 
 struct ggml_cplan {
     size_t    work_size; // bytes of scratch the graph needs
@@ -42,7 +42,7 @@ enum ggml_sched_mode {
 GGML_API void ggml_cpu_set_sched_mode(enum ggml_sched_mode mode);
 GGML_API enum ggml_sched_mode ggml_cpu_get_sched_mode(void);
 
-// x: k floats, y: blocks of vec_dot_type; s[0] = dot(x, y) (nrc = 1 only)
+// x: a row of n elements of the weight type, y: a row of its vec_dot_type; s[0] = dot(x, y) (nrc = 1 only)
 typedef void (*ggml_vec_dot_t)(int n, float * s, size_t bs, const void * x, size_t bx, const void * y, size_t by, int nrc);
 
 struct ggml_type_traits_cpu {
