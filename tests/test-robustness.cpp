@@ -220,6 +220,22 @@ TEST_CASE("kvg-generate: bad files and limits exit with status 1 and a message, 
         check_clean_failure(run_generate({"-m", model, "-z", tok, "-p", prompt, "-c", "16", "-n", "4"}),
                             {"context holds only 16"});
     }
+    SUBCASE("prompt longer than a static (committed) linear cache; a ring cache takes it") {
+        std::string prompt;
+        for (int i = 0; i < 20; ++i) prompt += "Once upon a time there was a cat. ";
+        check_clean_failure(run_generate({"-m", model, "-z", tok, "-p", prompt, "-c", "16", "-n", "4", "--kv-static",
+                                          "-t", "1"}),
+                            {"context holds only 16"});
+        const ChildResult r = run_generate({"-m", model, "-z", tok, "-p", prompt, "-c", "16", "-n", "4", "--kv-mode",
+                                            "ring", "--sink", "2", "-t", "1"});
+        INFO(r.output);
+        CHECK(r.exited);
+        CHECK(r.code == 0);
+    }
+    SUBCASE("ring cache parameters that do not fit the context") {
+        check_clean_failure(run_generate({"-m", model, "-c", "16", "--kv-mode", "ring", "--sink", "16"}),
+                            {"n_sink = 16 must be in 0..15"});
+    }
     SUBCASE("a prompt without a tokenizer") {
         check_clean_failure(run_generate({"-m", model, "-p", "hello"}), {"no tokenizer"});
     }
