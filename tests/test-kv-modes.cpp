@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include "kvgraph.h"
+#include "test-common.h"
 
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
@@ -34,11 +35,6 @@
 
 namespace {
 
-std::string shared_dir() {
-    if (const char * e = std::getenv("KVG_SHARED_DIR")) return e;
-    return KVG_SHARED_DIR;
-}
-std::string model_path(const std::string & name) { return shared_dir() + "/models/" + name; }
 
 std::vector<int> read_ids(const std::string & path) {
     std::ifstream f(path);

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "kvgraph.h"
+#include "test-common.h"
 
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
@@ -28,11 +29,6 @@
 
 namespace {
 
-std::string shared_dir() {
-    if (const char * e = std::getenv("KVG_SHARED_DIR")) return e;
-    return KVG_SHARED_DIR;
-}
-std::string model_path(const std::string & name) { return shared_dir() + "/models/" + name; }
 std::string fixture(const std::string & name) { return shared_dir() + "/fixtures/" + name; }
 std::string temp_path(const std::string & name) {
     return (std::filesystem::temp_directory_path() / ("kvg-test-model-" + std::to_string(getpid()) + "-" + name)).string();

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "kvgraph.h"
+#include "test-common.h"
 
 #include "ggml.h"
 #include "gguf.h"
@@ -21,11 +22,6 @@
 
 namespace {
 
-std::string shared_dir() {
-    if (const char * e = std::getenv("KVG_SHARED_DIR")) return e;
-    return KVG_SHARED_DIR;
-}
-std::string model_path(const std::string & name) { return shared_dir() + "/models/" + name; }
 std::string temp_path(const std::string & name) {
     return (std::filesystem::temp_directory_path() / ("kvg-test-rterr-" + std::to_string(getpid()) + "-" + name)).string();
 }
