@@ -183,7 +183,7 @@ std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string 
     if (hp.n_embd % hp.n_head == 0) hp.n_rot = hp.head_dim();
     const bool shared = h[5] > 0;
     if (!check_hparams(hp, err)) {
-        *err = path + ": llama2.c header: " + *err;
+        *err = path + ": llama2.c header (offsets 0..27): " + *err;
         return nullptr;
     }
     m->format = "llama2.c";

@@ -148,6 +148,10 @@ bool Vocab::load_llama2c(const std::string& path, std::string* err, int expected
         const uint32_t score_bits = read_u32_le(buf.data() + off);
         float score;
         std::memcpy(&score, &score_bits, sizeof(score));
+        if (std::isnan(score)) {
+            set_err(err, where + "score of " + tok + " at byte offset " + std::to_string(off) + " is NaN");
+            return false;
+        }
         const int32_t len = (int32_t)read_u32_le(buf.data() + off + 4);
         if (len < 0 || len > kMaxPieceBytes) {
             set_err(err, where + "bad length " + std::to_string(len) + " for " + tok + " at byte offset " +

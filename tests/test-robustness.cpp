@@ -208,6 +208,24 @@ TEST_CASE("kvg-generate: bad files and limits exit with status 1 and a message, 
         check_clean_failure(run_generate({"-m", model, "-z", p}), {"tokenizer", "offset"});
         std::filesystem::remove(p);
     }
+    SUBCASE("tokenizer with a NaN score") {
+        const std::string p = temp_path("tok-nan.bin");
+        std::string t = tokfile;
+        const float nan = std::nanf("");
+        std::memcpy(&t[4], &nan, 4); // token 0's score
+        write_file(p, t);
+        check_clean_failure(run_generate({"-m", model, "-z", p}), {"score of token 0 at byte offset 4 is NaN"});
+        std::filesystem::remove(p);
+    }
+    SUBCASE("llama2.c header whose heads do not divide the width") {
+        const std::string p = temp_path("heads.bin");
+        std::string c = ckpt;
+        const int32_t heads = 7;
+        std::memcpy(&c[12], &heads, 4);
+        write_file(p, c);
+        check_clean_failure(run_generate({"-m", p}), {"offsets 0..27", "not a multiple of n_head 7"});
+        std::filesystem::remove(p);
+    }
     SUBCASE("tokenizer with a different vocabulary size") {
         check_clean_failure(run_generate({"-m", model, "-z", model_path("tokenizer.bin")}), {"tokenizer"});
     }
