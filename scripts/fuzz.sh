@@ -51,7 +51,8 @@ for t in "${TARGETS[@]}"; do
     extra=()
     [ -f "tests/fuzz/$t.dict" ] && extra+=("-dict=tests/fuzz/$t.dict")
     echo "== fuzz-$t: ${SECONDS_PER_TARGET}s from $(ls "$seeds" | wc -l) seeds"
-    "$exe" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 -timeout=25 -rss_limit_mb=4096 \
+    # fixed seed: a CI run explores the same inputs as a local run of the same length
+    "$exe" -seed="${FUZZ_SEED:-1}" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 -timeout=25 -rss_limit_mb=4096 \
         -malloc_limit_mb=2048 -artifact_prefix="$BUILD/artifacts/$t-" "${extra[@]}" "$work" "$seeds" > "$log" 2>&1
     rc=$?
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
