@@ -32,7 +32,8 @@ struct kvg_sampler;
 
 // ---- models -------------------------------------------------------------------------------
 struct kvg_model_params {
-    bool use_mmap; // map the file and point weights into it (default true); false copies them
+    bool   use_mmap;         // map the file and point weights into it (default true); false copies them
+    size_t max_weight_bytes; // refuse models whose weights need more bytes (0: no limit)
 };
 struct kvg_model_params kvg_model_default_params(void);
 

@@ -69,6 +69,7 @@ static void set_err(char * err, size_t err_size, const std::string & msg) {
 kvg_model_params kvg_model_default_params(void) {
     kvg_model_params p;
     p.use_mmap = true;
+    p.max_weight_bytes = 0;
     return p;
 }
 
@@ -85,6 +86,11 @@ kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, kvg_m
     auto m = kvg::load_model(path, tokenizer_path ? tokenizer_path : "", opt, &e);
     if (!m) {
         set_err(err, err_size, e);
+        return nullptr;
+    }
+    if (params.max_weight_bytes > 0 && m->weight_bytes() > params.max_weight_bytes) {
+        set_err(err, err_size, std::string(path) + ": the model's weights need " + std::to_string(m->weight_bytes()) +
+                                   " bytes, more than the limit of " + std::to_string(params.max_weight_bytes) + " bytes");
         return nullptr;
     }
     kvg_model * model = new kvg_model;

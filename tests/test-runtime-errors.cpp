@@ -339,3 +339,24 @@ TEST_CASE("decode: prompt longer than the context, bad positions and ids; the co
     kvg_context_free(c);
     kvg_model_free(m);
 }
+
+TEST_CASE("a model whose weights exceed the stated memory limit is refused with a clear error") {
+    const std::string path = model_path("stories260K.bin");
+    char err[512] = {0};
+    kvg_model_params mp = kvg_model_default_params();
+    kvg_model * full = kvg_model_load(path.c_str(), nullptr, mp, err, sizeof(err));
+    REQUIRE(full != nullptr);
+    const size_t need = kvg_model_weight_bytes(full);
+    kvg_model_free(full);
+
+    mp.max_weight_bytes = need - 1;
+    CHECK(kvg_model_load(path.c_str(), nullptr, mp, err, sizeof(err)) == nullptr);
+    const std::string msg = err;
+    CHECK(msg.find("limit of " + std::to_string(need - 1) + " bytes") != std::string::npos);
+    CHECK(msg.find(std::to_string(need)) != std::string::npos);
+
+    mp.max_weight_bytes = need; // exactly enough
+    kvg_model * ok = kvg_model_load(path.c_str(), nullptr, mp, err, sizeof(err));
+    CHECK(ok != nullptr);
+    kvg_model_free(ok);
+}

@@ -39,6 +39,7 @@ static void usage(const char * argv0) {
             "  --window W        ring: positions attended besides the sinks (default: -c minus sinks)\n"
             "  --sink S          ring: first positions always attended (default 0)\n"
             "  --kv-static       commit the whole cache's memory at start (default: as tokens are written)\n"
+            "  --max-weights-mib N  refuse models whose weights need more than N MiB\n"
             "  --parallel N      decode N prompts at once (lines of -f; reused in turn if fewer)\n"
             "  -f FILE           prompts, one per line (with --parallel)\n"
             "  --attn A          flash or matmul (default flash)\n"
@@ -240,6 +241,7 @@ int main(int argc, char ** argv) {
     kvg_kv_mode kv_mode = KVG_KV_LINEAR;
     kvg_attn_impl attn = KVG_ATTN_FLASH;
     bool use_mmap = true, kv_static = false;
+    double max_weights_mib = 0;
 
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -276,6 +278,7 @@ int main(int argc, char ** argv) {
         else if (a == "--seed") sp.seed = (uint64_t) strtoull(next(), nullptr, 10);
         else if (a == "--no-mmap") use_mmap = false;
         else if (a == "--kv-static") kv_static = true;
+        else if (a == "--max-weights-mib") max_weights_mib = strtod(next(), nullptr);
         else if (a == "--kv-type") {
             const std::string t = next();
             if (t == "f32") kv_type = KVG_KV_F32;
@@ -348,6 +351,7 @@ int main(int argc, char ** argv) {
     char err[1024];
     kvg_model_params mp = kvg_model_default_params();
     mp.use_mmap = use_mmap;
+    mp.max_weight_bytes = (size_t) (max_weights_mib * 1024 * 1024);
     kvg_model * model = kvg_model_load(model_path.c_str(), tok_path.empty() ? nullptr : tok_path.c_str(), mp, err, sizeof err);
     if (!model) {
         fprintf(stderr, "error: %s\n", err);
