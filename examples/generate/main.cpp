@@ -267,7 +267,13 @@ int main(int argc, char ** argv) {
         else if (a == "-f") prompt_file = next();
         else if (a == "-n") n_gen = (int) num(next());
         else if (a == "-t") n_threads = (int) num(next());
-        else if (a == "-c") n_ctx = (int) num(next());
+        else if (a == "-c") {
+            n_ctx = (int) num(next());
+            if (n_ctx <= 0) {
+                fprintf(stderr, "error: -c must be a positive context length (omit it for the model's own)\n");
+                return 1;
+            }
+        }
         else if (a == "-b") n_batch = (int) num(next());
         else if (a == "--parallel") n_parallel = (int) num(next());
         else if (a == "--window") n_window = (int) num(next());
