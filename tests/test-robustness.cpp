@@ -8,6 +8,7 @@
 #include "ggml-impl.h"
 #include "ggml.h"
 #include "kvgraph.h"
+#include "test-common.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,25 +64,7 @@ ChildResult run_child(const std::function<void()> & fn) {
 
 bool contains(const std::string & s, const std::string & part) { return s.find(part) != std::string::npos; }
 
-std::string shared_dir() {
-    if (const char * e = std::getenv("KVG_SHARED_DIR")) return e;
-    return KVG_SHARED_DIR;
-}
-std::string model_path(const std::string & name) { return shared_dir() + "/models/" + name; }
-
-std::string temp_path(const std::string & name) {
-    return (std::filesystem::temp_directory_path() / ("kvg-test-robust-" + std::to_string(getpid()) + "-" + name)).string();
-}
-std::string read_file(const std::string & path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-void write_file(const std::string & path, const std::string & data) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(data.data(), (std::streamsize) data.size());
-}
+std::string temp_path(const std::string & name) { return ::temp_path("test-robust", name); }
 
 // kvg-generate: $KVG_GENERATE, else bin/ of the build tree (this test runs from <build>/tests).
 std::string generate_path() {

@@ -22,19 +22,7 @@
 
 namespace {
 
-std::string temp_path(const std::string & name) {
-    return (std::filesystem::temp_directory_path() / ("kvg-test-rterr-" + std::to_string(getpid()) + "-" + name)).string();
-}
-std::string read_file(const std::string & path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-void write_file(const std::string & path, const std::string & data) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(data.data(), (std::streamsize) data.size());
-}
+std::string temp_path(const std::string & name) { return ::temp_path("test-rterr", name); }
 
 // Loads path expecting failure; returns the message.
 std::string load_error(const std::string & path, const char * tok = nullptr) {

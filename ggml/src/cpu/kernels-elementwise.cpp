@@ -70,18 +70,6 @@ void store_row(const ggml_tensor * t, char * row, int64_t n, const float * in) {
     }
 }
 
-// sum of n floats: 8 independent partial sums (vectorizable, less rounding than one chain)
-double sum_f32(const float * x, int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int j = 0; j < 8; ++j) acc[j] += x[i + j];
-    }
-    double s = 0.0;
-    for (int j = 0; j < 8; ++j) s += acc[j];
-    for (; i < n; ++i) s += x[i];
-    return s;
-}
 
 // ---- binary ------------------------------------------------------------------------------
 

@@ -28,18 +28,6 @@ void scatter(char * row, size_t nb0, int64_t n, const float * in) {
     for (int64_t i = 0; i < n; ++i) std::memcpy(row + i * nb0, &in[i], sizeof(float));
 }
 
-// Sums with 8 independent partial sums: vectorizable and less rounding than one chain.
-double sum_f32(const float * x, int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int j = 0; j < 8; ++j) acc[j] += x[i + j];
-    }
-    double s = 0.0;
-    for (int j = 0; j < 8; ++j) s += acc[j];
-    for (; i < n; ++i) s += x[i];
-    return s;
-}
 double sum_sq_f32(const float * x, int64_t n) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
