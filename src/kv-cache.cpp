@@ -53,12 +53,16 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
     commit = p.commit;
     head_dim = hp.head_dim();
     n_head_kv = hp.n_head_kv;
+    n_embd_kv = hp.n_embd_kv();
+    const bool group_k = type == GGML_TYPE_Q8_0;
 
     // one reservation, each K/V tensor at a page boundary so that residency is per tensor prefix
     const size_t page = (size_t) sysconf(_SC_PAGESIZE);
-    const size_t tensor_bytes = ggml_row_size(type, hp.n_embd_kv()) * (size_t) n_seq * n_ctx;
-    const size_t stride = (tensor_bytes + page - 1) / page * page;
-    mem_size = 2 * (size_t) hp.n_layer * stride;
+    const size_t k_bytes = group_k ? ggml_row_size(type, GGML_KV_GROUP) * n_embd_kv * n_groups(n_ctx) * (size_t) n_seq
+                                   : ggml_row_size(type, n_embd_kv) * (size_t) n_seq * n_ctx;
+    const size_t v_bytes = ggml_row_size(type, n_embd_kv) * (size_t) n_seq * n_ctx;
+    const size_t k_stride = (k_bytes + page - 1) / page * page, v_stride = (v_bytes + page - 1) / page * page;
+    mem_size = (size_t) hp.n_layer * (k_stride + v_stride);
     void * m = mmap(nullptr, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) {
         const std::string msg = "cannot reserve " + std::to_string(mem_size) + " bytes of address space for the KV cache";
@@ -68,15 +72,26 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
     mem = m;
     madvise(mem, mem_size, MADV_NOHUGEPAGE); // 4 KiB granularity: residency follows the rows written
 
-    ggml_init_params ip = {2 * (size_t) hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true};
+    ggml_init_params ip = {3 * (size_t) hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true};
     ctx = ggml_init(ip);
     if (!ctx) return fail("cannot allocate the KV cache's tensor context");
+    if (group_k) recent_mem.assign((size_t) hp.n_layer * n_embd_kv * GGML_KV_GROUP * n_seq, 0.0f);
     for (int il = 0; il < hp.n_layer; ++il) {
-        for (int kv = 0; kv < 2; ++kv) {
-            ggml_tensor * t = ggml_new_tensor_2d(ctx, type, hp.n_embd_kv(), (int64_t) n_seq * n_ctx);
-            ggml_format_name(t, kv == 0 ? "cache_k_l%d" : "cache_v_l%d", il);
-            t->data = (char *) mem + (2 * (size_t) il + kv) * stride;
-            (kv == 0 ? k : v).push_back(t);
+        char * base = (char *) mem + (size_t) il * (k_stride + v_stride);
+        ggml_tensor * tk = group_k ? ggml_new_tensor_2d(ctx, type, GGML_KV_GROUP, (int64_t) n_embd_kv * n_groups(n_ctx) * n_seq)
+                                   : ggml_new_tensor_2d(ctx, type, n_embd_kv, (int64_t) n_seq * n_ctx);
+        ggml_tensor * tv = ggml_new_tensor_2d(ctx, type, n_embd_kv, (int64_t) n_seq * n_ctx);
+        ggml_format_name(tk, "cache_k_l%d", il);
+        ggml_format_name(tv, "cache_v_l%d", il);
+        tk->data = base;
+        tv->data = base + k_stride;
+        k.push_back(tk);
+        v.push_back(tv);
+        if (group_k) {
+            ggml_tensor * tr = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_embd_kv, (int64_t) GGML_KV_GROUP * n_seq);
+            ggml_format_name(tr, "cache_k_recent_l%d", il);
+            tr->data = recent_mem.data() + (size_t) il * n_embd_kv * GGML_KV_GROUP * n_seq;
+            k_recent.push_back(tr);
         }
     }
     clear();
@@ -91,6 +106,7 @@ void KvCache::clear() {
         // fresh zero pages on the next touch: memory is given back, never read as garbage
         madvise(mem, mem_size, MADV_DONTNEED);
     }
+    std::fill(recent_mem.begin(), recent_mem.end(), 0.0f);
     seqs.assign(n_seq, Seq());
     for (Seq & s : seqs) s.slot_pos.assign(n_ctx, -1);
 }
@@ -99,10 +115,11 @@ size_t KvCache::bytes() const {
     size_t n = 0;
     for (const ggml_tensor * t : k) n += ggml_nbytes(t);
     for (const ggml_tensor * t : v) n += ggml_nbytes(t);
+    for (const ggml_tensor * t : k_recent) n += ggml_nbytes(t);
     return n;
 }
 
-size_t KvCache::bytes_per_pos() const { return 2 * k.size() * (size_t) k[0]->nb[1]; }
+size_t KvCache::bytes_per_pos() const { return 2 * k.size() * ggml_row_size(type, n_embd_kv); }
 
 ggml_tensor * KvCache::view(ggml_context * gctx, ggml_tensor * t, int n_kv, bool packed) const {
     // dim 1 steps over slots (rows), dim 3 over sequences; dim 2 over the heads inside a row
@@ -111,8 +128,46 @@ ggml_tensor * KvCache::view(ggml_context * gctx, ggml_tensor * t, int n_kv, bool
     return ggml_view_4d(gctx, t, head_dim, n_kv, n_head_kv, n_seq, t->nb[1], ggml_row_size(type, head_dim), seq_stride, 0);
 }
 
-ggml_tensor * KvCache::write_k(ggml_context * gctx, int il, ggml_tensor * cur, ggml_tensor * idx) const {
-    return ggml_set_rows(gctx, k[il], cur, idx);
+ggml_tensor * KvCache::view_k_groups(ggml_context * gctx, int il, int n_kv) const {
+    const ggml_tensor * t = k[il];
+    return ggml_view_4d(gctx, k[il], GGML_KV_GROUP, n_embd_kv, n_groups(n_kv), n_seq, t->nb[1], n_embd_kv * t->nb[1],
+                        (size_t) n_groups(n_ctx) * n_embd_kv * t->nb[1], 0);
+}
+
+ggml_tensor * KvCache::view_k_recent(ggml_context * gctx, int il) const {
+    return ggml_reshape_3d(gctx, k_recent[il], n_embd_kv, GGML_KV_GROUP, n_seq);
+}
+
+void KvCache::fill_group_rows(int64_t * rows) const {
+    for (int s = 0; s < n_seq; ++s) {
+        const int64_t first = ((int64_t) s * n_groups(n_ctx) + recent_group(s)) * n_embd_kv;
+        for (int c = 0; c < n_embd_kv; ++c) rows[(size_t) s * n_embd_kv + c] = first + c;
+    }
+}
+
+ggml_tensor * KvCache::write_k(ggml_context * gctx, int il, ggml_tensor * cur, ggml_tensor * idx, ggml_tensor * group_rows) const {
+    if (!grouped()) return ggml_set_rows(gctx, k[il], cur, idx);
+    // The RAW edge from this write orders the transpose after it; the transpose's read
+    // orders the next chunk's write after it (WAR); attention reads both k_recent and k[il].
+    ggml_set_rows(gctx, k_recent[il], cur, idx);
+    ggml_tensor * by_channel = ggml_cont(gctx, ggml_permute(gctx, view_k_recent(gctx, il), 1, 0, 2, 3)); // [32, n_embd_kv, n_seq]
+    return ggml_set_rows(gctx, k[il], ggml_reshape_2d(gctx, by_channel, GGML_KV_GROUP, (int64_t) n_embd_kv * n_seq), group_rows);
+}
+
+void KvCache::load_recent(int seq, int group) {
+    // dequantize the channel rows of group `group` back into the sequence's k_recent rows
+    const ggml_to_float_t to_float = ggml_get_type_traits(type)->to_float;
+    float block[GGML_KV_GROUP];
+    for (size_t il = 0; il < k.size(); ++il) {
+        const ggml_tensor * t = k[il];
+        float * rows = (float *) k_recent[il]->data + (size_t) seq * GGML_KV_GROUP * n_embd_kv;
+        for (int c = 0; c < n_embd_kv; ++c) {
+            const int64_t r = ((int64_t) seq * n_groups(n_ctx) + group) * n_embd_kv + c;
+            to_float((const char *) t->data + r * t->nb[1], block, GGML_KV_GROUP);
+            for (int j = 0; j < GGML_KV_GROUP; ++j) rows[(size_t) j * n_embd_kv + c] = block[j];
+        }
+    }
+    seqs[seq].recent_group = group;
 }
 ggml_tensor * KvCache::write_v(ggml_context * gctx, int il, ggml_tensor * cur, ggml_tensor * idx) const {
     return ggml_set_rows(gctx, v[il], cur, idx);
@@ -145,11 +200,14 @@ bool KvCache::check_start(int seq, int64_t pos, std::string * err) const {
 }
 
 int64_t KvCache::chunk_last(int64_t pos) const {
-    if (mode == KvMode::Linear) return n_ctx - 1;
     // the slot of position p held p - ring; the chunk's first token still attends it while
     // p - ring > pos - n_window. Before the ring wraps (p < n_ctx) no slot is reused.
     const int64_t ring = n_ctx - n_sink;
-    return std::max<int64_t>(n_ctx - 1, pos - n_window + ring);
+    const int64_t last = mode == KvMode::Linear ? n_ctx - 1 : std::max<int64_t>(n_ctx - 1, pos - n_window + ring);
+    if (!grouped()) return last;
+    // slots advance one per position up to n_ctx - 1, so the group ends this many positions on
+    const int64_t s = slot(pos), group_end = std::min<int64_t>(s | (GGML_KV_GROUP - 1), n_ctx - 1);
+    return std::min(last, pos + group_end - s);
 }
 
 void KvCache::rewind(int seq, int64_t pos) {
@@ -161,9 +219,15 @@ void KvCache::rewind(int seq, int64_t pos) {
     s.n_past = pos;
 }
 
+void KvCache::use_group(int seq, int64_t pos) {
+    const int group = (int) (slot(pos) / GGML_KV_GROUP);
+    if (grouped() && seqs[seq].recent_group != group) load_recent(seq, group);
+}
+
 void KvCache::store(int seq, int64_t pos) {
     Seq & s = seqs[seq];
     const int64_t j = slot(pos);
+    use_group(seq, pos);
     s.slot_pos[j] = pos;
     s.n_used = std::max<int>(s.n_used, (int) j + 1);
     s.n_past = std::max(s.n_past, pos + 1);

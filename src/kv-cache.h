@@ -4,6 +4,16 @@
 //   k[il], v[il]: [n_embd_kv = head_dim * n_head_kv, n_seq * n_ctx], type f32, f16 or q8_0
 //   sequence s owns rows [s * n_ctx, (s + 1) * n_ctx)
 //
+// A q8_0 cache stores K by channel instead (grouped): k[il] is
+// [32, n_embd_kv * n_groups * n_seq], row ((s * n_groups + g) * n_embd_kv + c) = channel c
+// of slots [32g, 32g + 32) of sequence s, one q8_0 block with its own scale. Keys differ
+// by channel far more than by position, and heads of tiny models (8 values) are shorter
+// than a block, so per-position rows lose most of their 8 bits to the widest channel.
+// The group being filled also lives in f32 in k_recent[il] [n_embd_kv, 32 * n_seq]
+// (row s * 32 + slot % 32), which attention reads instead of its q8_0 copy; each graph
+// re-quantizes that group from k_recent into k[il] (so the q8_0 copy is complete when the
+// group is left). V stays per position: q8_0 rows of v[il].
+//
 // Modes (which slot a position goes to, who may see it):
 //   linear  slot = position, positions < n_ctx; a token sees every earlier position.
 //   ring    slot = position mod the ring (after n_sink fixed slots for the first positions);
@@ -23,6 +33,7 @@
 #include "ggml.h"
 #include "model.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -64,25 +75,44 @@ struct KvCache {
     ggml_tensor * view_k(ggml_context * ctx, int il, int n_kv, bool packed) const { return view(ctx, k[il], n_kv, packed); }
     ggml_tensor * view_v(ggml_context * ctx, int il, int n_kv, bool packed) const { return view(ctx, v[il], n_kv, packed); }
 
-    // Writes cur [n_embd_kv, n_tokens] (f32) into rows idx [n_tokens] (I64) of K or V of layer il.
-    ggml_tensor * write_k(ggml_context * ctx, int il, ggml_tensor * cur, ggml_tensor * idx) const;
+    // Writes cur [n_embd_kv, n_tokens] (f32) of layer il at rows idx (I64 [n_tokens]): row(seq,
+    // pos) of each token, or for grouped K recent_row(seq, pos) of k_recent, after which the
+    // recent group of every sequence is re-quantized into k[il] (group_rows: I64
+    // [n_embd_kv * n_seq], see fill_group_rows); returns the last write.
+    ggml_tensor * write_k(ggml_context * ctx, int il, ggml_tensor * cur, ggml_tensor * idx, ggml_tensor * group_rows) const;
     ggml_tensor * write_v(ggml_context * ctx, int il, ggml_tensor * cur, ggml_tensor * idx) const;
+
+    // Grouped K: the q8_0 groups [32, n_embd_kv, n_groups(n_kv), n_seq] for attention, the
+    // f32 rows of the recent groups [n_embd_kv, 32, n_seq], the group each holds.
+    bool grouped() const { return !k_recent.empty(); }
+    static int n_groups(int n_kv) { return (n_kv + GGML_KV_GROUP - 1) / GGML_KV_GROUP; }
+    ggml_tensor * view_k_groups(ggml_context * ctx, int il, int n_kv) const;
+    ggml_tensor * view_k_recent(ggml_context * ctx, int il) const;
+    int recent_group(int seq) const { return std::max(seqs[seq].recent_group, 0); }
+    int64_t recent_row(int seq, int64_t pos) const { return (int64_t) seq * GGML_KV_GROUP + slot(pos) % GGML_KV_GROUP; }
+    void fill_group_rows(int64_t * rows) const; // [n_embd_kv * n_seq]: k[il] rows of each sequence's recent group
 
     // ---- host-side state of the sequences ----
     struct Seq {
         int64_t n_past = 0;            // positions [0, n_past) were decoded (ring: the recent ones are held)
         int n_used = 0;                // slots [0, n_used) were written at least once: the valid length
         std::vector<int64_t> slot_pos; // position each slot holds, -1 if none
+        int recent_group = -1;         // grouped K: the group whose rows k_recent holds
     };
     std::vector<Seq> seqs;
 
     // Can sequence seq continue at pos? pos <= n_past, and (ring) the window before pos is held.
     bool check_start(int seq, int64_t pos, std::string * err) const;
     // Last position one graph chunk starting at pos may write, so that no write replaces a
-    // slot that a token of the same chunk still attends (ring; linear: n_ctx - 1).
+    // slot that a token of the same chunk still attends (ring; linear: n_ctx - 1), and
+    // (grouped K) so that the chunk stays inside one group of slots.
     int64_t chunk_last(int64_t pos) const;
     void rewind(int seq, int64_t pos); // forget positions >= pos
-    void store(int seq, int64_t pos);  // the next graph writes pos (call in token order)
+    // The next graph writes pos (call in token order). Grouped K: if pos's group is not the
+    // sequence's recent group, its rows are first loaded into k_recent from the q8_0 copy
+    // (slots still held there, e.g. after a rewind or a ring wrap, stay readable).
+    void store(int seq, int64_t pos);
+    void use_group(int seq, int64_t pos); // grouped K: k_recent holds pos's group (store() calls it)
     // May a token of seq at position pos attend slot j?
     bool visible(int seq, int j, int64_t pos) const {
         const int64_t q = seqs[seq].slot_pos[j];
@@ -102,11 +132,15 @@ struct KvCache {
     int n_ctx = 0, n_seq = 1, n_window = 0, n_sink = 0;
     int head_dim = 0;
     int n_head_kv = 0;
+    int n_embd_kv = 0;
     bool commit = false;
     std::vector<ggml_tensor *> k, v;
+    std::vector<ggml_tensor *> k_recent; // grouped K only
+    std::vector<float> recent_mem;
 
 private:
     ggml_tensor * view(ggml_context * ctx, ggml_tensor * t, int n_kv, bool packed) const;
+    void load_recent(int seq, int group);
 };
 
 } // namespace kvg

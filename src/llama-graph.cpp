@@ -101,20 +101,39 @@ static ggml_tensor * attention(ggml_context * ctx, const Model & model, const Kv
     ggml_tensor * att;
     if (shape.flash_attn) {
         // quantized rows are passed whole (heads packed): a head may be shorter than a block
-        ggml_tensor * K = kv.view_k(ctx, il, n_kv, quant);
         ggml_tensor * V = kv.view_v(ctx, il, n_kv, quant);
-        att = ggml_flash_attn_ext(ctx, Q, K, V, in.mask, kq_scale, 0.0f, 0.0f); // [hd, n_head, n_q, n_seq]
+        if (kv.grouped()) {
+            att = ggml_flash_attn_ext_grouped(ctx, Q, kv.view_k_groups(ctx, il, n_kv), kv.view_k_recent(ctx, il),
+                                              in.k_recent_group, V, in.mask, kq_scale, 0.0f, 0.0f);
+        } else {
+            att = ggml_flash_attn_ext(ctx, Q, kv.view_k(ctx, il, n_kv, quant), V, in.mask, kq_scale, 0.0f, 0.0f);
+        } // [hd, n_head, n_q, n_seq]
         if (shape.kv_len) ggml_flash_attn_ext_set_kv_len(ctx, att, in.kv_len);
         g->k_read.push_back(att);
         g->v_read.push_back(att);
         att = ggml_reshape_2d(ctx, att, hp.n_embd, n_q * n_seq);
     } else {
-        ggml_tensor * K = kv.view_k(ctx, il, n_kv, quant);
+        ggml_tensor * K = kv.grouped() ? nullptr : kv.view_k(ctx, il, n_kv, quant);
         ggml_tensor * V = kv.view_v(ctx, il, n_kv, quant);
         if (quant) { // the matmuls need per-head rows: dequantize the slots first
-            ggml_tensor * Kf = ggml_cpy(ctx, K, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, K->ne[0], n_kv, 1, n_seq));
+            ggml_tensor * Kf;
+            if (kv.grouped()) {
+                // groups -> f32 [32, n_embd_kv, G, n_seq] -> positions as rows [n_embd_kv, 32 * G * n_seq],
+                // then the recent groups' f32 rows over their quantized copies (a WAW edge orders it)
+                ggml_tensor * Kg = kv.view_k_groups(ctx, il, n_kv);
+                const int64_t G = Kg->ne[2];
+                Kf = ggml_cpy(ctx, Kg, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, GGML_KV_GROUP, hp.n_embd_kv(), G, n_seq));
+                g->k_read.push_back(Kf);
+                Kf = ggml_cont_2d(ctx, ggml_permute(ctx, Kf, 1, 0, 2, 3), hp.n_embd_kv(), GGML_KV_GROUP * G * n_seq);
+                Kf = ggml_set_rows(ctx, Kf, ggml_reshape_2d(ctx, kv.k_recent[il], hp.n_embd_kv(), GGML_KV_GROUP * n_seq),
+                                   in.k_recent_rows);
+                Kf = ggml_view_4d(ctx, Kf, hp.n_embd_kv(), n_kv, 1, n_seq, Kf->nb[1], n_kv * Kf->nb[1],
+                                  GGML_KV_GROUP * G * Kf->nb[1], 0);
+            } else {
+                Kf = ggml_cpy(ctx, K, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, K->ne[0], n_kv, 1, n_seq));
+                g->k_read.push_back(Kf);
+            }
             ggml_tensor * Vf = ggml_cpy(ctx, V, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, V->ne[0], n_kv, 1, n_seq));
-            g->k_read.push_back(Kf);
             g->v_read.push_back(Vf);
             auto heads = [&](ggml_tensor * t) {
                 return ggml_view_4d(ctx, t, hd, n_kv, hp.n_head_kv, n_seq, t->nb[1], hd * sizeof(float), t->nb[3], 0);
@@ -172,6 +191,15 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
         in.kv_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_kv_idx", c);
         in.mask = input(ctx, GGML_TYPE_F32, shape.n_kv, n_q, 1, n_seq, "inp_mask", c);
         if (shape.kv_len) in.kv_len = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_kv_len", c);
+        if (kv.grouped()) {
+            in.k_recent_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_k_recent_idx", c);
+            in.k_group_rows = input(ctx, GGML_TYPE_I64, (int64_t) hp.n_embd_kv() * n_seq, 1, 1, 1, "inp_k_group_rows", c);
+            if (shape.flash_attn) {
+                in.k_recent_group = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_k_recent_group", c);
+            } else {
+                in.k_recent_rows = input(ctx, GGML_TYPE_I64, (int64_t) GGML_KV_GROUP * n_seq, 1, 1, 1, "inp_k_recent_rows", c);
+            }
+        }
         if (shape.gather) {
             in.q_idx = input(ctx, GGML_TYPE_I32, (int64_t) n_q * n_seq, 1, 1, 1, "inp_q_idx", c);
             in.out_idx = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_out_idx", c);
@@ -202,7 +230,8 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
 
             // Store k and v in the cache rows chosen by kv_idx. Reading the cache below records
             // a RAW edge to these writes; a later chunk's writes get WAR edges to the reads.
-            g->k_write.push_back(kv.write_k(ctx, il, ggml_reshape_2d(ctx, k, hp.n_embd_kv(), n_tokens), in.kv_idx));
+            g->k_write.push_back(kv.write_k(ctx, il, ggml_reshape_2d(ctx, k, hp.n_embd_kv(), n_tokens),
+                                            kv.grouped() ? in.k_recent_idx : in.kv_idx, in.k_group_rows));
             g->v_write.push_back(kv.write_v(ctx, il, v, in.kv_idx));
 
             ggml_tensor * att = attention(ctx, model, kv, il, q, in, shape, g.get());
@@ -254,12 +283,25 @@ void LlamaGraph::set_inputs(int c, const Ubatch & ub, const KvCache & kv) {
         tok[i] = ub.tokens[i];
         pos[i] = ub.pos[i];
         idx[i] = kv.row(s, ub.pos[i]);
+        if (in.k_recent_idx) ((int64_t *) in.k_recent_idx->data)[i] = kv.recent_row(s, ub.pos[i]);
         if (shape.gather) ((int32_t *) in.out_idx->data)[i] = r;
         if (in.out_rows && ub.output[i]) ((int32_t *) in.out_rows->data)[n_out++] = i;
     }
     if (shape.gather) {
         for (size_t r = 0; r < token_of_row.size(); ++r) {
             ((int32_t *) in.q_idx->data)[r] = std::max(token_of_row[r], 0); // padding rows read token 0
+        }
+    }
+    if (in.k_group_rows) {
+        kv.fill_group_rows((int64_t *) in.k_group_rows->data);
+        const int64_t G = KvCache::n_groups(n_kv);
+        for (int s = 0; s < n_seq; ++s) {
+            if (in.k_recent_group) ((int32_t *) in.k_recent_group->data)[s] = kv.recent_group(s);
+            // matmul path: sequences of this chunk read at most group G - 1; the others' rows are dropped
+            const int64_t first = ((int64_t) s * G + std::min<int64_t>(kv.recent_group(s), G - 1)) * GGML_KV_GROUP;
+            for (int j = 0; in.k_recent_rows && j < GGML_KV_GROUP; ++j) {
+                ((int64_t *) in.k_recent_rows->data)[s * GGML_KV_GROUP + j] = first + j;
+            }
         }
     }
     // valid lengths: sequences without tokens in this chunk read nothing
@@ -293,13 +335,21 @@ std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::stri
         if (err) *err = "cannot allocate the graph context";
         return nullptr;
     }
-    g->inp_rows = ggml_new_tensor_2d(g->ctx, GGML_TYPE_F32, kv.k[0]->ne[0], n_rows);
+    if (kv.grouped()) n_rows = std::min(n_rows, GGML_KV_GROUP);
+    g->inp_rows = ggml_new_tensor_2d(g->ctx, GGML_TYPE_F32, kv.n_embd_kv, n_rows);
     g->inp_idx = ggml_new_tensor_1d(g->ctx, GGML_TYPE_I64, n_rows);
     ggml_set_input(g->inp_rows);
     ggml_set_input(g->inp_idx);
+    if (kv.grouped()) {
+        g->inp_recent_idx = ggml_new_tensor_1d(g->ctx, GGML_TYPE_I64, n_rows);
+        g->inp_group_rows = ggml_new_tensor_1d(g->ctx, GGML_TYPE_I64, (int64_t) kv.n_embd_kv * kv.n_seq);
+        ggml_set_input(g->inp_recent_idx);
+        ggml_set_input(g->inp_group_rows);
+    }
     g->gf = ggml_new_graph_custom(g->ctx, graph_size, false);
     for (int il = 0; il < n_layer; ++il) {
-        ggml_build_forward_expand(g->gf, kv.write_k(g->ctx, il, g->inp_rows, g->inp_idx));
+        ggml_tensor * k_idx = kv.grouped() ? g->inp_recent_idx : g->inp_idx;
+        ggml_build_forward_expand(g->gf, kv.write_k(g->ctx, il, g->inp_rows, k_idx, g->inp_group_rows));
         ggml_build_forward_expand(g->gf, kv.write_v(g->ctx, il, g->inp_rows, g->inp_idx));
     }
     if (!alloc_graph_memory(g->gf, &g->galloc)) {
@@ -307,6 +357,16 @@ std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::stri
         return nullptr;
     }
     return g;
+}
+
+void KvWriteGraph::set_positions(KvCache & kv, int64_t first) {
+    for (int64_t i = 0; i < n_rows(); ++i) {
+        ((int64_t *) inp_idx->data)[i] = kv.row(0, first + i);
+        if (!inp_recent_idx) continue;
+        kv.use_group(0, first + i);
+        ((int64_t *) inp_recent_idx->data)[i] = kv.recent_row(0, first + i);
+    }
+    if (inp_group_rows) kv.fill_group_rows((int64_t *) inp_group_rows->data);
 }
 
 } // namespace kvg

@@ -72,6 +72,11 @@ struct LlamaGraph {
         ggml_tensor * tokens = nullptr;   // I32 [n_tokens]
         ggml_tensor * pos = nullptr;      // I32 [n_tokens]
         ggml_tensor * kv_idx = nullptr;   // I64 [n_tokens]: cache row of each token
+        ggml_tensor * k_recent_idx = nullptr;   // grouped K: I64 [n_tokens], k_recent row of each token
+        ggml_tensor * k_group_rows = nullptr;   // grouped K: I64 [n_embd_kv * n_seq], KvCache::fill_group_rows
+        ggml_tensor * k_recent_group = nullptr; // grouped K: I32 [n_seq], the group k_recent holds
+        ggml_tensor * k_recent_rows = nullptr;  // grouped K, matmul path: I64 [32 * n_seq], rows of the
+                                                // dequantized keys that take k_recent's rows
         ggml_tensor * mask = nullptr;     // F32 [n_kv, n_q, 1, n_seq]: 0 = may attend, -inf = not
         ggml_tensor * kv_len = nullptr;   // I32 [n_seq]: valid slots per sequence (padding-free)
         ggml_tensor * q_idx = nullptr;    // I32 [n_q * n_seq]: token of each query row (gather)
@@ -100,12 +105,18 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
 
 // A graph that only writes n_rows new rows per layer into the cache (K and V), at row
 // indices that are an input: measures the KV write cost alone, fills caches (benchmarks).
+// Grouped K: n_rows is at most one group (32), and the rows must stay in one group.
 struct KvWriteGraph {
     ~KvWriteGraph();
+    // the next run writes positions [first, first + n_rows) of sequence 0
+    void set_positions(KvCache & kv, int64_t first);
+    int64_t n_rows() const { return inp_idx->ne[0]; }
     ggml_context * ctx = nullptr;
     ggml_cgraph * gf = nullptr;
-    ggml_tensor * inp_rows = nullptr; // F32 [n_embd_kv, n_rows]
-    ggml_tensor * inp_idx = nullptr;  // I64 [n_rows]
+    ggml_tensor * inp_rows = nullptr;       // F32 [n_embd_kv, n_rows]
+    ggml_tensor * inp_idx = nullptr;        // I64 [n_rows]
+    ggml_tensor * inp_recent_idx = nullptr; // grouped K: I64 [n_rows]
+    ggml_tensor * inp_group_rows = nullptr; // grouped K: I64 [n_embd_kv * n_seq]
     ggml_gallocr_t galloc = nullptr;
 };
 std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::string * err, int n_rows = 1);

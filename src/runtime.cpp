@@ -392,7 +392,8 @@ static bool decode(kvg_context * ctx, const kvg_token * tokens, const int32_t * 
         size_t c1 = c0 + 1;
         if (flash) {
             shape = kvg::ubatch_shape(chunks[c0], kv, true, true);
-            while (c1 < chunks.size() && c1 - c0 < MAX_CHUNKS_PER_GRAPH &&
+            // grouped K: store() may load a group's rows on the host, between graphs only
+            while (c1 < chunks.size() && c1 - c0 < MAX_CHUNKS_PER_GRAPH && !kv.grouped() &&
                    kvg::ubatch_shape(chunks[c1], kv, true, true) == shape) {
                 ++c1;
             }

@@ -710,10 +710,10 @@ TEST_CASE("dynamic residency through the API: a static context commits its cache
 
 // ---- quantized cache --------------------------------------------------------------------------------------
 
-// stories260K is too sensitive for 8-bit K/V: its greedy path from BOS has top-2 margins
-// of 0.05..0.35 logits, while q8_0 rows (block of 32 = all 4 heads of a position) move its
-// logits by 0.1..1.8 (position 10: margin 1.0, error 1.8, from K). Simulations show ~10-bit
-// rows are needed to keep 32 tokens there; aidreams260K keeps them with q8_0.
+// stories260K's greedy path from BOS has top-2 margins of 0.05..0.35 logits before token
+// 32 and a tie (0.003) at token 37. Per-position q8_0 rows of K (a block = all 4 of its
+// 8-wide heads) moved its logits by up to 1.8 and kept 10 tokens; K by channel in groups
+// of 32 positions with the newest group in f32 keeps 37 and moves logits by 0.55 at most.
 TEST_CASE("q8_0 cache: greedy tokens of the f32 cache; max logit error") {
     struct Case {
         const char * model;
@@ -721,7 +721,7 @@ TEST_CASE("q8_0 cache: greedy tokens of the f32 cache; max logit error") {
         int min_same;    // greedy tokens that must agree
         float max_error; // max |logit difference| along the f32 greedy path
     };
-    for (const Case & tc : {Case{"aidreams260K.bin", "tok512.bin", 32, 0.1f}, Case{"stories260K.bin", nullptr, 10, 2.5f}}) {
+    for (const Case & tc : {Case{"aidreams260K.bin", "tok512.bin", 64, 0.05f}, Case{"stories260K.bin", nullptr, 37, 0.6f}}) {
         for (kvg_attn_impl attn : {KVG_ATTN_FLASH, KVG_ATTN_MATMUL}) {
             CAPTURE(std::string(tc.model));
             CAPTURE((int) attn);
@@ -749,7 +749,9 @@ TEST_CASE("q8_0 cache: greedy tokens of the f32 cache; max logit error") {
                     " greedy tokens, max logit error ", worst, " over ", n, " positions; KV bytes ",
                     kvg_kv_cache_bytes(cq), " vs ", kvg_kv_cache_bytes(cf));
             CHECK(worst < tc.max_error);
-            CHECK(kvg_kv_cache_bytes(cq) * 32 == kvg_kv_cache_bytes(cf) * 34 / 4);
+            // q8_0: 34 bytes per 32 values of K and V, plus one f32 group of K rows per layer
+            const size_t f32_bytes = kvg_kv_cache_bytes(cf), n_ctx = (size_t) kvg_n_ctx(cf);
+            CHECK(kvg_kv_cache_bytes(cq) == f32_bytes / 4 * 34 / 32 + f32_bytes / 2 / n_ctx * 32);
             kvg_context_free(cf);
             kvg_context_free(cq);
             kvg_model_free(m);

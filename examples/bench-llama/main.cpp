@@ -148,7 +148,7 @@ static void bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_t
     printf("| %8s | %20s | %20s |\n", "-------:", "-----------------:", "-----------------:");
     for (int pos : positions) {
         // the write alone
-        *(int64_t *) wg->inp_idx->data = kv.slot(pos);
+        wg->set_positions(kv, pos);
         const int iters = 2000;
         std::vector<double> runs;
         for (int r = 0; r < opt.reps; ++r) {
@@ -262,13 +262,17 @@ static void bench_kv_modes(const std::string & path, kvg_model * model, const Op
 
 // ---- padding-free attention: time per token vs valid length at a fixed capacity -----------------
 
-// Writes rows [first, last) of every K and V with the write graph (n rows per run; a range
-// shorter than n writes n rows from first).
-static void write_rows(kvg::KvWriteGraph & wg, int64_t first, int64_t last, int n_threads, std::vector<uint8_t> & work) {
-    const int64_t n = wg.inp_idx->ne[0];
+// Writes positions [first, last) of every K and V with the write graph (n rows per run; a
+// range shorter than n writes n rows from first). Grouped K: whole groups from the one of
+// `first`, so up to 31 positions past `last`.
+static void write_rows(kvg::KvCache & kv, kvg::KvWriteGraph & wg, int64_t first, int64_t last, int n_threads,
+                       std::vector<uint8_t> & work) {
+    const int64_t n = wg.n_rows();
+    if (kv.grouped()) first = first / n * n;
     for (int64_t r = first; r < last; r += n) {
-        const int64_t b = std::max(first, std::min(r, last - n)); // last run: rewrite some rows, never pass `last`
-        for (int64_t i = 0; i < n; ++i) ((int64_t *) wg.inp_idx->data)[i] = std::max<int64_t>(0, b + i);
+        // last run: rewrite some rows, never pass `last`
+        const int64_t b = kv.grouped() ? r : std::max<int64_t>(0, std::max(first, std::min(r, last - n)));
+        wg.set_positions(kv, b);
         ggml_cplan plan = ggml_graph_plan(wg.gf, n_threads, nullptr);
         if (plan.work_size > work.size()) work.resize(plan.work_size);
         plan.work_data = work.data();
@@ -332,7 +336,7 @@ static void bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Opt
     lengths.push_back(cap);
     int filled = 0;
     for (int len : lengths) {
-        write_rows(*wg, filled, len - 1, n_threads, work); // earlier positions; the step writes len - 1
+        write_rows(kv, *wg, filled, len - 1, n_threads, work); // earlier positions; the step writes len - 1
         for (int p = filled; p < len; ++p) kv.store(0, p);
         filled = len - 1;
         kvg::Ubatch ub;
@@ -395,13 +399,12 @@ static void bench_residency(const std::string & path, const Options & opt) {
         auto wg = kvg::build_kv_write_graph(kv, &e, std::min(n, 256));
         if (!wg) return;
         for (int64_t i = 0; i < ggml_nelements(wg->inp_rows); ++i) ((float *) wg->inp_rows->data)[i] = 0.5f;
-        for (int64_t i = 0; i < wg->inp_idx->ne[0]; ++i) ((int64_t *) wg->inp_idx->data)[i] = 0;
         const long base = resident_pages(); // graph buffers touched, no row written yet
         double at[3];
         int filled = 0, k = 0;
         for (int pct : {10, 50, 100}) {
             const int target = (int) ((int64_t) n * pct / 100);
-            write_rows(*wg, filled, target, n_threads, work);
+            write_rows(kv, *wg, filled, target, n_threads, work);
             filled = target;
             at[k++] = (resident_pages() - base) * page / MiB;
         }

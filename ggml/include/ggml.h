@@ -401,6 +401,20 @@ GGML_API void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, int prec);
 // ignored there). Values are clamped to [0, n_kv]. Stored as src[4]; the read is
 // registered with the dependency rules like any source.
 GGML_API void ggml_flash_attn_ext_set_kv_len(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * kv_len);
+// kvgraph: K stored by channel in groups of GGML_KV_GROUP positions, so that a quantized
+// block spans one channel of 32 positions (per-channel scales, as KIVI quantizes keys:
+// key channels differ in range far more than positions do), with the group still being
+// filled kept unquantized:
+//   k_groups: [GGML_KV_GROUP, n_embd_k*H, n_groups, ne3] (F32, F16 or Q8_0): row (c, g, s)
+//             holds channel c of positions [32g, 32g + 32) of slice s; KV head h owns
+//             channels [h*n_embd_k, (h+1)*n_embd_k)
+//   k_recent: F32 [n_embd_k*H, GGML_KV_GROUP, ne3]: the positions of group k_recent_group[s]
+//             (I32 [ne3]) of slice s, row = position - 32 * group; read instead of k_groups
+//   v, mask, result as in ggml_flash_attn_ext (n_kv = v->ne[1] <= 32 * n_groups).
+#define GGML_KV_GROUP 32
+GGML_API struct ggml_tensor * ggml_flash_attn_ext_grouped(struct ggml_context * ctx, struct ggml_tensor * q,
+        struct ggml_tensor * k_groups, struct ggml_tensor * k_recent, struct ggml_tensor * k_recent_group,
+        struct ggml_tensor * v, struct ggml_tensor * mask, float scale, float max_bias, float logit_softcap);
 
 // custom ops: fun(dst, a, [b, [c,]] ith, nth, userdata); n_tasks = GGML_N_TASKS_MAX for all threads
 #define GGML_N_TASKS_MAX (-1)

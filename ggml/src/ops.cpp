@@ -381,6 +381,35 @@ ggml_tensor * ggml_flash_attn_ext(ggml_context * ctx, ggml_tensor * q, ggml_tens
     r->src[3] = mask;
     return finish_op(ctx, r);
 }
+ggml_tensor * ggml_flash_attn_ext_grouped(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k_groups, ggml_tensor * k_recent,
+                                          ggml_tensor * k_recent_group, ggml_tensor * v, ggml_tensor * mask, float scale,
+                                          float max_bias, float logit_softcap) {
+    const int64_t D = q->ne[0], n_kv = v->ne[1], C = k_groups->ne[1];
+    GGML_ASSERT(q->type == GGML_TYPE_F32 && D > 0 && k_groups->ne[0] == GGML_KV_GROUP && C % D == 0);
+    GGML_ASSERT(n_kv <= GGML_KV_GROUP * k_groups->ne[2] && k_groups->ne[3] == q->ne[3]);
+    GGML_ASSERT(k_recent->type == GGML_TYPE_F32 && k_recent->ne[0] == C && k_recent->ne[1] == GGML_KV_GROUP &&
+                k_recent->ne[2] == q->ne[3] && k_recent->nb[0] == sizeof(float));
+    GGML_ASSERT(k_recent_group->type == GGML_TYPE_I32 && ggml_is_contiguous(k_recent_group) &&
+                ggml_nelements(k_recent_group) == q->ne[3]);
+    const int64_t n_head_kv = C / D, vpack = n_head_kv / v->ne[2]; // heads per v row slice
+    GGML_ASSERT(v->ne[2] * vpack == n_head_kv && v->ne[0] % vpack == 0 && v->ne[3] == q->ne[3] && q->ne[2] % n_head_kv == 0);
+    if (mask) {
+        GGML_ASSERT(mask->ne[0] == n_kv && mask->ne[1] >= q->ne[1]);
+        GGML_ASSERT(q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0);
+    }
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, v->ne[0] / vpack, q->ne[2], q->ne[1], q->ne[3]);
+    ggml_set_op_params_f32(r, 0, scale);
+    ggml_set_op_params_f32(r, 1, max_bias);
+    ggml_set_op_params_f32(r, 2, logit_softcap);
+    r->op = GGML_OP_FLASH_ATTN_EXT;
+    r->src[0] = q;
+    r->src[1] = k_groups;
+    r->src[2] = v;
+    r->src[3] = mask;
+    r->src[5] = k_recent;
+    r->src[6] = k_recent_group;
+    return finish_op(ctx, r);
+}
 void ggml_flash_attn_ext_set_prec(ggml_tensor * a, int prec) { ggml_set_op_params_i32(a, 3, prec); }
 void ggml_flash_attn_ext_set_kv_len(ggml_context * ctx, ggml_tensor * a, ggml_tensor * kv_len) {
     GGML_ASSERT(a->op == GGML_OP_FLASH_ATTN_EXT && a->src[4] == nullptr);

@@ -12,7 +12,9 @@
 //
 // kvgraph additions: kv_len (src[4]) stops each sequence's loop at its valid length, so
 // cache slots past it cost nothing; Q8_0 K/V rows are dequantized per chunk into scratch
-// and then take the F32 path; K/V rows may pack several heads (a whole cache row).
+// and then take the F32 path; K/V rows may pack several heads (a whole cache row); K may
+// be stored by channel in groups of 32 positions with the newest group in F32 (src[5],
+// src[6]: ggml_flash_attn_ext_grouped), gathered per chunk into the same scratch rows.
 #include "kernels.h"
 #include "simd.h"
 
@@ -28,9 +30,11 @@ constexpr int64_t CHUNK = 64; // K/V positions scored before they are folded int
 
 struct fa_info {
     const ggml_tensor * q, * k, * v, * mask, * kv_len;
+    const ggml_tensor * k_recent, * k_recent_group; // grouped K only
     int64_t D, Dv, n_q, n_kv, n_head, n_head_kv, ne3;
-    int64_t pack; // KV heads per k/v row slice
+    int64_t kpack, vpack; // KV heads per k/v row slice
     bool k_quant, v_quant;
+    bool k_grouped; // K by channel in groups of GGML_KV_GROUP positions
 };
 
 bool fa_kv_type_ok(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_Q8_0; }
@@ -55,7 +59,11 @@ fa_info inspect(const ggml_tensor * dst) {
     f.v = dst->src[2];
     f.mask = dst->src[3];
     f.kv_len = dst->src[4];
+    f.k_recent = dst->src[5];
+    f.k_recent_group = dst->src[6];
+    f.k_grouped = f.k_recent != nullptr;
     if (!f.q || !f.k || !f.v) GGML_ABORT("flash_attn_ext: missing q, k or v");
+    if (f.k_grouped != (f.k_recent_group != nullptr)) GGML_ABORT("flash_attn_ext: grouped K needs k_recent and k_recent_group");
     const ggml_tensor * q = f.q, * k = f.k, * v = f.v, * m = f.mask;
     if (q->type != GGML_TYPE_F32) GGML_ABORT("flash_attn_ext: q must be F32, got %s", ggml_type_name(q->type));
     for (const ggml_tensor * t : {k, v}) {
@@ -65,24 +73,32 @@ fa_info inspect(const ggml_tensor * dst) {
         if (t->nb[0] != ggml_type_size(t->type)) GGML_ABORT("flash_attn_ext: k and v rows must be contiguous");
     }
     f.D = q->ne[0];
-    f.pack = f.D > 0 ? k->ne[0] / f.D : 0;
-    f.Dv = f.pack > 0 ? v->ne[0] / f.pack : 0;
+    f.Dv = dst->ne[0];
     f.n_q = q->ne[1];
     f.n_head = q->ne[2];
     f.ne3 = q->ne[3];
-    f.n_kv = k->ne[1];
-    f.n_head_kv = k->ne[2] * f.pack;
-    f.k_quant = ggml_is_quantized(k->type);
+    f.n_kv = v->ne[1];
+    f.vpack = f.Dv > 0 ? v->ne[0] / f.Dv : 0;
+    f.n_head_kv = v->ne[2] * f.vpack;
+    f.kpack = f.k_grouped ? 1 : f.D > 0 ? k->ne[0] / f.D : 0;
+    f.k_quant = ggml_is_quantized(k->type) || f.k_grouped; // both read K through the dequantized scratch rows
     f.v_quant = ggml_is_quantized(v->type);
-    if (f.pack == 0 || k->ne[0] != f.D * f.pack || v->ne[0] != f.Dv * f.pack || v->ne[1] != f.n_kv ||
-        v->ne[2] != k->ne[2] || k->ne[3] != f.ne3 || v->ne[3] != f.ne3 || f.n_head_kv == 0 ||
-        f.n_head % f.n_head_kv != 0) {
+    const bool k_ok = f.k_grouped ? k->ne[0] == GGML_KV_GROUP && k->ne[1] == f.D * f.n_head_kv &&
+                                        k->ne[2] * GGML_KV_GROUP >= f.n_kv && f.k_recent->type == GGML_TYPE_F32 &&
+                                        f.k_recent->nb[0] == sizeof(float) && f.k_recent->ne[0] == k->ne[1] &&
+                                        f.k_recent->ne[1] == GGML_KV_GROUP && f.k_recent->ne[2] == f.ne3 &&
+                                        f.k_recent_group->type == GGML_TYPE_I32 && ggml_is_contiguous(f.k_recent_group) &&
+                                        ggml_nelements(f.k_recent_group) == f.ne3
+                                  : f.kpack > 0 && k->ne[0] == f.D * f.kpack && k->ne[1] == f.n_kv &&
+                                        k->ne[2] * f.kpack == f.n_head_kv;
+    if (!k_ok || f.vpack == 0 || v->ne[0] != f.Dv * f.vpack || k->ne[3] != f.ne3 || v->ne[3] != f.ne3 ||
+        f.n_head_kv == 0 || f.n_head % f.n_head_kv != 0) {
         GGML_ABORT("flash_attn_ext: incompatible shapes q [%lld,%lld,%lld,%lld] k [%lld,%lld,%lld,%lld] v [%lld,%lld,%lld,%lld]",
                    (long long) q->ne[0], (long long) q->ne[1], (long long) q->ne[2], (long long) q->ne[3],
                    (long long) k->ne[0], (long long) k->ne[1], (long long) k->ne[2], (long long) k->ne[3],
                    (long long) v->ne[0], (long long) v->ne[1], (long long) v->ne[2], (long long) v->ne[3]);
     }
-    if (dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float) || dst->ne[0] != f.Dv || dst->ne[1] != f.n_head ||
+    if (dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float) || dst->ne[1] != f.n_head ||
         dst->ne[2] != f.n_q || dst->ne[3] != f.ne3) {
         GGML_ABORT("flash_attn_ext: dst must be F32 [Dv, n_head, n_q, ne3] with dense rows");
     }
@@ -100,6 +116,30 @@ fa_info inspect(const ggml_tensor * dst) {
         }
     }
     return f;
+}
+
+// Grouped K (see ggml_flash_attn_ext_grouped): positions [c0, c0 + cn) of KV head hk as
+// rows of out [cn][Dp]. Chunks start on a group boundary; the newest group comes from the
+// F32 rows of k_recent, the others are dequantized channel by channel.
+static_assert(CHUNK % GGML_KV_GROUP == 0, "chunks must hold whole groups");
+void gather_grouped_k(const fa_info & f, const char * kbase, int64_t hk, int64_t iq3, int64_t recent_group, int64_t c0,
+                      int64_t cn, int64_t Dp, float * tmp, float * out) {
+    const ggml_tensor * k = f.k, * kr = f.k_recent;
+    const ggml_to_float_t to_float = ggml_get_type_traits(k->type)->to_float;
+    for (int64_t j0 = 0; j0 < cn; j0 += GGML_KV_GROUP) {
+        const int64_t g = (c0 + j0) / GGML_KV_GROUP, n = std::min<int64_t>(GGML_KV_GROUP, cn - j0);
+        if (g == recent_group) {
+            for (int64_t t = 0; t < n; ++t) {
+                const char * row = (const char *) kr->data + t * kr->nb[1] + iq3 * kr->nb[2];
+                std::memcpy(out + (j0 + t) * Dp, (const float *) row + hk * f.D, f.D * sizeof(float));
+            }
+            continue;
+        }
+        for (int64_t d = 0; d < f.D; ++d) {
+            to_float(kbase + (hk * f.D + d) * k->nb[1] + g * k->nb[2], tmp, GGML_KV_GROUP);
+            for (int64_t t = 0; t < n; ++t) out[(j0 + t) * Dp + d] = tmp[t];
+        }
+    }
 }
 
 // Per-task scratch for a block of MM_MAX_COLS queries: accumulators [C][Dv], scores and
@@ -181,9 +221,10 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
             std::fill(acc + c * Dvp, acc + c * Dvp + f.Dv, 0.0f);
         }
         // KV head hk is element range [ke0, ke0 + D) of row slice hk / pack
-        const int64_t ke0 = (hk % f.pack) * f.D, ve0 = (hk % f.pack) * f.Dv;
-        const char * kbase = (const char *) k->data + (hk / f.pack) * k->nb[2] + iq3 * k->nb[3];
-        const char * vbase = (const char *) v->data + (hk / f.pack) * v->nb[2] + iq3 * v->nb[3];
+        const int64_t ke0 = (hk % f.kpack) * f.D, ve0 = (hk % f.vpack) * f.Dv;
+        const char * kbase = (const char *) k->data + (f.k_grouped ? 0 : (hk / f.kpack) * k->nb[2]) + iq3 * k->nb[3];
+        const char * vbase = (const char *) v->data + (hk / f.vpack) * v->nb[2] + iq3 * v->nb[3];
+        const int64_t recent_group = f.k_grouped ? ((const int32_t *) f.k_recent_group->data)[iq3] : -1;
         if (!f.k_quant) kbase += ke0 * k->nb[0];
         if (!f.v_quant) vbase += ve0 * v->nb[0];
         int64_t n_kv = f.n_kv; // padding-free: this sequence's valid length
@@ -194,6 +235,7 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
             // quantized K: tiles read rows dequantized into kdeq (only tiles that are not fully masked)
             const char * kchunk = f.k_quant ? (const char *) kdeq : kbase + c0 * k->nb[1];
             const size_t kstride = f.k_quant ? Dp * sizeof(float) : k->nb[1];
+            if (f.k_grouped) gather_grouped_k(f, kbase, hk, iq3, recent_group, c0, cn, Dp, blk_tmp, kdeq);
             // mask (times slope) first; positions at -inf are skipped below
             for (int c = 0; c < qb; ++c) {
                 float * sc = s + c * CHUNK;
@@ -215,7 +257,7 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
                     for (int t = 0; t < rn; ++t) any |= s[c * CHUNK + j + t] != -INFINITY;
                 }
                 if (!any) continue;
-                for (int t = 0; t < rn && f.k_quant; ++t) {
+                for (int t = 0; t < rn && f.k_quant && !f.k_grouped; ++t) {
                     dequant_part(k->type, kbase + (c0 + j + t) * k->nb[1], ke0, f.D, blk_tmp, kdeq + (j + t) * Dp);
                 }
                 const mm_tile_args args = {f.D, kchunk + j * kstride, kstride, (const char *) qbuf, (size_t) Dp * sizeof(float),
