@@ -251,7 +251,7 @@ TEST_CASE("every register tile shape of every type on every path matches the sca
             const kvg::mm_kernel & mk = kern.mm[mt];
             REQUIRE(mk.rows >= 1);
             REQUIRE(mk.cols >= 1);
-            for (int64_t K : quant ? std::vector<int64_t>{32, 96, 160} : std::vector<int64_t>{5, 16, 37, 100}) {
+            for (int64_t K : quant ? std::vector<int64_t>{32, 96, 160} : std::vector<int64_t>{5, 16, 37, 100, 200}) {
                 CAPTURE(K);
                 // rows padded so the strides are not multiples of the vector width
                 const size_t ws = ggml_row_size(t, K) + ggml_type_size(t), xs = ggml_row_size(vt, K) + 4;

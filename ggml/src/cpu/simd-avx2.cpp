@@ -99,6 +99,18 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
     for (int r = 0; r < R; ++r) w[r] = a.w + r * a.w_stride;
     for (int c = 0; c < C; ++c) x[c] = a.x + c * a.x_stride;
     int64_t i = 0;
+    if (R * C == 1) {
+        // one row: four FMA chains instead of one latency-bound chain (see simd-avx512.cpp)
+        __m256 part[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (; i + 32 <= a.k; i += 32) {
+            _mm_prefetch(w[0] + i * L::ES + PF_AHEAD, _MM_HINT_T0);
+            acc[0] = _mm256_fmadd_ps(L::load(w[0], i), ld_f32::load(x[0], i), acc[0]);
+            for (int u = 0; u < 3; ++u) {
+                part[u] = _mm256_fmadd_ps(L::load(w[0], i + 8 * (u + 1)), ld_f32::load(x[0], i + 8 * (u + 1)), part[u]);
+            }
+        }
+        acc[0] = _mm256_add_ps(_mm256_add_ps(acc[0], part[0]), _mm256_add_ps(part[1], part[2]));
+    }
     for (; i + 8 <= a.k; i += 8) {
         __m256 xv[C];
         for (int c = 0; c < C; ++c) xv[c] = ld_f32::load(x[c], i);
