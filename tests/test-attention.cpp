@@ -7,6 +7,7 @@
 #include "ggml-cpu.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
+#include "types.h"
 
 #include <cmath>
 #include <cstring>
@@ -275,6 +276,15 @@ TEST_CASE("attention helper kernels on every path match plain loops") {
             std::vector<float> f(dv + 1, -3.0f);
             kern.f16_to_f32(rows16.data(), f.data(), dv);
             for (int64_t i = 0; i <= dv; ++i) CHECK(f[i] == (i < dv ? rows32[i] : -3.0f));
+            // q8_0 rows of dv blocks: exactly the reference's values, nothing written past them
+            std::vector<float> src(32 * dv), want_q(32 * dv), got_q(32 * dv + 1, -3.0f);
+            for (auto & x : src) x = 4.0f * frand();
+            std::vector<block_q8_0> blocks(dv);
+            quantize_row_q8_0_ref(src.data(), blocks.data(), 32 * dv);
+            dequantize_row_q8_0(blocks.data(), want_q.data(), 32 * dv);
+            kern.dequantize_q8_0(blocks.data(), got_q.data(), 32 * dv);
+            CHECK(std::memcmp(got_q.data(), want_q.data(), want_q.size() * sizeof(float)) == 0);
+            CHECK(got_q.back() == -3.0f);
         }
     }
 }

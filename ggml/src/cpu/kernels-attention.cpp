@@ -39,11 +39,16 @@ struct fa_info {
 
 bool fa_kv_type_ok(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_Q8_0; }
 
+// Row -> floats: the vector dequantizer for q8_0, the type's reference otherwise.
+ggml_to_float_t row_to_float(ggml_type type) {
+    return type == GGML_TYPE_Q8_0 ? cpu_active_kernels().dequantize_q8_0 : ggml_get_type_traits(type)->to_float;
+}
+
 // Elements [e0, e0 + n) of a quantized row as floats: the covering blocks go through tmp.
 void dequant_part(ggml_type type, const char * row, int64_t e0, int64_t n, float * tmp, float * out) {
     const int64_t bs = ggml_blck_size(type);
     const int64_t b0 = e0 / bs, b1 = (e0 + n + bs - 1) / bs;
-    const ggml_to_float_t to_float = ggml_get_type_traits(type)->to_float;
+    const ggml_to_float_t to_float = row_to_float(type);
     if (e0 % bs == 0 && n % bs == 0) {
         to_float(row + b0 * ggml_type_size(type), out, n);
         return;
@@ -125,7 +130,7 @@ static_assert(CHUNK % GGML_KV_GROUP == 0, "chunks must hold whole groups");
 void gather_grouped_k(const fa_info & f, const char * kbase, int64_t hk, int64_t iq3, int64_t recent_group, int64_t c0,
                       int64_t cn, int64_t Dp, float * tmp, float * out) {
     const ggml_tensor * k = f.k, * kr = f.k_recent;
-    const ggml_to_float_t to_float = ggml_get_type_traits(k->type)->to_float;
+    const ggml_to_float_t to_float = row_to_float(k->type);
     for (int64_t j0 = 0; j0 < cn; j0 += GGML_KV_GROUP) {
         const int64_t g = (c0 + j0) / GGML_KV_GROUP, n = std::min<int64_t>(GGML_KV_GROUP, cn - j0);
         if (g == recent_group) {

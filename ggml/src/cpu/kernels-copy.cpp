@@ -4,6 +4,7 @@
 // the source (ne[0] fastest) and stored in the logical row-major order of the
 // destination, whatever the two shapes and strides are. Quantized tensors are seen as
 // sequences of blocks ("units"); their rows must be dense.
+#include "ggml-cpu.h"
 #include "kernels.h"
 #include "types.h"
 
@@ -72,11 +73,13 @@ void row_to_f32(const ggml_tensor * t, const char * row, int64_t n, float * out)
     for (int64_t i = 0; i < n; ++i) out[i] = load_f32(t->type, row + i * nb0);
 }
 
-// floats -> n elements of a row; quantizes whole rows (row must be dense then)
+// floats -> n elements of a row; quantizes whole rows (row must be dense then) with the
+// CPU's vector quantizer where there is one (bit-identical to the reference)
 void row_from_f32(const ggml_tensor * t, char * row, int64_t n, const float * in) {
     const ggml_type_traits * tr = ggml_get_type_traits(t->type);
     if (tr->from_float_ref && row_is_dense(t)) {
-        if ((const void *) in != (const void *) row) tr->from_float_ref(in, row, n);
+        const ggml_from_float_t from_float = ggml_get_type_traits_cpu(t->type)->from_float;
+        if ((const void *) in != (const void *) row) (from_float ? from_float : tr->from_float_ref)(in, row, n);
         return;
     }
     const size_t nb0 = t->nb[0];

@@ -355,6 +355,17 @@ KVG_TARGET void f16_to_f32(const ggml_fp16_t * x, float * y, int64_t n) {
     }
 }
 
+KVG_TARGET void dequantize_q8_0(const void * vx, float * y, int64_t n) {
+    const block_q8_0 * x = (const block_q8_0 *) vx;
+    for (int64_t b = 0; b < n / QK8_0; ++b) {
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d));
+        for (int j = 0; j < QK8_0; j += 16) {
+            const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *) (x[b].qs + j)));
+            _mm512_storeu_ps(y + b * QK8_0 + j, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
+        }
+    }
+}
+
 // Built without AVX-512 code of its own: it only takes addresses.
 cpu_kernels make_kernels() {
     cpu_kernels k;
@@ -374,6 +385,7 @@ cpu_kernels make_kernels() {
     k.accum_f16 = accum<ld_f16>;
     k.scale_f32 = scale_f32;
     k.f16_to_f32 = f16_to_f32;
+    k.dequantize_q8_0 = dequantize_q8_0;
     return k;
 }
 

@@ -127,6 +127,7 @@ cpu_kernels make_kernels() {
     k.accum_f16 = accum<ggml_fp16_t, load_f16>;
     k.scale_f32 = scale_f32;
     k.f16_to_f32 = ggml_fp16_to_fp32_row;
+    k.dequantize_q8_0 = [](const void * x, float * y, int64_t n) { dequantize_row_q8_0((const block_q8_0 *) x, y, n); };
     return k;
 }
 

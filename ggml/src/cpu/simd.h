@@ -52,6 +52,8 @@ struct cpu_kernels {
     void (*scale_f32)(int64_t n, float a, float * y);
     // y = float(x)
     void (*f16_to_f32)(const ggml_fp16_t * x, float * y, int64_t n);
+    // y = q8_0 blocks x as floats (k multiple of 32; bit-identical to dequantize_row_q8_0)
+    void (*dequantize_q8_0)(const void * x, float * y, int64_t k);
 };
 
 // Fills tile[1..R][1..C] of a kernel from Tile<r, c>::run (Tile must have internal
