@@ -76,6 +76,7 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
     ctx = ggml_init(ip);
     if (!ctx) return fail("cannot allocate the KV cache's tensor context");
     if (group_k) recent_mem.assign((size_t) hp.n_layer * n_embd_kv * GGML_KV_GROUP * n_seq, 0.0f);
+    if (group_k && n_sink > 0) sink_mem.assign((size_t) hp.n_layer * n_seq * n_sink * n_embd_kv, 0.0f);
     for (int il = 0; il < hp.n_layer; ++il) {
         char * base = (char *) mem + (size_t) il * (k_stride + v_stride);
         ggml_tensor * tk = group_k ? ggml_new_tensor_2d(ctx, type, GGML_KV_GROUP, (int64_t) n_embd_kv * n_groups(n_ctx) * n_seq)
@@ -107,6 +108,7 @@ void KvCache::clear() {
         madvise(mem, mem_size, MADV_DONTNEED);
     }
     std::fill(recent_mem.begin(), recent_mem.end(), 0.0f);
+    std::fill(sink_mem.begin(), sink_mem.end(), 0.0f);
     seqs.assign(n_seq, Seq());
     for (Seq & s : seqs) s.slot_pos.assign(n_ctx, -1);
 }
@@ -158,6 +160,20 @@ void KvCache::load_recent(int seq, int group) {
     // dequantize the channel rows of group `group` back into the sequence's k_recent rows
     const ggml_to_float_t to_float = ggml_get_type_traits(type)->to_float;
     float block[GGML_KV_GROUP];
+    // A ring never rewrites its sink slots: their rows are saved in f32 when their group
+    // leaves k_recent and restored when it comes back. Dequantized, they would be
+    // re-quantized with the scales of every later lap and drift further each lap.
+    auto sinks = [&](int g, bool save) {
+        for (size_t il = 0; il < k.size(); ++il) {
+            float * rows = (float *) k_recent[il]->data + (size_t) seq * GGML_KV_GROUP * n_embd_kv;
+            for (int j = g * GGML_KV_GROUP; j < std::min(n_sink, (g + 1) * GGML_KV_GROUP); ++j) {
+                float * r = rows + (size_t) (j - g * GGML_KV_GROUP) * n_embd_kv;
+                float * saved = sink_mem.data() + ((il * n_seq + seq) * n_sink + j) * (size_t) n_embd_kv;
+                std::memcpy(save ? saved : r, save ? r : saved, n_embd_kv * sizeof(float));
+            }
+        }
+    };
+    if (seqs[seq].recent_group >= 0) sinks(seqs[seq].recent_group, true);
     for (size_t il = 0; il < k.size(); ++il) {
         const ggml_tensor * t = k[il];
         float * rows = (float *) k_recent[il]->data + (size_t) seq * GGML_KV_GROUP * n_embd_kv;
@@ -167,6 +183,7 @@ void KvCache::load_recent(int seq, int group) {
             for (int j = 0; j < GGML_KV_GROUP; ++j) rows[(size_t) j * n_embd_kv + c] = block[j];
         }
     }
+    sinks(group, false);
     seqs[seq].recent_group = group;
 }
 ggml_tensor * KvCache::write_v(ggml_context * gctx, int il, ggml_tensor * cur, ggml_tensor * idx) const {

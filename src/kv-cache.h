@@ -137,6 +137,9 @@ struct KvCache {
     std::vector<ggml_tensor *> k, v;
     std::vector<ggml_tensor *> k_recent; // grouped K only
     std::vector<float> recent_mem;
+    // grouped K in a ring with sinks: the exact f32 K rows of the sink slots [n_layer][n_seq][n_sink][n_embd_kv],
+    // restored into k_recent when their group is reloaded (see load_recent)
+    std::vector<float> sink_mem;
 
 private:
     ggml_tensor * view(ggml_context * ctx, ggml_tensor * t, int n_kv, bool packed) const;

@@ -185,7 +185,8 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
     if (softcap != 0.0f) scale /= softcap; // s = softcap * tanh(qk * scale / softcap)
 
     const cpu_kernels & kern = cpu_active_kernels();
-    const mm_kernel & kdot = kern.mm[f.k->type == GGML_TYPE_F16 ? MM_F16 : MM_F32]; // quantized: F32 after dequantizing
+    // quantized or grouped K: F32 rows after dequantizing/gathering into kdeq
+    const mm_kernel & kdot = kern.mm[f.k->type == GGML_TYPE_F16 && !f.k_quant ? MM_F16 : MM_F32];
     const int RN = kdot.rows, QB = kdot.cols;
     const auto accum = f.v->type == GGML_TYPE_F16 ? kern.accum_f16 : kern.accum_f32;
 
