@@ -118,7 +118,7 @@ size_t KvCache::bytes() const {
     for (const ggml_tensor * t : k) n += ggml_nbytes(t);
     for (const ggml_tensor * t : v) n += ggml_nbytes(t);
     for (const ggml_tensor * t : k_recent) n += ggml_nbytes(t);
-    return n;
+    return n + sink_mem.size() * sizeof(float);
 }
 
 size_t KvCache::bytes_per_pos() const { return 2 * k.size() * ggml_row_size(type, n_embd_kv); }
