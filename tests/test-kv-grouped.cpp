@@ -7,7 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "kvgraph.h"
-#include "test-common.h"
+#include "test-runtime-common.h"
 
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -26,12 +26,6 @@ namespace {
 
 const float NEG_INF = -std::numeric_limits<float>::infinity();
 constexpr int G = GGML_KV_GROUP;
-
-float max_diff(const float * a, const float * b, size_t n) {
-    float w = 0.0f;
-    for (size_t i = 0; i < n; ++i) w = std::max(w, std::fabs(a[i] - b[i]));
-    return w;
-}
 
 struct KernelCase {
     ggml_type kt; // type of the K groups
@@ -199,27 +193,12 @@ namespace {
 struct Model { const char * file, * tok; };
 const Model MODELS[] = {{"stories260K.bin", nullptr}, {"aidreams260K.bin", "tok512.bin"}};
 
-kvg_model * load(const Model & mm) {
-    char err[1024] = "";
-    kvg_model * m = kvg_model_load(model_path(mm.file).c_str(), mm.tok ? model_path(mm.tok).c_str() : nullptr,
-                                   kvg_model_default_params(), err, sizeof err);
-    INFO(err);
-    REQUIRE(m != nullptr);
-    return m;
-}
+kvg_model * load(const Model & mm) { return load_shared_model(mm.file, mm.tok); }
 
 kvg_context_params params(kvg_model * m, kvg_kv_type kv, kvg_attn_impl attn) {
     kvg_context_params p = kvg_context_default_params();
     p.n_ctx = kvg_model_n_ctx_train(m), p.kv_type = kv, p.attn = attn, p.n_threads = 2;
     return p;
-}
-
-kvg_context * new_ctx(kvg_model * m, const kvg_context_params & p) {
-    char err[1024] = "";
-    kvg_context * c = kvg_context_new(m, p, err, sizeof err);
-    INFO(err);
-    REQUIRE(c != nullptr);
-    return c;
 }
 
 std::vector<int> random_tokens(int n, int n_vocab, uint32_t seed) {
@@ -229,21 +208,6 @@ std::vector<int> random_tokens(int n, int n_vocab, uint32_t seed) {
         t.push_back(3 + (int) ((seed >> 8) % (uint32_t) (n_vocab - 3)));
     }
     return t;
-}
-
-// Prompt, then greedy tokens one by one; the logits of every step appended to *logits.
-std::vector<int> greedy(kvg_context * c, int nv, const std::vector<int> & prompt, int n, std::vector<float> * logits) {
-    char err[512] = "";
-    const float * l = kvg_decode(c, prompt.data(), (int32_t) prompt.size(), 0, err, sizeof err);
-    std::vector<int> out;
-    for (int i = 0; i < n; ++i) {
-        INFO(err);
-        REQUIRE(l != nullptr);
-        if (logits) logits->insert(logits->end(), l, l + nv);
-        out.push_back(kvg_argmax(l, nv));
-        if (i + 1 < n) l = kvg_decode(c, &out.back(), 1, (int32_t) (prompt.size() + i), err, sizeof err);
-    }
-    return out;
 }
 
 int common_prefix(const std::vector<int> & a, const std::vector<int> & b) {

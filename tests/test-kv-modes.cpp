@@ -12,7 +12,7 @@
 #include <doctest/doctest.h>
 
 #include "kvgraph.h"
-#include "test-common.h"
+#include "test-runtime-common.h"
 
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
@@ -190,14 +190,7 @@ TEST_CASE("flash_attn_ext_set_kv_len registers the read with the dependency rule
 
 namespace {
 
-kvg_model * load(const std::string & name, const char * tok = nullptr) {
-    char err[1024] = "";
-    kvg_model * m = kvg_model_load(model_path(name).c_str(), tok ? model_path(tok).c_str() : nullptr,
-                                   kvg_model_default_params(), err, sizeof err);
-    INFO(err);
-    REQUIRE(m != nullptr);
-    return m;
-}
+kvg_model * load(const std::string & name, const char * tok = nullptr) { return load_shared_model(name, tok); }
 
 kvg_context_params params(kvg_model * m, int n_seq = 1, kvg_kv_type kv = KVG_KV_F32, kvg_attn_impl attn = KVG_ATTN_FLASH,
                           int n_threads = 1) {
@@ -208,14 +201,6 @@ kvg_context_params params(kvg_model * m, int n_seq = 1, kvg_kv_type kv = KVG_KV_
     p.attn = attn;
     p.n_threads = n_threads;
     return p;
-}
-
-kvg_context * new_ctx(kvg_model * m, const kvg_context_params & p) {
-    char err[1024] = "";
-    kvg_context * c = kvg_context_new(m, p, err, sizeof err);
-    INFO(err);
-    REQUIRE(c != nullptr);
-    return c;
 }
 
 std::vector<int> random_tokens(int n, int n_vocab, uint32_t seed) {
@@ -230,15 +215,7 @@ std::vector<int> random_tokens(int n, int n_vocab, uint32_t seed) {
 // Prompt, then n greedy tokens, one sequence alone in its context.
 std::vector<int> greedy_alone(kvg_model * m, const kvg_context_params & p, const std::vector<int> & prompt, int n) {
     kvg_context * c = new_ctx(m, p);
-    char err[512] = "";
-    const float * l = kvg_decode(c, prompt.data(), (int32_t) prompt.size(), 0, err, sizeof err);
-    std::vector<int> out;
-    for (int i = 0; i < n; ++i) {
-        INFO(err);
-        REQUIRE(l != nullptr);
-        out.push_back(kvg_argmax(l, kvg_model_n_vocab(m)));
-        if (i + 1 < n) l = kvg_decode(c, &out.back(), 1, (int32_t) (prompt.size() + i), err, sizeof err);
-    }
+    const std::vector<int> out = greedy(c, kvg_model_n_vocab(m), prompt, n, nullptr);
     kvg_context_free(c);
     return out;
 }
@@ -457,12 +434,6 @@ std::vector<float> reference_logits(const kvg::Model & m, const std::vector<int>
         std::copy(l.begin(), l.end(), logits.begin() + (size_t) p * nv);
     }
     return logits;
-}
-
-float max_diff(const float * a, const float * b, int n) {
-    float w = 0.0f;
-    for (int i = 0; i < n; ++i) w = std::max(w, std::fabs(a[i] - b[i]));
-    return w;
 }
 
 } // namespace

@@ -360,6 +360,21 @@ ggml_tensor * ggml_rope_ext_inplace(ggml_context * ctx, ggml_tensor * a, ggml_te
 }
 
 // ---- attention ---------------------------------------------------------------------------------------
+// The result [dv, n_head, n_batch, ne3] and the sources both flash attention forms share.
+static ggml_tensor * flash_attn_result(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
+                                       int64_t dv, float scale, float max_bias, float logit_softcap) {
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, dv, q->ne[2], q->ne[1], q->ne[3]);
+    ggml_set_op_params_f32(r, 0, scale);
+    ggml_set_op_params_f32(r, 1, max_bias);
+    ggml_set_op_params_f32(r, 2, logit_softcap);
+    r->op = GGML_OP_FLASH_ATTN_EXT;
+    r->src[0] = q;
+    r->src[1] = k;
+    r->src[2] = v;
+    r->src[3] = mask;
+    return r;
+}
+
 ggml_tensor * ggml_flash_attn_ext(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
                                   float scale, float max_bias, float logit_softcap) {
     // rows of k/v may pack P heads each (see ggml.h)
@@ -370,16 +385,7 @@ ggml_tensor * ggml_flash_attn_ext(ggml_context * ctx, ggml_tensor * q, ggml_tens
         GGML_ASSERT(mask->ne[0] == k->ne[1] && mask->ne[1] >= q->ne[1]);
         GGML_ASSERT(q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0);
     }
-    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, v->ne[0] / pack, q->ne[2], q->ne[1], q->ne[3]);
-    ggml_set_op_params_f32(r, 0, scale);
-    ggml_set_op_params_f32(r, 1, max_bias);
-    ggml_set_op_params_f32(r, 2, logit_softcap);
-    r->op = GGML_OP_FLASH_ATTN_EXT;
-    r->src[0] = q;
-    r->src[1] = k;
-    r->src[2] = v;
-    r->src[3] = mask;
-    return finish_op(ctx, r);
+    return finish_op(ctx, flash_attn_result(ctx, q, k, v, mask, v->ne[0] / pack, scale, max_bias, logit_softcap));
 }
 ggml_tensor * ggml_flash_attn_ext_grouped(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k_groups, ggml_tensor * k_recent,
                                           ggml_tensor * k_recent_group, ggml_tensor * v, ggml_tensor * mask, float scale,
@@ -397,15 +403,7 @@ ggml_tensor * ggml_flash_attn_ext_grouped(ggml_context * ctx, ggml_tensor * q, g
         GGML_ASSERT(mask->ne[0] == n_kv && mask->ne[1] >= q->ne[1]);
         GGML_ASSERT(q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0);
     }
-    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, v->ne[0] / vpack, q->ne[2], q->ne[1], q->ne[3]);
-    ggml_set_op_params_f32(r, 0, scale);
-    ggml_set_op_params_f32(r, 1, max_bias);
-    ggml_set_op_params_f32(r, 2, logit_softcap);
-    r->op = GGML_OP_FLASH_ATTN_EXT;
-    r->src[0] = q;
-    r->src[1] = k_groups;
-    r->src[2] = v;
-    r->src[3] = mask;
+    ggml_tensor * r = flash_attn_result(ctx, q, k_groups, v, mask, v->ne[0] / vpack, scale, max_bias, logit_softcap);
     r->src[5] = k_recent;
     r->src[6] = k_recent_group;
     return finish_op(ctx, r);

@@ -1,0 +1,48 @@
+// Helpers for tests that drive the runtime's C API (include after doctest and kvgraph.h).
+#pragma once
+
+#include "test-common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+// A shared model (and tokenizer, if named) or the test stops with the loader's message.
+inline kvg_model * load_shared_model(const std::string & name, const char * tok = nullptr) {
+    char err[1024] = "";
+    kvg_model * m = kvg_model_load(model_path(name).c_str(), tok ? model_path(tok).c_str() : nullptr,
+                                   kvg_model_default_params(), err, sizeof err);
+    INFO(err);
+    REQUIRE(m != nullptr);
+    return m;
+}
+
+inline kvg_context * new_ctx(kvg_model * m, const kvg_context_params & p) {
+    char err[1024] = "";
+    kvg_context * c = kvg_context_new(m, p, err, sizeof err);
+    INFO(err);
+    REQUIRE(c != nullptr);
+    return c;
+}
+
+inline float max_diff(const float * a, const float * b, size_t n) {
+    float w = 0.0f;
+    for (size_t i = 0; i < n; ++i) w = std::max(w, std::fabs(a[i] - b[i]));
+    return w;
+}
+
+// Prompt, then greedy tokens one by one; the logits of every step appended to *logits.
+inline std::vector<int> greedy(kvg_context * c, int nv, const std::vector<int> & prompt, int n, std::vector<float> * logits) {
+    char err[512] = "";
+    const float * l = kvg_decode(c, prompt.data(), (int32_t) prompt.size(), 0, err, sizeof err);
+    std::vector<int> out;
+    for (int i = 0; i < n; ++i) {
+        INFO(err);
+        REQUIRE(l != nullptr);
+        if (logits) logits->insert(logits->end(), l, l + nv);
+        out.push_back(kvg_argmax(l, nv));
+        if (i + 1 < n) l = kvg_decode(c, &out.back(), 1, (int32_t) (prompt.size() + i), err, sizeof err);
+    }
+    return out;
+}
