@@ -271,7 +271,10 @@ TEST_CASE("q8_0 cache: batched sequences crossing group boundaries get the token
             }
             MESSAGE(model, " ", path, ": batched vs alone (q8_0 cache), max |logit difference| ", worst);
             CHECK(same_tokens);
-            CHECK(worst == 0.0f); // per-sequence rows and groups, shape-independent kernels: exact
+            // per-sequence rows and groups, shape-independent kernels: exact; OpenBLAS takes the
+            // larger batched f32 matmuls only, with its own summation order
+            if (ggml_cpu_has_blas()) CHECK(worst < 0.05f);
+            else CHECK(worst == 0.0f);
             for (int s = 0; s < n_seq; ++s) CHECK(kvg_seq_n_past(c, s) == plen[s] + n_gen[s] - 1);
             kvg_context_free(c);
             kvg_model_free(m);

@@ -58,6 +58,7 @@ GGML_API int ggml_cpu_has_f16c(void);
 GGML_API int ggml_cpu_has_fma(void);
 GGML_API int ggml_cpu_has_avx512(void);
 GGML_API int ggml_cpu_has_neon(void);
+GGML_API int ggml_cpu_has_blas(void); // built with OpenBLAS for large f32 matmuls (KVG_OPENBLAS)
 
 // kvgraph: SIMD paths of the CPU kernels, picked at run time from CPUID. The environment
 // variable KVG_CPU_FEATURES=scalar|avx2|avx512 caps the path for the whole process; this

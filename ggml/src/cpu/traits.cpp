@@ -168,3 +168,8 @@ int ggml_cpu_has_neon(void) { return 1; }
 #else
 int ggml_cpu_has_neon(void) { return 0; }
 #endif
+#ifdef KVG_USE_OPENBLAS
+int ggml_cpu_has_blas(void) { return 1; }
+#else
+int ggml_cpu_has_blas(void) { return 0; }
+#endif
