@@ -17,6 +17,7 @@
 // src[6]: ggml_flash_attn_ext_grouped), gathered per chunk into the same scratch rows.
 #include "kernels.h"
 #include "simd.h"
+#include "types.h"
 
 #include <algorithm>
 #include <cmath>
@@ -51,6 +52,15 @@ void dequant_part(ggml_type type, const char * row, int64_t e0, int64_t n, float
     const ggml_to_float_t to_float = row_to_float(type);
     if (e0 % bs == 0 && n % bs == 0) {
         to_float(row + b0 * ggml_type_size(type), out, n);
+        return;
+    }
+    if (type == GGML_TYPE_Q8_0) { // a head inside a block: only its values (same products as the dequantizer)
+        const block_q8_0 * blocks = (const block_q8_0 *) row;
+        for (int64_t e = e0; e < e0 + n;) {
+            const block_q8_0 & blk = blocks[e / QK8_0];
+            const float d = ggml_fp16_to_fp32(blk.d);
+            for (const int64_t end = std::min(e0 + n, (e / QK8_0 + 1) * QK8_0); e < end; ++e) out[e - e0] = blk.qs[e % QK8_0] * d;
+        }
         return;
     }
     to_float(row + b0 * ggml_type_size(type), tmp, (b1 - b0) * bs);
