@@ -34,6 +34,9 @@ struct kvg_sampler;
 struct kvg_model_params {
     bool   use_mmap;         // map the file and point weights into it (default true); false copies them
     size_t max_weight_bytes; // refuse models whose weights need more bytes (0: no limit)
+    // Scan every weight after loading: NaN/inf in f32/f16/bf16 tensors, non-finite block
+    // scales in q8_0/q4_0 ones; the first one found fails the load (default false: reads all weights).
+    bool   check_tensors;
 };
 struct kvg_model_params kvg_model_default_params(void);
 
@@ -112,9 +115,12 @@ struct kvg_context_params {
     // Commit the cache's memory at creation. Default (false): the cache reserves address
     // space for all slots and pages become resident as tokens are written.
     bool kv_static;
+    // Refuse (before reserving anything) a KV cache of more bytes than this, as
+    // kvg_kv_cache_bytes would report (0: no limit).
+    size_t max_kv_bytes;
 };
 // n_ctx = 512, n_threads = 4, n_batch = 512, kv f32, flash attention, last logits only,
-// one sequence, linear cache, dynamic residency.
+// one sequence, linear cache, dynamic residency, no KV memory limit.
 struct kvg_context_params kvg_context_default_params(void);
 
 // NULL on failure. The model must outlive the context.

@@ -44,6 +44,13 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
                         " (n_ctx - n_sink), or 0 for all of it");
         }
     }
+    const size_t need = bytes_for(hp, p);
+    if (p.max_bytes > 0 && need > p.max_bytes) {
+        // checked before the reservation: a limit must hold even for address space
+        return fail("the KV cache needs " + std::to_string(need) + " bytes (n_ctx " + std::to_string(p.n_ctx) + " x " +
+                    std::to_string(p.n_seq) + (p.n_seq == 1 ? " sequence, " : " sequences, ") + ggml_type_name(p.type) +
+                    "), more than the limit of " + std::to_string(p.max_bytes) + " bytes");
+    }
     type = p.type;
     mode = p.mode;
     n_ctx = p.n_ctx;
@@ -119,6 +126,18 @@ size_t KvCache::bytes() const {
     for (const ggml_tensor * t : v) n += ggml_nbytes(t);
     for (const ggml_tensor * t : k_recent) n += ggml_nbytes(t);
     return n + sink_mem.size() * sizeof(float);
+}
+
+size_t KvCache::bytes_for(const HParams & hp, const KvCacheParams & p) {
+    // mirrors init(): the shapes of k, v, k_recent and sink_mem, without creating them
+    const size_t L = (size_t) hp.n_layer, n_seq = (size_t) p.n_seq, n_ctx = (size_t) p.n_ctx;
+    const size_t n_embd_kv = (size_t) hp.n_embd_kv();
+    const size_t v = ggml_row_size(p.type, n_embd_kv) * n_seq * n_ctx;
+    if (p.type != GGML_TYPE_Q8_0) return L * 2 * v;
+    const size_t k = ggml_row_size(p.type, GGML_KV_GROUP) * n_embd_kv * (size_t) n_groups(p.n_ctx) * n_seq;
+    const size_t recent = sizeof(float) * n_embd_kv * GGML_KV_GROUP * n_seq;
+    const size_t n_sink = p.mode == KvMode::Ring ? (size_t) std::max(p.n_sink, 0) : 0;
+    return L * (k + v + recent) + sizeof(float) * L * n_seq * n_sink * n_embd_kv;
 }
 
 size_t KvCache::bytes_per_pos() const { return 2 * k.size() * ggml_row_size(type, n_embd_kv); }

@@ -50,6 +50,7 @@ struct KvCacheParams {
     int n_window = 0;    // ring: positions a token attends besides the sinks; 0 = n_ctx - n_sink
     int n_sink = 0;      // ring: the first n_sink positions stay in the cache
     bool commit = false; // touch every page at creation (static residency, the old behaviour)
+    size_t max_bytes = 0; // init fails if bytes_for() exceeds this (0: no limit)
 };
 
 struct KvCache {
@@ -121,6 +122,8 @@ struct KvCache {
     int kv_len(int seq) const { return seqs[seq].n_used; }
 
     size_t bytes() const;         // K + V of all layers (what a static cache keeps resident)
+    // What bytes() will be after init(hp, p), computed without allocating (p must be valid).
+    static size_t bytes_for(const HParams & hp, const KvCacheParams & p);
     size_t bytes_per_pos() const; // K + V of one position, all layers
     void clear();                 // forget all positions; pages are given back (dynamic residency)
 

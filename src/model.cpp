@@ -142,6 +142,65 @@ static bool check_hparams(const HParams & h, std::string * err) {
     return true;
 }
 
+// ---- weight data checks ------------------------------------------------------------------------------
+
+// "nan", "inf", "-inf" for a non-finite IEEE value given by its bits (f32, f16 and bf16
+// differ only in the masks), nullptr if finite. Bits, not floats: no conversion per element.
+static const char * non_finite(uint32_t bits, uint32_t exp_mask, uint32_t man_mask, uint32_t sign_mask) {
+    if ((bits & exp_mask) != exp_mask) return nullptr;
+    if (bits & man_mask) return "nan";
+    return (bits & sign_mask) ? "-inf" : "inf";
+}
+
+bool check_tensor_data(const Model & m, std::string * err) {
+    for (const ggml_tensor * t : m.tensors()) {
+        const int64_t ne0 = t->ne[0], n_rows = ggml_nrows(t);
+        // row and column for matrices: a flat index alone is hard to place
+        auto place = [&](int64_t row, const std::string & cols) {
+            return n_rows > 1 ? strfmt(" (row %" PRId64 ", %s)", row, cols.c_str()) : std::string();
+        };
+        const char * bad = nullptr;
+        for (int64_t r = 0; r < n_rows; ++r) {
+            const uint8_t * row = (const uint8_t *) t->data + r * t->nb[1];
+            if (t->type == GGML_TYPE_Q8_0 || t->type == GGML_TYPE_Q4_0) {
+                // a block's values are integers; only its f16 scale d (the first 2 bytes) can be non-finite
+                const int64_t blk = ggml_blck_size(t->type), n_blocks = ne0 / blk;
+                const size_t bsize = ggml_type_size(t->type);
+                for (int64_t b = 0; b < n_blocks; ++b) {
+                    uint16_t d;
+                    std::memcpy(&d, row + b * bsize, sizeof d);
+                    if ((bad = non_finite(d, 0x7c00, 0x03ff, 0x8000))) {
+                        const int64_t first = r * ne0 + b * blk;
+                        return fail(err, strfmt("tensor '%s' (%s): block %" PRId64 " has a non-finite scale (%s), "
+                                                "elements %" PRId64 "..%" PRId64 "%s", t->name, ggml_type_name(t->type),
+                                                r * n_blocks + b, bad, first, first + blk - 1,
+                                                place(r, strfmt("columns %" PRId64 "..%" PRId64, b * blk, b * blk + blk - 1)).c_str()));
+                    }
+                }
+                continue;
+            }
+            // the loaders admit only f32, f16, bf16 and the two block types above
+            for (int64_t i = 0; i < ne0; ++i) {
+                if (t->type == GGML_TYPE_F32) {
+                    uint32_t x;
+                    std::memcpy(&x, row + 4 * i, 4);
+                    bad = non_finite(x, 0x7f800000u, 0x007fffffu, 0x80000000u);
+                } else {
+                    uint16_t x;
+                    std::memcpy(&x, row + 2 * i, 2);
+                    bad = t->type == GGML_TYPE_F16 ? non_finite(x, 0x7c00, 0x03ff, 0x8000)
+                                                   : non_finite(x, 0x7f80, 0x007f, 0x8000); // bf16
+                }
+                if (bad) {
+                    return fail(err, strfmt("tensor '%s' holds a non-finite value (%s) at element %" PRId64 "%s", t->name,
+                                            bad, r * ne0 + i, place(r, "column " + std::to_string(i)).c_str()));
+                }
+            }
+        }
+    }
+    return true;
+}
+
 // ---- llama2.c -------------------------------------------------------------------------------------
 
 std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string & tokenizer_path,
@@ -248,6 +307,10 @@ std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string 
     }
     m->output_norm = take(10, 0, dim, 1, "output_norm.weight");
     m->output = shared ? m->tok_embd : take(13, 0, dim, V, "output.weight");
+    if (opt.check_tensors && !check_tensor_data(*m, err)) {
+        *err = path + ": " + *err;
+        return nullptr;
+    }
 
     if (!tokenizer_path.empty()) {
         std::string verr;
@@ -536,6 +599,10 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
         m->output = m->tok_embd; // tied embeddings
     }
     if (!read_vocab(r, *m)) return nullptr;
+    if (opt.check_tensors && !check_tensor_data(*m, err)) {
+        *err = path + ": " + *err;
+        return nullptr;
+    }
 
     std::string types;
     for (const ggml_tensor * t : m->tensors()) {

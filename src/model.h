@@ -80,6 +80,7 @@ struct Model {
 
 struct LoadOptions {
     bool use_mmap = true;
+    bool check_tensors = false; // fail on NaN/inf weights or non-finite block scales (see check_tensor_data)
 };
 
 // Either format, chosen by the file's first bytes ("GGUF" magic or not). tokenizer_path
@@ -90,6 +91,11 @@ std::unique_ptr<Model> load_model(const std::string & path, const std::string & 
 std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & opt, std::string * err);
 std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string & tokenizer_path,
                                     const LoadOptions & opt, std::string * err);
+
+// First non-finite value of the weights: f32/f16/bf16 elements, q8_0/q4_0 block scales.
+// false + "tensor 'NAME' holds a non-finite value (nan) at element I" or "tensor 'NAME' (q8_0):
+// block B (elements ...) has a non-finite scale (inf)".
+bool check_tensor_data(const Model & model, std::string * err);
 
 // GGUF v3, llama architecture. Matrices are converted to `type` (f32, f16, q8_0, q4_0;
 // q8_0/q4_0 need rows that are a multiple of 32, else f16 is written); norms stay f32.

@@ -70,6 +70,7 @@ kvg_model_params kvg_model_default_params(void) {
     kvg_model_params p;
     p.use_mmap = true;
     p.max_weight_bytes = 0;
+    p.check_tensors = false;
     return p;
 }
 
@@ -82,6 +83,7 @@ kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, kvg_m
     }
     kvg::LoadOptions opt;
     opt.use_mmap = params.use_mmap;
+    opt.check_tensors = params.check_tensors;
     std::string e;
     auto m = kvg::load_model(path, tokenizer_path ? tokenizer_path : "", opt, &e);
     if (!m) {
@@ -181,6 +183,7 @@ kvg_context_params kvg_context_default_params(void) {
     p.n_window = 0;
     p.n_sink = 0;
     p.kv_static = false;
+    p.max_kv_bytes = 0;
     return p;
 }
 
@@ -234,6 +237,7 @@ kvg_context * kvg_context_new(const kvg_model * model, kvg_context_params params
     kp.n_window = params.n_window;
     kp.n_sink = params.n_sink;
     kp.commit = params.kv_static;
+    kp.max_bytes = params.max_kv_bytes;
     std::string e;
     if (!ctx->kv.init(hp, kp, &e)) {
         set_err(err, err_size, e);

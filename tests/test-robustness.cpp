@@ -237,6 +237,42 @@ TEST_CASE("kvg-generate: bad files and limits exit with status 1 and a message, 
         check_clean_failure(run_generate({"-m", model, "-c", "16", "--kv-mode", "ring", "--sink", "16"}),
                             {"n_sink = 16 must be in 0..15"});
     }
+    SUBCASE("--check-tensors: one NaN weight fails the load; without the flag the model runs") {
+        const std::string p = temp_path("one-nan.bin");
+        std::string c = ckpt;
+        int32_t h[7];
+        std::memcpy(h, c.data(), sizeof h);
+        // blk.0.attn_q.weight follows the embedding [vocab][dim] and rms_att [layers][dim]
+        const size_t wq = 28 + 4 * ((size_t) h[5] * h[0] + (size_t) h[2] * h[0]);
+        const float nan = std::nanf("");
+        std::memcpy(&c[wq + 4 * 77], &nan, 4);
+        write_file(p, c);
+        check_clean_failure(run_generate({"-m", p, "-n", "2", "-t", "1", "--check-tensors"}),
+                            {p + ": tensor 'blk.0.attn_q.weight' holds a non-finite value (nan) at element 77 (row 1, column 13)"});
+        const ChildResult r = run_generate({"-m", p, "-n", "2", "-t", "1"});
+        INFO(r.output);
+        CHECK(r.exited);
+        CHECK(r.code == 0);
+        const ChildResult ok = run_generate({"-m", model, "-n", "2", "-t", "1", "--check-tensors"});
+        INFO(ok.output);
+        CHECK(ok.code == 0);
+        std::filesystem::remove(p);
+    }
+    SUBCASE("--max-kv-mib: a cache over the limit") {
+        // 5 layers x (K + V) x 4 sequences x 512 slots x 32 KV values x 4 bytes (f32)
+        const size_t need = 5 * 2 * 4 * 512 * 32 * 4;
+        check_clean_failure(run_generate({"-m", model, "-c", "512", "--parallel", "4", "-n", "2", "-t", "1",
+                                          "--max-kv-mib", "2.4"}),
+                            {"the KV cache needs " + std::to_string(need) + " bytes (n_ctx 512 x 4 sequences, f32), "
+                             "more than the limit of " + std::to_string((size_t) (2.4 * 1024 * 1024)) + " bytes"});
+        const ChildResult r = run_generate({"-m", model, "-c", "512", "--parallel", "4", "-n", "2", "-t", "1",
+                                            "--max-kv-mib", "2.5"}); // exactly 2621440 bytes
+        INFO(r.output);
+        CHECK(r.exited);
+        CHECK(r.code == 0);
+        CHECK(contains(r.output, "KV cache:  " + std::to_string(need) + " bytes"));
+        check_clean_failure(run_generate({"-m", model, "--max-kv-mib", "0"}), {"--max-kv-mib must be a positive"});
+    }
     SUBCASE("a prompt without a tokenizer") {
         check_clean_failure(run_generate({"-m", model, "-p", "hello"}), {"no tokenizer"});
     }

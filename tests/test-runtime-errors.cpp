@@ -348,3 +348,277 @@ TEST_CASE("a model whose weights exceed the stated memory limit is refused with 
     CHECK(ok != nullptr);
     kvg_model_free(ok);
 }
+
+// ---- check_tensors ---------------------------------------------------------------------------------
+
+namespace {
+
+// Loads with check_tensors on or off: the model (NULL on failure) and the message.
+kvg_model * load_checked(const std::string & path, bool check, std::string * msg) {
+    kvg_model_params mp = kvg_model_default_params();
+    mp.check_tensors = check;
+    char err[1024] = "unset";
+    kvg_model * m = kvg_model_load(path.c_str(), nullptr, mp, err, sizeof err);
+    *msg = err;
+    return m;
+}
+
+// The file must load without the check and fail with it; returns the message.
+std::string check_fails(const std::string & path) {
+    std::string msg;
+    kvg_model * m = load_checked(path, false, &msg);
+    CHECK_MESSAGE(m != nullptr, msg);
+    kvg_model_free(m);
+    m = load_checked(path, true, &msg);
+    CHECK(m == nullptr);
+    kvg_model_free(m);
+    return msg;
+}
+
+void check_loads(const std::string & path) {
+    std::string msg;
+    kvg_model * m = load_checked(path, true, &msg);
+    CHECK_MESSAGE(m != nullptr, msg);
+    kvg_model_free(m);
+}
+
+template <class T> void put(std::string & bytes, size_t off, T value) {
+    REQUIRE(off + sizeof value <= bytes.size());
+    std::memcpy(&bytes[off], &value, sizeof value);
+}
+
+// Byte offset of a tensor's data in a GGUF file, from the file's own tensor infos.
+size_t gguf_tensor_offset(const std::string & path, const char * name) {
+    gguf_init_params p = {true, nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), p);
+    REQUIRE(g != nullptr);
+    const int64_t id = gguf_find_tensor(g, name);
+    REQUIRE(id >= 0);
+    const size_t off = gguf_get_data_offset(g) + gguf_get_tensor_offset(g, id);
+    gguf_free(g);
+    return off;
+}
+
+std::string saved_gguf(const std::string & name, kvg_ftype ftype) {
+    kvg_model * m = load_ok(model_path("aidreams260K.bin"));
+    const std::string path = temp_path(name);
+    char err[512];
+    REQUIRE(kvg_model_save_gguf(m, path.c_str(), ftype, false, err, sizeof err));
+    kvg_model_free(m);
+    return path;
+}
+
+const uint16_t F16_NAN = 0x7e00, F16_NEG_INF = 0xfc00, BF16_NAN = 0x7fc0;
+
+} // namespace
+
+TEST_CASE("check_tensors: NaN and inf weights of a llama2.c checkpoint name the tensor and element") {
+    const std::string good = read_file(model_path("aidreams260K.bin"));
+    int32_t h[7];
+    REQUIRE(good.size() > sizeof h);
+    std::memcpy(h, good.data(), sizeof h);
+    const size_t dim = h[0], L = h[2], kv = (size_t) h[0] / h[3] * h[4], V = h[5];
+    REQUIRE(h[5] > 0); // tied output: no wcls array
+    // float offsets of the arrays in file order (see the llama2.c format): embedding, rms_att, wq, wk, wv, wo, rms_ffn
+    const size_t wq = V * dim + L * dim, rms_ffn = wq + 2 * L * dim * dim + 2 * L * kv * dim;
+    auto at = [](size_t f) { return 28 + 4 * f; };
+    const std::string path = temp_path("nan.bin");
+
+    std::string s = good;
+    put(s, at(wq + dim * dim + 123), std::nanf("")); // blk.1.attn_q.weight, element 123 = row 1, column 59
+    write_file(path, s);
+    std::string e = check_fails(path);
+    CHECK(e == path + ": tensor 'blk.1.attn_q.weight' holds a non-finite value (nan) at element 123 (row 1, column 59)");
+
+    s = good;
+    put(s, at(rms_ffn + 2 * dim + 7), INFINITY); // blk.2.ffn_norm.weight, a vector: no row/column
+    write_file(path, s);
+    e = check_fails(path);
+    CHECK(e == path + ": tensor 'blk.2.ffn_norm.weight' holds a non-finite value (inf) at element 7");
+
+    s = good;
+    put(s, at(V * dim - 1), -INFINITY); // the last embedding value
+    write_file(path, s);
+    e = check_fails(path);
+    CHECK(contains(e, "tensor 'token_embd.weight' holds a non-finite value (-inf) at element " +
+                          std::to_string(V * dim - 1) + " (row " + std::to_string(V - 1) + ", column 63)"));
+
+    // two bad values: the first one in tensor order and, inside a tensor, in element order
+    s = good;
+    put(s, at(wq + dim * dim + 500), std::nanf(""));
+    put(s, at(wq + 300), INFINITY);
+    put(s, at(wq + 200), INFINITY);
+    write_file(path, s);
+    CHECK(contains(check_fails(path), "'blk.0.attn_q.weight' holds a non-finite value (inf) at element 200"));
+
+    // the largest finite float is not flagged
+    s = good;
+    put(s, at(wq + 5), 3.4028235e38f);
+    write_file(path, s);
+    check_loads(path);
+    check_loads(model_path("aidreams260K.bin"));
+    check_loads(model_path("stories260K.bin"));
+    std::remove(path.c_str());
+}
+
+TEST_CASE("check_tensors: GGUF f32/f16/bf16 values and q8_0/q4_0 block scales") {
+    const std::string path = temp_path("bad.gguf");
+
+    SUBCASE("f32 norm") {
+        std::string s = read_file(aidreams_gguf());
+        put(s, gguf_tensor_offset(aidreams_gguf(), "output_norm.weight") + 4 * 3, INFINITY);
+        write_file(path, s);
+        CHECK(check_fails(path) == path + ": tensor 'output_norm.weight' holds a non-finite value (inf) at element 3");
+    }
+    SUBCASE("f16 matrix") {
+        const std::string f16 = saved_gguf("f16.gguf", KVG_FTYPE_F16);
+        check_loads(f16);
+        std::string s = read_file(f16);
+        const size_t off = gguf_tensor_offset(f16, "blk.0.attn_v.weight");
+        put(s, off + 2 * 70, F16_NAN);
+        put(s, off + 2 * 71, F16_NEG_INF);
+        write_file(path, s);
+        CHECK(check_fails(path) ==
+              path + ": tensor 'blk.0.attn_v.weight' holds a non-finite value (nan) at element 70 (row 1, column 6)");
+        put(s, off + 2 * 70, ggml_fp32_to_fp16(65504.0f)); // f16's largest finite value
+        write_file(path, s);
+        CHECK(contains(check_fails(path), "'blk.0.attn_v.weight' holds a non-finite value (-inf) at element 71"));
+        std::remove(f16.c_str());
+    }
+    SUBCASE("bf16 matrix") {
+        // the converter writes no bf16: replace one f32 matrix by its bf16 rounding
+        ggml_init_params ip = {ggml_tensor_overhead() + 64 * 64 * 2 + 256, nullptr, false};
+        ggml_context * bctx = ggml_init(ip);
+        REQUIRE(bctx != nullptr);
+        ggml_tensor * b = ggml_new_tensor_2d(bctx, GGML_TYPE_BF16, 64, 64);
+        ggml_set_name(b, "blk.3.attn_output.weight");
+        auto bf16_file = [&](const std::string & name) {
+            return edited_gguf(name, [&](gguf_context * g, ggml_context * d) {
+                for (ggml_tensor * t = ggml_get_first_tensor(d); t; t = ggml_get_next_tensor(d, t)) {
+                    if (std::string(t->name) != b->name) {
+                        gguf_add_tensor(g, t);
+                        continue;
+                    }
+                    REQUIRE(t->type == GGML_TYPE_F32);
+                    REQUIRE(ggml_nelements(t) == ggml_nelements(b));
+                    ggml_fp32_to_bf16_row((const float *) t->data, (ggml_bf16_t *) b->data, ggml_nelements(b));
+                    gguf_add_tensor(g, b);
+                }
+            });
+        };
+        const std::string good = bf16_file("bf16-good.gguf");
+        check_loads(good);
+        std::string s = read_file(good);
+        put(s, gguf_tensor_offset(good, b->name) + 2 * 4000, BF16_NAN);
+        write_file(path, s);
+        CHECK(check_fails(path) == path + ": tensor 'blk.3.attn_output.weight' holds a non-finite value (nan) at "
+                                          "element 4000 (row 62, column 32)");
+        ggml_free(bctx);
+        std::remove(good.c_str());
+    }
+    SUBCASE("q8_0 scale") {
+        const std::string q8 = saved_gguf("q8.gguf", KVG_FTYPE_Q8_0);
+        check_loads(q8);
+        std::string s = read_file(q8);
+        const size_t off = gguf_tensor_offset(q8, "blk.0.attn_k.weight"), block = 2 + 32; // f16 d + 32 int8
+        // quants whose byte pairs read as f16 would be inf/NaN: only the scales are floats
+        for (size_t i = 2; i < block; ++i) s[off + 5 * block + i] = (char) (i % 2 ? 0x7c : 0xff);
+        write_file(path, s);
+        check_loads(path);
+        put(s, off + 4 * block, F16_NAN); // block 4: row 2 (two blocks per 64-wide row), columns 0..31
+        write_file(path, s);
+        CHECK(check_fails(path) == path + ": tensor 'blk.0.attn_k.weight' (q8_0): block 4 has a non-finite scale (nan), "
+                                          "elements 128..159 (row 2, columns 0..31)");
+        std::remove(q8.c_str());
+    }
+    SUBCASE("q4_0 scale") {
+        const std::string q4 = saved_gguf("q4.gguf", KVG_FTYPE_Q4_0);
+        check_loads(q4);
+        std::string s = read_file(q4);
+        put(s, gguf_tensor_offset(q4, "blk.1.attn_q.weight") + 3 * (2 + 16), F16_NEG_INF); // f16 d + 16 nibble pairs
+        write_file(path, s);
+        CHECK(check_fails(path) == path + ": tensor 'blk.1.attn_q.weight' (q4_0): block 3 has a non-finite scale (-inf), "
+                                          "elements 96..127 (row 1, columns 32..63)");
+        std::remove(q4.c_str());
+    }
+    std::remove(path.c_str());
+}
+
+// ---- max_kv_bytes ---------------------------------------------------------------------------------
+
+namespace {
+
+// The KV cache's size from its documented layout (src/kv-cache.h), per layer and sequence:
+// f32/f16: K and V rows of n_embd_kv values for n_ctx slots. q8_0: V rows of 34-byte blocks
+// (f16 scale + 32 int8); K by channel, one block per channel per group of 32 slots (the
+// last group partly unused); the recent group's K in f32 (32 rows); a ring's sink rows in f32.
+size_t expected_kv_bytes(size_t L, size_t n_embd_kv, size_t n_ctx, size_t n_seq, kvg_kv_type type, size_t n_sink) {
+    if (type != KVG_KV_Q8_0) return L * n_seq * 2 * n_ctx * n_embd_kv * (type == KVG_KV_F32 ? 4 : 2);
+    const size_t v = n_ctx * (n_embd_kv / 32) * 34, k = (n_ctx + 31) / 32 * n_embd_kv * 34;
+    return L * n_seq * (v + k + 32 * n_embd_kv * 4 + n_sink * n_embd_kv * 4);
+}
+
+} // namespace
+
+TEST_CASE("max_kv_bytes: the message states the size the cache would have; a limit of exactly that size is enough") {
+    kvg_model * m = load_ok(model_path("aidreams260K.bin"));
+    const size_t L = kvg_model_n_layer(m);
+    const size_t n_embd_kv = kvg_model_n_embd(m) / kvg_model_n_head(m) * kvg_model_n_head_kv(m);
+    REQUIRE(n_embd_kv % 32 == 0);
+    const char * type_names[] = {"f32", "f16", "q8_0"};
+    for (kvg_kv_type type : {KVG_KV_F32, KVG_KV_F16, KVG_KV_Q8_0}) {
+        for (kvg_kv_mode mode : {KVG_KV_LINEAR, KVG_KV_RING}) {
+            for (int n_seq : {1, 3}) {
+                CAPTURE(type);
+                CAPTURE(mode);
+                CAPTURE(n_seq);
+                kvg_context_params p = kvg_context_default_params();
+                p.n_ctx = 100; // not a multiple of 32: q8_0 K has a partly used group
+                p.n_threads = 1;
+                p.kv_type = type;
+                p.kv_mode = mode;
+                p.n_seq_max = n_seq;
+                if (mode == KVG_KV_RING) p.n_sink = 3, p.n_window = 40;
+                const size_t want = expected_kv_bytes(L, n_embd_kv, 100, n_seq, type, mode == KVG_KV_RING ? 3 : 0);
+
+                // the prediction made before anything is reserved
+                char err[512] = "";
+                p.max_kv_bytes = 1;
+                CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
+                size_t predicted = 0;
+                CHECK(std::sscanf(err, "the KV cache needs %zu bytes", &predicted) == 1);
+                CHECK(predicted == want);
+                const std::string shape = std::string("(n_ctx 100 x ") + std::to_string(n_seq) +
+                                          (n_seq == 1 ? " sequence, " : " sequences, ") + type_names[type] + ")";
+                CHECK_MESSAGE(contains(err, shape), err);
+
+                p.max_kv_bytes = want - 1;
+                CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
+                CHECK(std::string(err) == "the KV cache needs " + std::to_string(want) + " bytes " + shape +
+                                              ", more than the limit of " + std::to_string(want - 1) + " bytes");
+
+                // exactly enough, and no limit: the cache that exists has the predicted size
+                for (size_t limit : {want, (size_t) 0}) {
+                    p.max_kv_bytes = limit;
+                    kvg_context * c = kvg_context_new(m, p, err, sizeof err);
+                    INFO(err);
+                    REQUIRE(c != nullptr);
+                    CHECK(kvg_kv_cache_bytes(c) == want);
+                    const kvg_token bos = 1;
+                    CHECK(kvg_decode(c, &bos, 1, 0, err, sizeof err) != nullptr); // and it works
+                    kvg_context_free(c);
+                }
+            }
+        }
+    }
+    // a bad parameter is reported as such, not as a size
+    kvg_context_params p = kvg_context_default_params();
+    p.n_ctx = 16;
+    p.kv_mode = KVG_KV_RING;
+    p.n_sink = 16;
+    p.max_kv_bytes = 1;
+    char err[512];
+    CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
+    CHECK(contains(err, "n_sink = 16 must be in 0..15"));
+    kvg_model_free(m);
+}

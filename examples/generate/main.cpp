@@ -11,7 +11,9 @@
 // context, one batch per step, prints each text at the end and the aggregate speed.
 #include "kvgraph.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +42,8 @@ static void usage(const char * argv0) {
             "  --sink S          ring: first positions always attended (default 0)\n"
             "  --kv-static       commit the whole cache's memory at start (default: as tokens are written)\n"
             "  --max-weights-mib N  refuse models whose weights need more than N MiB\n"
+            "  --max-kv-mib N    refuse a KV cache of more than N MiB (all sequences)\n"
+            "  --check-tensors   refuse models with NaN/inf weights or non-finite q8_0/q4_0 scales\n"
             "  --parallel N      decode N prompts at once (lines of -f; reused in turn if fewer)\n"
             "  -f FILE           prompts, one per line (with --parallel)\n"
             "  --attn A          flash or matmul (default flash)\n"
@@ -49,6 +53,13 @@ static void usage(const char * argv0) {
 
 static double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A positive limit in MiB as bytes: at least 1 (0 would mean no limit), saturating.
+static size_t mib_to_bytes(double mib) {
+    if (!(mib > 0)) return 0;
+    const double b = mib * 1024 * 1024;
+    return b >= 1.8e19 ? SIZE_MAX : std::max<size_t>(1, (size_t) b);
 }
 
 static const char * kv_type_name(kvg_kv_type t) { return t == KVG_KV_F16 ? "f16" : t == KVG_KV_Q8_0 ? "q8_0" : "f32"; }
@@ -241,7 +252,8 @@ int main(int argc, char ** argv) {
     kvg_kv_mode kv_mode = KVG_KV_LINEAR;
     kvg_attn_impl attn = KVG_ATTN_FLASH;
     bool use_mmap = true, kv_static = false;
-    double max_weights_mib = 0;
+    bool check_tensors = false;
+    double max_weights_mib = 0, max_kv_mib = 0;
 
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -285,6 +297,14 @@ int main(int argc, char ** argv) {
         else if (a == "--no-mmap") use_mmap = false;
         else if (a == "--kv-static") kv_static = true;
         else if (a == "--max-weights-mib") max_weights_mib = strtod(next(), nullptr);
+        else if (a == "--max-kv-mib") {
+            max_kv_mib = num(next());
+            if (!(max_kv_mib > 0)) {
+                fprintf(stderr, "error: --max-kv-mib must be a positive number of MiB\n");
+                return 1;
+            }
+        }
+        else if (a == "--check-tensors") check_tensors = true;
         else if (a == "--kv-type") {
             const std::string t = next();
             if (t == "f32") kv_type = KVG_KV_F32;
@@ -358,6 +378,7 @@ int main(int argc, char ** argv) {
     kvg_model_params mp = kvg_model_default_params();
     mp.use_mmap = use_mmap;
     mp.max_weight_bytes = (size_t) (max_weights_mib * 1024 * 1024);
+    mp.check_tensors = check_tensors;
     kvg_model * model = kvg_model_load(model_path.c_str(), tok_path.empty() ? nullptr : tok_path.c_str(), mp, err, sizeof err);
     if (!model) {
         fprintf(stderr, "error: %s\n", err);
@@ -376,6 +397,7 @@ int main(int argc, char ** argv) {
     cp.n_window = n_window;
     cp.n_sink = n_sink;
     cp.kv_static = kv_static;
+    cp.max_kv_bytes = mib_to_bytes(max_kv_mib);
     kvg_context * ctx = kvg_context_new(model, cp, err, sizeof err);
     if (!ctx) {
         fprintf(stderr, "error: %s\n", err);
