@@ -57,14 +57,16 @@ struct cpu_kernels {
 };
 
 // Fills tile[1..R][1..C] of a kernel from Tile<r, c>::run (Tile must have internal
-// linkage: each path's file compiles it for its own instruction set).
+// linkage: each path's file compiles it for its own instruction set). static: GCC gives
+// these instantiations weak external symbols even for an anonymous-namespace Tile, so
+// unoptimized builds merged the three paths' fillers and every table got one path's tiles.
 template <template <int, int> class Tile, int R, int C>
-void mm_fill_row(mm_kernel & k) {
+static void mm_fill_row(mm_kernel & k) {
     k.tile[R][C] = &Tile<R, C>::run;
     if constexpr (C > 1) mm_fill_row<Tile, R, C - 1>(k);
 }
 template <template <int, int> class Tile, int R, int C>
-void mm_fill(mm_kernel & k) {
+static void mm_fill(mm_kernel & k) {
     mm_fill_row<Tile, R, C>(k);
     if constexpr (R > 1) mm_fill<Tile, R - 1, C>(k);
     k.rows = R;
