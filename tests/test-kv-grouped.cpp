@@ -446,7 +446,7 @@ TEST_CASE("q8_0 ring cache: a group left by the ring is the quantization of its 
     CHECK(wrong_sinks == 0);
 }
 
-TEST_CASE("q8_0 cache: flash and matmul attention agree (greedy tokens, logits within 1e-4)") {
+TEST_CASE("q8_0 cache: flash and matmul attention agree (greedy tokens, logits within 1e-2: q8_0 rounding flips)") {
     for (const Model & mm : MODELS) {
         const std::string model = mm.file;
         INFO(model);
@@ -460,7 +460,10 @@ TEST_CASE("q8_0 cache: flash and matmul attention agree (greedy tokens, logits w
         const float d = max_diff(lf.data(), lm.data(), (size_t) kept * nv); // along the common path
         MESSAGE(model, ": flash vs matmul with a q8_0 cache: ", kept, "/", n, " greedy tokens equal, max |logit diff| ", d);
         CHECK(kept == n);
-        CHECK(d < 1e-4f);
+        // The two paths round differently (~1e-6); a key or value that lands near a q8_0
+        // rounding boundary can then quantize one step apart, which moves later logits by
+        // ~1e-3 (seen with the scalar kernels); a whole-cache error is ~0.5.
+        CHECK(d < 1e-2f);
         kvg_context_free(cf);
         kvg_context_free(cm);
         kvg_model_free(m);
