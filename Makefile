@@ -2,6 +2,7 @@
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD_TYPE ?= Release
 CMAKE_FLAGS ?=
 ifeq ($(OPENBLAS),1)
 CMAKE_FLAGS += -DKVG_OPENBLAS=ON
@@ -12,7 +13,7 @@ endif
 all: build
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
 
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)

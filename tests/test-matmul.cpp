@@ -235,6 +235,25 @@ TEST_CASE("q8_0 activation quantizer matches the reference bit for bit on every 
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
 }
 
+TEST_CASE("each path's kernel table holds its own functions") {
+    // GCC once gave the table fillers weak symbols, so unoptimized builds merged them and
+    // the scalar table ran AVX-512 tiles; distinct tables must hold distinct functions
+    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
+    for (int a = 0; a < 3; ++a) {
+        for (int b = a + 1; b < 3; ++b) {
+            if (!paths[a] || !paths[b]) continue;
+            CAPTURE(a); CAPTURE(b);
+            for (int t = 0; t < kvg::MM_TYPE_COUNT; ++t) {
+                CHECK((paths[a]->mm[t].tile[1][1] != paths[b]->mm[t].tile[1][1]));
+                CHECK((paths[a]->mm[t].tile[paths[a]->mm[t].rows][paths[a]->mm[t].cols] !=
+                       paths[b]->mm[t].tile[paths[b]->mm[t].rows][paths[b]->mm[t].cols]));
+            }
+            CHECK((paths[a]->quantize_q8_0 != paths[b]->quantize_q8_0));
+            CHECK((paths[a]->dequantize_q8_0 != paths[b]->dequantize_q8_0));
+        }
+    }
+}
+
 TEST_CASE("every register tile shape of every type on every path matches the scalar kernels") {
     const std::pair<ggml_type, kvg::mm_type> types[] = {{GGML_TYPE_F32, kvg::MM_F32}, {GGML_TYPE_F16, kvg::MM_F16},
         {GGML_TYPE_BF16, kvg::MM_BF16}, {GGML_TYPE_Q8_0, kvg::MM_Q8_0}, {GGML_TYPE_Q4_0, kvg::MM_Q4_0}};
