@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole ctest suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan),
-# then the executor / hazard / allocator tests under ThreadSanitizer (build-tsan).
+# then the executor / hazard / allocator tests and two multi-threaded model runs
+# (test-model, test-kv-grouped) under ThreadSanitizer (build-tsan). Not test-kv-modes:
+# its resident-memory checks cannot hold under TSan's shadow memory.
 # Any sanitizer report fails the run (UB is not recoverable: -fno-sanitize-recover).
 #
 #   scripts/ci-sanitize.sh            # both
@@ -12,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 WHAT="${1:-all}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
-TSAN_TESTS="${TSAN_TESTS:-executor|hazards|alloc}"
+TSAN_TESTS="${TSAN_TESTS:-executor|hazards|alloc|test-model$|kv-grouped}"
 if [ -z "${CC:-}" ] || [ -z "${CXX:-}" ]; then
     if command -v clang > /dev/null && command -v clang++ > /dev/null; then
         CC=clang CXX=clang++
