@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +61,21 @@ static size_t mib_to_bytes(double mib) {
     if (!(mib > 0)) return 0;
     const double b = mib * 1024 * 1024;
     return b >= 1.8e19 ? SIZE_MAX : std::max<size_t>(1, (size_t) b);
+}
+
+// The value named t among an option's choices; false (with a message listing them) if none.
+template <typename E>
+static bool choose(const char * opt, const std::string & t, std::initializer_list<std::pair<const char *, E>> choices, E * out) {
+    std::string names;
+    for (const auto & [name, value] : choices) {
+        if (t == name) {
+            *out = value;
+            return true;
+        }
+        names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    fprintf(stderr, "error: %s must be one of %s, not '%s'\n", opt, names.c_str(), t.c_str());
+    return false;
 }
 
 static const char * kv_type_name(kvg_kv_type t) { return t == KVG_KV_F16 ? "f16" : t == KVG_KV_Q8_0 ? "q8_0" : "f32"; }
@@ -306,30 +322,11 @@ int main(int argc, char ** argv) {
         }
         else if (a == "--check-tensors") check_tensors = true;
         else if (a == "--kv-type") {
-            const std::string t = next();
-            if (t == "f32") kv_type = KVG_KV_F32;
-            else if (t == "f16") kv_type = KVG_KV_F16;
-            else if (t == "q8_0") kv_type = KVG_KV_Q8_0;
-            else {
-                fprintf(stderr, "error: --kv-type must be q8_0, f32 or f16, not '%s'\n", t.c_str());
-                return 1;
-            }
+            if (!choose("--kv-type", next(), {{"f32", KVG_KV_F32}, {"f16", KVG_KV_F16}, {"q8_0", KVG_KV_Q8_0}}, &kv_type)) return 1;
         } else if (a == "--kv-mode") {
-            const std::string t = next();
-            if (t == "linear") kv_mode = KVG_KV_LINEAR;
-            else if (t == "ring") kv_mode = KVG_KV_RING;
-            else {
-                fprintf(stderr, "error: --kv-mode must be linear or ring, not '%s'\n", t.c_str());
-                return 1;
-            }
+            if (!choose("--kv-mode", next(), {{"linear", KVG_KV_LINEAR}, {"ring", KVG_KV_RING}}, &kv_mode)) return 1;
         } else if (a == "--attn") {
-            const std::string t = next();
-            if (t == "flash") attn = KVG_ATTN_FLASH;
-            else if (t == "matmul") attn = KVG_ATTN_MATMUL;
-            else {
-                fprintf(stderr, "error: --attn must be flash or matmul, not '%s'\n", t.c_str());
-                return 1;
-            }
+            if (!choose("--attn", next(), {{"flash", KVG_ATTN_FLASH}, {"matmul", KVG_ATTN_MATMUL}}, &attn)) return 1;
         } else if (a == "-h" || a == "--help") {
             usage(argv[0]);
             return 0;
