@@ -66,15 +66,18 @@ static size_t mib_to_bytes(double mib) {
 // The value named t among an option's choices; false (with a message listing them) if none.
 template <typename E>
 static bool choose(const char * opt, const std::string & t, std::initializer_list<std::pair<const char *, E>> choices, E * out) {
-    std::string names;
+    std::string names; // "a, b or c"
+    size_t i = 0;
     for (const auto & [name, value] : choices) {
         if (t == name) {
             *out = value;
             return true;
         }
-        names += (names.empty() ? "" : ", ") + std::string(name);
+        if (i > 0) names += i + 1 == choices.size() ? " or " : ", ";
+        names += name;
+        ++i;
     }
-    fprintf(stderr, "error: %s must be one of %s, not '%s'\n", opt, names.c_str(), t.c_str());
+    fprintf(stderr, "error: %s must be %s, not '%s'\n", opt, names.c_str(), t.c_str());
     return false;
 }
 
@@ -322,7 +325,7 @@ int main(int argc, char ** argv) {
         }
         else if (a == "--check-tensors") check_tensors = true;
         else if (a == "--kv-type") {
-            if (!choose("--kv-type", next(), {{"f32", KVG_KV_F32}, {"f16", KVG_KV_F16}, {"q8_0", KVG_KV_Q8_0}}, &kv_type)) return 1;
+            if (!choose("--kv-type", next(), {{"q8_0", KVG_KV_Q8_0}, {"f32", KVG_KV_F32}, {"f16", KVG_KV_F16}}, &kv_type)) return 1;
         } else if (a == "--kv-mode") {
             if (!choose("--kv-mode", next(), {{"linear", KVG_KV_LINEAR}, {"ring", KVG_KV_RING}}, &kv_mode)) return 1;
         } else if (a == "--attn") {
