@@ -856,32 +856,35 @@ void log_order(ggml_tensor *, const ggml_tensor *, int ith, int, void * ud) {
 }
 } // namespace
 
-TEST_CASE("node lists that are not a topological order run in list order, without hanging") {
-    sched_mode_guard g(GGML_SCHED_DAG);
-    ggml_context * ctx = make_ctx(1);
-    ggml_tensor * x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4);
-    order_log log;
-    order_node na{&log, 0}, nb{&log, 1}, nc{&log, 2};
-    ggml_tensor * a = ggml_map_custom1(ctx, x, log_order, GGML_N_TASKS_MAX, &na);
-    ggml_tensor * b = ggml_map_custom1(ctx, a, log_order, 1, &nb);
-    ggml_tensor * c = ggml_map_custom1(ctx, b, log_order, 1, &nc);
-    for (int nt = 1; nt <= 3; ++nt) {
-        // consumers listed before their producers
-        ggml_cgraph * rev = ggml_new_graph(ctx);
-        ggml_graph_add_node(rev, c);
-        ggml_graph_add_node(rev, b);
-        ggml_graph_add_node(rev, a);
-        log.order.clear();
-        REQUIRE(ggml_graph_compute_with_ctx(ctx, rev, nt) == GGML_STATUS_SUCCESS);
-        CHECK(log.order == std::vector<int>{2, 1, 0});
-        // a node listed twice runs twice
-        ggml_cgraph * dup = ggml_new_graph(ctx);
-        ggml_graph_add_node(dup, a);
-        ggml_graph_add_node(dup, b);
-        ggml_graph_add_node(dup, a);
-        log.order.clear();
-        REQUIRE(ggml_graph_compute_with_ctx(ctx, dup, nt) == GGML_STATUS_SUCCESS);
-        CHECK(log.order == std::vector<int>{0, 1, 0});
+TEST_CASE("node lists that are not a topological order run in edge order, each node once, without hanging") {
+    for (ggml_sched_mode mode : {GGML_SCHED_DAG, GGML_SCHED_BARRIER}) {
+        sched_mode_guard g(mode);
+        ggml_context * ctx = make_ctx(1);
+        ggml_tensor * x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4);
+        order_log log;
+        order_node na{&log, 0}, nb{&log, 1}, nc{&log, 2};
+        ggml_tensor * a = ggml_map_custom1(ctx, x, log_order, GGML_N_TASKS_MAX, &na);
+        ggml_tensor * b = ggml_map_custom1(ctx, a, log_order, 1, &nb);
+        ggml_tensor * c = ggml_map_custom1(ctx, b, log_order, 1, &nc);
+        for (int nt = 1; nt <= 3; ++nt) {
+            CAPTURE(nt);
+            // consumers listed before their producers: the data edges decide
+            ggml_cgraph * rev = ggml_new_graph(ctx);
+            ggml_graph_add_node(rev, c);
+            ggml_graph_add_node(rev, b);
+            ggml_graph_add_node(rev, a);
+            log.order.clear();
+            REQUIRE(ggml_graph_compute_with_ctx(ctx, rev, nt) == GGML_STATUS_SUCCESS);
+            CHECK(log.order == std::vector<int>{0, 1, 2});
+            // a node listed twice runs once, at its first place (a deliberate difference from ggml)
+            ggml_cgraph * dup = ggml_new_graph(ctx);
+            ggml_graph_add_node(dup, a);
+            ggml_graph_add_node(dup, b);
+            ggml_graph_add_node(dup, a);
+            log.order.clear();
+            REQUIRE(ggml_graph_compute_with_ctx(ctx, dup, nt) == GGML_STATUS_SUCCESS);
+            CHECK(log.order == std::vector<int>{0, 1});
+        }
+        ggml_free(ctx);
     }
-    ggml_free(ctx);
 }

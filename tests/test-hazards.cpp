@@ -201,7 +201,10 @@ TEST_CASE("ring buffer: the overwrite waits for the read of the old contents") {
             CHECK(dep_kind(w2, w1) >= 0);
             CHECK(dep_kind(w2, r0) == -1); // ordered through w1 already
 
+            // a ggml program expands every result it wants; WAR/WAW edges order, never pull
             ggml_cgraph * gf = ggml_new_graph(ctx);
+            ggml_build_forward_expand(gf, r0);
+            ggml_build_forward_expand(gf, r1);
             ggml_build_forward_expand(gf, w2);
             const int i0 = node_index(gf, r0), i1 = node_index(gf, w1), i2 = node_index(gf, r1), i3 = node_index(gf, w2);
             REQUIRE(i0 >= 0);
@@ -252,19 +255,23 @@ TEST_CASE("edges: RAW, WAR and WAW appear exactly when the accesses call for the
         CHECK(ggml_n_control_deps(r1) == 0);
         CHECK(ggml_n_control_deps(r2) == 0);
     }
-    SUBCASE("WAW: set_rows after set_rows, and after cpy") {
+    SUBCASE("set_rows after set_rows, and after cpy: RAW, since it keeps the rows it does not write") {
         ggml_tensor * m = ggml_view_2d(ctx, buf, 4, 8, 4 * sizeof(float), 0);
         ggml_tensor * rows = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, 1);
         ggml_tensor * idx = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 1);
         ggml_tensor * w1 = ggml_set_rows(ctx, m, rows, idx);
         ggml_tensor * w2 = ggml_set_rows(ctx, m, rows, idx);
-        CHECK(dep_kind(w2, w1) == GGML_DEP_WAW);
+        CHECK(dep_kind(w2, w1) == GGML_DEP_RAW);
         CHECK(ggml_n_control_deps(w2) == 1);
         ggml_tensor * w3 = ggml_cpy(ctx, a, v(4, 8));
         ggml_tensor * w4 = ggml_set_rows(ctx, m, rows, idx);
-        CHECK(dep_kind(w4, w3) == GGML_DEP_WAW);
-        CHECK(dep_kind(w4, w2) == GGML_DEP_WAW); // w2 is the last write covering m
+        CHECK(dep_kind(w4, w3) == GGML_DEP_RAW);
+        CHECK(dep_kind(w4, w2) == GGML_DEP_RAW); // w2 is the last write covering m
         CHECK(ggml_n_control_deps(w4) == 2);
+        // a plain cpy over all of m after them needs none of their bytes: WAW
+        ggml_tensor * all = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, 8);
+        ggml_tensor * w5 = ggml_cpy(ctx, all, m);
+        CHECK(dep_kind(w5, w4) == GGML_DEP_WAW);
     }
     SUBCASE("cpy over cpy: the later copy is ordered after the earlier one") {
         ggml_tensor * w1 = ggml_cpy(ctx, a, v(4, 4));
@@ -288,8 +295,14 @@ TEST_CASE("edges: RAW, WAR and WAW appear exactly when the accesses call for the
     }
     SUBCASE("writing into an op's own result waits for that op") {
         ggml_tensor * t = ggml_scale(ctx, v(8, 0), 2.0f);
+        // through a view op: the data edge (cpy's src[1]) orders it; no control edge repeats it
         ggml_tensor * w = ggml_cpy(ctx, a, ggml_view_1d(ctx, t, 4, 0));
-        CHECK(dep_kind(w, t) == GGML_DEP_WAW);
+        CHECK(w->src[1]->src[0] == t);
+        CHECK(dep_kind(w, t) == -1);
+        // through ggml_view_tensor, which has no data edge: a control edge
+        ggml_tensor * t2 = ggml_scale(ctx, v(8, 0), 3.0f);
+        ggml_tensor * w2 = ggml_cpy(ctx, ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8), ggml_view_tensor(ctx, t2));
+        CHECK(dep_kind(w2, t2) == GGML_DEP_WAW);
     }
 }
 

@@ -15,9 +15,15 @@ GGML_API ggml_gallocr_t ggml_gallocr_new(void);
 GGML_API void           ggml_gallocr_free(ggml_gallocr_t galloc);
 
 // Plans the graph and grows the buffer to fit it (call with the largest graph shape).
+// Returns false if the buffer cannot be allocated or the graph's edges form a cycle.
 GGML_API bool   ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
-// Assigns every tensor of the graph that has no data an address in the buffer (planning
-// again only if the graph's structure changed; growing the buffer if needed).
+// Assigns every tensor of the graph that has no data an address in the buffer. The last
+// plan is replayed only for the graph it was made for (same nodes, sources, edges, shapes
+// and view offsets); any other graph is planned again. The node list and the tensors'
+// edges are never changed. Kept for the whole graph, never reused: leafs, inputs,
+// outputs (and the roots of output views), and sinks (results no node reads). When the
+// buffer grows, the old one is kept until ggml_gallocr_free, so a graph placed earlier by
+// this allocator still computes correctly.
 GGML_API bool   ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
 GGML_API size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc, int buffer_id);
 GGML_API void * ggml_gallocr_get_buffer_base(ggml_gallocr_t galloc); // kvgraph: for checkers and debugging
@@ -28,7 +34,6 @@ struct ggml_gallocr_stats {
     size_t sum_tensor_bytes;   // sum of the sizes of all tensors it placed
     int    n_tensors;          // tensors placed
     int    n_inplace;          // nodes that reuse their source's bytes
-    int    n_reordered;        // readers moved before an in-place consumer
     int    n_plans;            // how many times a graph was actually planned
     int64_t plan_time_us;      // time of the last planning
 };

@@ -160,10 +160,13 @@ struct ggml_tensor {
     char name[GGML_MAX_NAME];
     void * extra;
 
-    // Control edges, recorded at op creation by the owning context (storage owned by it).
+    // Control edges: this op runs after each deps[i].tensor that is in the same graph.
+    // Recorded at op creation (and by ggml_add_control_dep); the array is owned by the
+    // context that created this tensor, whatever context recorded the edge, and lives
+    // until that context is freed or reset.
     struct ggml_dep * deps;
     int32_t           n_deps;
-    void *            deps_store; // the owning context's list object
+    void *            impl; // library-internal per-tensor state; do not touch
 };
 
 static const size_t GGML_TENSOR_SIZE = sizeof(struct ggml_tensor);

@@ -2,13 +2,26 @@
 // reusing bytes whose previous tenants are finished, and lets ops write over a source
 // that nobody reads afterwards (in-place).
 //
-// "Finished" is decided by the graph's edges, not by node order alone: the DAG executor
-// may run any two nodes at the same time unless a path of data or control edges orders
-// them. So bytes last touched by nodes A1..Ak may be given to the result of node N only
-// if every Ai is an ancestor of N. Which nodes touch a tensor's bytes comes from the
-// same memory model the hazard rules use (ggml_tensor_extent: root buffer + extent;
-// reads of sources, writes through views), so a tensor read later through a view or
-// written through a cpy/set_rows stays alive until those ops are done.
+// It plans over the graph's schedule (schedule.cpp), the order and edges the executor
+// runs by, and changes neither the node list nor any tensor's edges.
+//
+// "Finished" is decided by the schedule's edges, not by node order alone: the DAG
+// executor may run any two nodes at the same time unless a path of edges orders them. So
+// bytes last touched by nodes A1..Ak may be given to the result of node N only if every
+// Ai is an ancestor of N. Which nodes touch a root's bytes comes from the access model
+// (ggml_op_accesses: reads of sources, the write of the result, through views), so a
+// tensor read later through a view or written through a cpy/set_rows stays alive until
+// those ops are done.
+//
+// Kept for the whole graph (never reused, never shared in-place), as in ggml: leafs,
+// tensors flagged input or output, and the root of every tensor the program can still
+// read after compute -- a node or view flagged output, and every sink (a node or view
+// that no node of the graph reads).
+//
+// Replay. A plan is reused by ggml_gallocr_alloc_graph only for the graph it was made
+// for (ggml_graph_fingerprint: nodes, sources, edges, shapes, view offsets). When the
+// buffer grows, the old one is kept until the allocator is freed, so tensors of another
+// graph placed earlier stay valid.
 #include "ggml-alloc.h"
 #include "ggml-impl.h"
 
@@ -16,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 static const size_t ALLOC_ALIGN = 64;
@@ -48,12 +62,13 @@ const ggml_tensor * root_of(const ggml_tensor * t) { return t->view_src ? t->vie
 struct ggml_gallocr {
     void * buffer = nullptr;
     size_t buffer_size = 0;
+    std::vector<std::pair<void *, size_t>> retired; // earlier, smaller buffers: graphs placed there stay valid
     bool order_only = false;
     bool inplace = true;
     ggml_gallocr_stats stats = {};
 
-    // last plan, replayed when the graph's structure is unchanged
-    uint64_t signature = 0;
+    // last plan, replayed when the graph is the one it was made for
+    uint64_t fingerprint = 0;
     std::vector<std::pair<int, size_t>> node_offsets; // (index in nodes (>=0) or leafs (-1-i), offset)
     size_t plan_size = 0;
 };
@@ -64,54 +79,56 @@ namespace {
 struct planner {
     ggml_gallocr * ga;
     ggml_cgraph * g;
-    std::vector<ggml_tensor *> order;                       // nodes, possibly reordered
-    std::unordered_map<const ggml_tensor *, int> pos;       // node -> index in order
-    std::vector<std::vector<uint64_t>> anc;                 // ancestor bitsets by order index
-    std::vector<char> anc_ready;
+    const ggml_graph_sched * sc;
+    std::vector<ggml_tensor *> order;                 // the schedule's execution order
+    std::unordered_map<const ggml_tensor *, int> pos; // node -> index in order
+
+    // Ancestor bitsets by position, kept only while a successor still needs them: memory
+    // is the widest frontier times n bits.
+    std::vector<std::vector<uint64_t>> anc;
+    std::vector<int> succ_left;
     size_t words = 0;
 
-    std::unordered_map<const ggml_tensor *, std::vector<int>> accessors; // root -> node indices (into order)
+    std::unordered_map<const ggml_tensor *, std::vector<int>> accessors; // root -> positions, ascending
     std::unordered_map<const ggml_tensor *, size_t> offset;              // placed root -> offset
     std::unordered_map<const ggml_tensor *, int> pending;                // root -> accessors not yet done
     std::unordered_map<const ggml_tensor *, const ggml_tensor *> alias;  // in-place result -> root it shares
+    std::unordered_set<const ggml_tensor *> kept;                        // roots never released
     std::vector<free_block> free_list;
     size_t top = 0;
 
     bool needs_alloc(const ggml_tensor * t) const { return t->data == nullptr && t->view_src == nullptr; }
-    bool is_anc(int a, int b) const { return (anc[b][a >> 6] >> (a & 63)) & 1; } // a ancestor of b
-    // Is node a certainly finished when node b starts? With edges: a is an ancestor of b.
-    // In order-only mode (a sequential planner's view): a comes earlier in node order.
-    bool done_before(int a, int b) const { return ga->order_only ? a < b : is_anc(a, b); }
-    bool is_node(const ggml_tensor * t) const { return pos.count(t) != 0; }
-
-    template <typename F> void for_each_pred(const ggml_tensor * t, F f) const {
-        for (int s = 0; s < GGML_MAX_SRC; ++s) {
-            if (t->src[s] && is_node(t->src[s])) f(pos.at(t->src[s]));
-        }
-        for (int d = 0; d < t->n_deps; ++d) {
-            if (is_node(t->deps[d].tensor)) f(pos.at(t->deps[d].tensor));
-        }
+    // Is node a certainly finished when node b (the one being placed) starts? With edges: a
+    // is an ancestor of b. In order-only mode (a sequential planner's view): a comes earlier.
+    bool done_before(int a, int b) const {
+        if (ga->order_only) return a < b;
+        return a < b && ((anc[b][a >> 6] >> (a & 63)) & 1);
     }
 
     void compute_anc(int i) {
-        std::vector<uint64_t> & bits = anc[i];
-        std::fill(bits.begin(), bits.end(), 0);
-        for_each_pred(order[i], [&](int p) {
-            if (p >= i) return; // order contradicts an edge: not an ancestor we can rely on
-            if (!anc_ready[p]) compute_anc(p);
-            for (size_t w = 0; w < words; ++w) bits[w] |= anc[p][w];
-            bits[p >> 6] |= 1ull << (p & 63);
-        });
-        anc_ready[i] = 1;
+        anc[i].assign(words, 0);
+        for (int k = sc->pred_off[i]; k < sc->pred_off[i + 1]; ++k) {
+            const int p = sc->preds[k];
+            for (size_t w = 0; w < words; ++w) anc[i][w] |= anc[p][w];
+            anc[i][p >> 6] |= 1ull << (p & 63);
+        }
+    }
+    void release_anc(int i) {
+        for (int k = sc->pred_off[i]; k < sc->pred_off[i + 1]; ++k) {
+            const int p = sc->preds[k];
+            if (--succ_left[p] == 0) std::vector<uint64_t>().swap(anc[p]);
+        }
+        if (succ_left[i] == 0) std::vector<uint64_t>().swap(anc[i]);
     }
 
-    // Roots whose bytes the node touches when it runs (reads of sources, write through a view).
-    template <typename F> void for_each_access(const ggml_tensor * t, F f) const {
-        if (t->op == GGML_OP_NONE || ggml_op_is_view(t->op)) return;
-        for (int s = 0; s < GGML_MAX_SRC; ++s) {
-            if (t->src[s]) f(root_of(t->src[s]));
+    template <typename F> void for_each_root(const ggml_tensor * t, F f) const {
+        ggml_access acc[GGML_MAX_ACCESSES];
+        const int n = ggml_op_accesses(t, acc);
+        for (int k = 0; k < n; ++k) {
+            bool seen = false;
+            for (int j = 0; j < k; ++j) seen |= acc[j].root == acc[k].root;
+            if (!seen) f(acc[k].root);
         }
-        f(root_of(t)); // its own result (fresh or borrowed)
     }
 
     bool can_reuse(const free_block & b, int i) const {
@@ -156,9 +173,9 @@ struct planner {
         return off;
     }
 
-    void release(const ggml_tensor * root) {
+    void release(const ggml_tensor * root, std::vector<int> users) {
         const size_t size = GGML_PAD(ggml_nbytes(root), ALLOC_ALIGN);
-        free_block nb{offset.at(root), size, accessors[root]};
+        free_block nb{offset.at(root), size, std::move(users)};
         // merge with neighbours (their users must also precede any later tenant)
         for (int k = 0; k < (int) free_list.size();) {
             free_block & b = free_list[k];
@@ -177,66 +194,66 @@ struct planner {
     }
 
     bool keep_forever(const ggml_tensor * root) const {
-        return (root->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) || !is_node(root);
+        return (root->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) || !pos.count(root) || kept.count(root);
     }
 
-    // Can node i write its result over src[0]'s bytes? Readers of src[0] that are not yet
-    // ordered before i but could be (all their predecessors come earlier) are moved before
-    // i and get an edge; returns -1 if in-place is impossible, else the number of moves.
-    int try_inplace(int i) {
-        ggml_tensor * t = order[i];
-        ggml_tensor * s = t->src[0];
-        if (!ga->inplace || !op_can_inplace(t) || !s || s->view_src || !offset.count(s) || keep_forever(s)) return -1;
-        if (s->type != t->type || ggml_nbytes(s) != ggml_nbytes(t) || !ggml_is_contiguous(s) || !ggml_is_contiguous(t)) return -1;
+    // Roots the program may read after compute: of outputs and of sinks (nothing reads them).
+    void find_kept() {
+        std::unordered_set<const ggml_tensor *> read;
+        for (const ggml_tensor * t : order) {
+            for (int s = 0; s < GGML_MAX_SRC; ++s) if (t->src[s]) read.insert(t->src[s]);
+        }
+        for (const ggml_tensor * t : order) {
+            if ((t->flags & GGML_TENSOR_FLAG_OUTPUT) || !read.count(t)) kept.insert(root_of(t));
+        }
+    }
+
+    // Can node i write its result over src[0]'s bytes? Only if every other node touching
+    // them is certainly done before i starts (no reordering: the schedule is fixed).
+    bool try_inplace(int i) {
+        const ggml_tensor * t = order[i];
+        const ggml_tensor * s = t->src[0];
+        if (!ga->inplace || !op_can_inplace(t) || !s || s->view_src || !offset.count(s) || keep_forever(s)) return false;
+        if (s->type != t->type || ggml_nbytes(s) != ggml_nbytes(t) || !ggml_is_contiguous(s) || !ggml_is_contiguous(t)) return false;
         for (int k = 1; k < GGML_MAX_SRC; ++k) {
-            if (t->src[k] && root_of(t->src[k]) == s) return -1;
+            if (t->src[k] && root_of(t->src[k]) == s) return false;
         }
-        std::vector<int> to_move;
         for (int a : accessors[s]) {
-            if (a == i || done_before(a, i)) continue;
-            if (a < i || ga->order_only) return -1;        // may run concurrently: unsafe
-            bool movable = true;                           // all its predecessors already placed?
-            for_each_pred(order[a], [&](int p) { if (p >= i) movable = false; });
-            if (!movable) return -1;
-            to_move.push_back(a);
+            if (a != i && !done_before(a, i)) return false;
         }
-        return (int) to_move.size() == 0 ? 0 : move_before(i, to_move);
+        return true;
     }
 
-    int move_before(int i, const std::vector<int> & movers) {
-        ggml_tensor * consumer = order[i];
-        std::vector<ggml_tensor *> moved;
-        for (int a : movers) moved.push_back(order[a]);
-        for (ggml_tensor * m : moved) {
-            // the consumer overwrites bytes m reads: m must run first
-            ggml_push_dep(g->ctx, consumer, m, GGML_DEP_WAR);
-            order.erase(std::find(order.begin(), order.end(), m));
+    void place_node(int i) {
+        ggml_tensor * t = order[i];
+        if (!needs_alloc(t) || offset.count(t)) return;
+        if (try_inplace(i)) {
+            const ggml_tensor * s = t->src[0];
+            offset[t] = offset.at(s);
+            alias[t] = s;
+            ga->stats.n_inplace++;
+            pending[s] = -1; // s's bytes now belong to t: s is never released on its own
+        } else {
+            offset[t] = place(ggml_nbytes(t), i);
         }
-        order.insert(order.begin() + i, moved.begin(), moved.end());
-        (void) consumer;
-        return (int) moved.size();
-    }
-
-    void reindex() {
-        pos.clear();
-        for (int k = 0; k < (int) order.size(); ++k) pos[order[k]] = k;
-        accessors.clear();
-        for (int k = 0; k < (int) order.size(); ++k) {
-            for_each_access(order[k], [&](const ggml_tensor * r) {
-                auto & v = accessors[r];
-                if (v.empty() || v.back() != k) v.push_back(k);
-            });
-        }
+        ga->stats.n_tensors++;
+        ga->stats.sum_tensor_bytes += ggml_nbytes(t);
     }
 
     void run() {
-        order.assign(g->nodes, g->nodes + g->n_nodes);
+        order = sc->exec;
         const int n = (int) order.size();
         words = (size_t) (n + 63) / 64;
-        anc.assign(n, std::vector<uint64_t>(words, 0));
-        anc_ready.assign(n, 0);
-        reindex();
-
+        anc.assign(n, {});
+        succ_left.assign(n, 0);
+        for (int i = 0; i < n; ++i) {
+            pos[order[i]] = i;
+            succ_left[i] = sc->succ_off[i + 1] - sc->succ_off[i];
+        }
+        for (int i = 0; i < n; ++i) {
+            for_each_root(order[i], [&](const ggml_tensor * r) { accessors[r].push_back(i); });
+        }
+        find_kept();
         // leafs and inputs without memory live for the whole graph
         for (int l = 0; l < g->n_leafs; ++l) {
             ggml_tensor * t = g->leafs[l];
@@ -248,51 +265,17 @@ struct planner {
         }
         for (auto & kv : accessors) pending[kv.first] = (int) kv.second.size();
 
-        for (int i = 0; i < (int) order.size(); ++i) {
-            if (!anc_ready[i]) compute_anc(i);
-            ggml_tensor * t = order[i];
-            if (needs_alloc(t) && !offset.count(t)) {
-                const int moves = try_inplace(i);
-                if (moves > 0) {
-                    // new order: recompute indices, ancestors and pending counts, redo this position
-                    ga->stats.n_reordered += moves;
-                    reindex();
-                    std::fill(anc_ready.begin(), anc_ready.end(), 0);
-                    pending.clear();
-                    for (auto & kv : accessors) {
-                        int left = 0;
-                        for (int k : kv.second) left += k >= i;
-                        pending[kv.first] = left;
-                    }
-                    --i;
-                    continue;
-                }
-                if (moves == 0) {
-                    const ggml_tensor * s = t->src[0];
-                    offset[t] = offset.at(s);
-                    alias[t] = s;
-                    ga->stats.n_inplace++;
-                    // s's bytes now belong to t: s is never released on its own
-                    pending[s] = -1;
-                } else {
-                    offset[t] = place(ggml_nbytes(t), i);
-                }
-                ga->stats.n_tensors++;
-                ga->stats.sum_tensor_bytes += ggml_nbytes(t);
-            }
+        for (int i = 0; i < n; ++i) {
+            if (!ga->order_only) compute_anc(i);
+            place_node(i);
             // release roots whose last accessor is this node
-            std::vector<const ggml_tensor *> roots;
-            for_each_access(t, [&](const ggml_tensor * r) {
-                if (std::find(roots.begin(), roots.end(), r) == roots.end()) roots.push_back(r);
-            });
-            for (const ggml_tensor * r : roots) {
+            for_each_root(order[i], [&](const ggml_tensor * r) {
                 auto it = pending.find(r);
-                if (it == pending.end() || it->second <= 0) continue;
+                if (it == pending.end() || it->second <= 0) return;
                 if (--it->second == 0 && offset.count(r) && !keep_forever(r)) release_chain(r);
-            }
+            });
+            if (!ga->order_only) release_anc(i);
         }
-        // write the reordered node list back (it is a topological order of all edges)
-        std::copy(order.begin(), order.end(), g->nodes);
     }
 
     // r may end an in-place chain: its bytes are also those of the sources it overwrote,
@@ -303,42 +286,29 @@ struct planner {
             base = alias.at(base);
             users.insert(users.end(), accessors[base].begin(), accessors[base].end());
         }
-        accessors[r] = users;
-        release(r);
+        release(r, std::move(users));
     }
 };
 
-uint64_t graph_signature(const ggml_cgraph * g) {
-    uint64_t h = 1469598103934665603ull;
-    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-    mix((uint64_t) g->n_nodes);
-    mix((uint64_t) g->n_leafs);
-    for (int i = 0; i < g->n_nodes; ++i) {
-        const ggml_tensor * t = g->nodes[i];
-        mix((uint64_t) (uintptr_t) t);
-        mix((uint64_t) t->op);
-        mix((uint64_t) t->type);
-        for (int d = 0; d < GGML_MAX_DIMS; ++d) mix((uint64_t) t->ne[d]);
-        mix((uint64_t) t->n_deps);
-        mix((uint64_t) (t->data != nullptr));
-    }
-    for (int i = 0; i < g->n_leafs; ++i) {
-        mix((uint64_t) (uintptr_t) g->leafs[i]);
-        mix((uint64_t) (g->leafs[i]->data != nullptr));
-    }
-    return h;
-}
-
 } // namespace
+
+// Is p inside one of the buffers this allocator handed out (current or retired)?
+static bool ours(const ggml_gallocr * ga, const void * p) {
+    auto inside = [&](const void * base, size_t size) {
+        return base && p >= base && (const char *) p < (const char *) base + size;
+    };
+    if (inside(ga->buffer, ga->buffer_size)) return true;
+    for (const auto & r : ga->retired) {
+        if (inside(r.first, r.second)) return true;
+    }
+    return false;
+}
 
 // Addresses we handed out earlier are not "data the tensor already has": forget them so
 // that a changed graph is planned from scratch.
 static void forget_our_addresses(ggml_gallocr * ga, ggml_cgraph * g) {
-    if (!ga->buffer) return;
-    const char * lo = (const char *) ga->buffer;
-    const char * hi = lo + ga->buffer_size;
     auto forget = [&](ggml_tensor * t) {
-        if (t && t->data >= (const void *) lo && t->data < (const void *) hi) t->data = nullptr;
+        if (t && t->data && ours(ga, t->data)) t->data = nullptr;
     };
     for (int i = 0; i < g->n_nodes; ++i) {
         forget(g->nodes[i]);
@@ -350,11 +320,12 @@ static void forget_our_addresses(ggml_gallocr * ga, ggml_cgraph * g) {
 static bool plan_graph(ggml_gallocr * ga, ggml_cgraph * g) {
     const int64_t t0 = ggml_time_us();
     forget_our_addresses(ga, g);
+    const ggml_graph_sched * sc = ggml_graph_get_sched(g);
+    if (!sc->ok) return false; // the message names the cycle
     ga->stats.n_tensors = 0;
     ga->stats.sum_tensor_bytes = 0;
     ga->stats.n_inplace = 0;
-    ga->stats.n_reordered = 0;
-    planner p{ga, g, {}, {}, {}, {}, 0, {}, {}, {}, {}, {}, 0};
+    planner p{ga, g, sc, {}, {}, {}, {}, 0, {}, {}, {}, {}, {}, {}, 0};
     p.run();
     ga->plan_size = p.top;
     ga->node_offsets.clear();
@@ -366,13 +337,14 @@ static bool plan_graph(ggml_gallocr * ga, ggml_cgraph * g) {
         auto it = p.offset.find(g->leafs[l]);
         if (it != p.offset.end() && p.needs_alloc(g->leafs[l])) ga->node_offsets.push_back({-1 - l, it->second});
     }
-    ga->signature = graph_signature(g); // after reordering: the replay sees this order
+    ga->fingerprint = ggml_graph_fingerprint(g);
     ga->stats.n_plans++;
     ga->stats.plan_time_us = ggml_time_us() - t0;
     ga->stats.buffer_bytes = p.top;
     return true;
 }
 
+// A larger buffer; the old one is retired, not freed: another graph may still point into it.
 static bool grow_buffer(ggml_gallocr * ga, size_t size) {
     if (size <= ga->buffer_size) return true;
     void * mem = std::aligned_alloc(ALLOC_ALIGN, GGML_PAD(size, ALLOC_ALIGN));
@@ -380,7 +352,7 @@ static bool grow_buffer(ggml_gallocr * ga, size_t size) {
         fprintf(stderr, "ggml_gallocr: failed to allocate a compute buffer of %zu bytes\n", size);
         return false;
     }
-    std::free(ga->buffer);
+    if (ga->buffer) ga->retired.emplace_back(ga->buffer, ga->buffer_size);
     ga->buffer = mem;
     ga->buffer_size = size;
     return true;
@@ -409,6 +381,7 @@ ggml_gallocr_t ggml_gallocr_new(void) { return new ggml_gallocr(); }
 void ggml_gallocr_free(ggml_gallocr_t ga) {
     if (!ga) return;
     std::free(ga->buffer);
+    for (const auto & r : ga->retired) std::free(r.first);
     delete ga;
 }
 
@@ -418,13 +391,13 @@ bool ggml_gallocr_reserve(ggml_gallocr_t ga, ggml_cgraph * g) {
 }
 
 bool ggml_gallocr_alloc_graph(ggml_gallocr_t ga, ggml_cgraph * g) {
-    if (graph_signature(g) != ga->signature || ga->buffer == nullptr) {
+    if (ggml_graph_fingerprint(g) != ga->fingerprint || ga->buffer == nullptr) {
         if (!plan_graph(ga, g)) return false;
     }
     if (!grow_buffer(ga, ga->plan_size)) return false;
     assign(ga, g);
-    // the signature records which tensors had data; ours do now, so remember that state
-    ga->signature = graph_signature(g);
+    // the fingerprint records which tensors had data; ours do now, so remember that state
+    ga->fingerprint = ggml_graph_fingerprint(g);
     return true;
 }
 

@@ -124,24 +124,34 @@ ggml_context * ggml_init(ggml_init_params params) {
         }
     }
     ctx->no_alloc = params.no_alloc;
-    ctx->dep_storage = new std::deque<std::vector<ggml_dep>>();
-    ctx->hazards = ggml_hazards_new();
+    ctx->tensor_states = new std::deque<ggml_tensor_state>();
+    ctx->hazards = new ggml_hazard_rules();
+    ctx->current_graph_id = 0;
     return ctx;
+}
+
+// Graphs keep a heap-allocated schedule; the arena cannot run destructors.
+static void free_graph_scheds(ggml_context * ctx) {
+    for (ggml_object * obj = ctx->objects_begin; obj; obj = obj->next) {
+        if (obj->type == GGML_OBJECT_TYPE_GRAPH) ggml_graph_sched_free((ggml_cgraph *) ((char *) ctx->mem_buffer + obj->offs));
+    }
 }
 
 void ggml_reset(ggml_context * ctx) {
     if (!ctx) return;
+    free_graph_scheds(ctx);
     ctx->n_objects = 0;
     ctx->objects_begin = ctx->objects_end = nullptr;
-    ctx->dep_storage->clear();
-    ggml_hazards_clear(ctx->hazards);
+    ctx->tensor_states->clear();
+    ctx->hazards->clear();
 }
 
 void ggml_free(ggml_context * ctx) {
     if (!ctx) return;
+    free_graph_scheds(ctx);
     if (ctx->mem_buffer_owned) std::free(ctx->mem_buffer);
-    delete ctx->dep_storage;
-    ggml_hazards_free(ctx->hazards);
+    delete ctx->tensor_states;
+    delete ctx->hazards;
     delete ctx;
 }
 
@@ -214,6 +224,9 @@ ggml_tensor * ggml_new_tensor_impl(ggml_context * ctx, enum ggml_type type, int 
     t->view_src = view_src;
     t->view_offs = view_offs;
     t->data = own_data ? (void *) (t + 1) : data;
+    ctx->tensor_states->emplace_back();
+    ctx->tensor_states->back().owner = ctx;
+    t->impl = &ctx->tensor_states->back();
     for (int i = 0; i < GGML_MAX_DIMS; ++i) t->ne[i] = ne_full[i];
     t->nb[0] = ggml_type_size(type);
     t->nb[1] = t->nb[0] * (t->ne[0] / ggml_blck_size(type));
@@ -311,24 +324,25 @@ void ggml_set_op_params_i32(ggml_tensor * t, uint32_t i, int32_t value) { t->op_
 void ggml_set_op_params_f32(ggml_tensor * t, uint32_t i, float value) { std::memcpy(&t->op_params[i], &value, sizeof(value)); }
 
 // ---- control edges storage -----------------------------------------------------------------
-void ggml_push_dep(ggml_context * ctx, ggml_tensor * tensor, ggml_tensor * dep, enum ggml_dep_kind kind) {
+void ggml_push_dep(ggml_tensor * tensor, ggml_tensor * dep, enum ggml_dep_kind kind) {
     if (dep == tensor || dep == nullptr) return;
     for (int i = 0; i < tensor->n_deps; ++i) {
         if (tensor->deps[i].tensor == dep) return; // one edge per pair: the first reason found is kept
     }
-    auto * list = (std::vector<ggml_dep> *) tensor->deps_store;
-    if (list == nullptr) {
-        ctx->dep_storage->emplace_back();
-        list = &ctx->dep_storage->back();
-        tensor->deps_store = list;
-    }
-    list->push_back({dep, kind});
-    tensor->deps = list->data();
-    tensor->n_deps = (int32_t) list->size();
+    if (ggml_state(tensor)->graph_id != 0) ggml_graph_edges_changed(); // a graph holds it already
+    std::vector<ggml_dep> & list = ggml_state(tensor)->deps;
+    list.push_back({dep, kind});
+    tensor->deps = list.data();
+    tensor->n_deps = (int32_t) list.size();
 }
 
 void ggml_add_control_dep(ggml_context * ctx, ggml_tensor * tensor, ggml_tensor * dep) {
-    ggml_push_dep(ctx, tensor, dep, GGML_DEP_MANUAL);
+    (void) ctx; // the edge lives with `tensor`, in its own context
+    if (tensor == nullptr || dep == nullptr) {
+        fprintf(stderr, "ggml_add_control_dep: %s is NULL; no edge added\n", tensor ? "dep" : "tensor");
+        return;
+    }
+    ggml_push_dep(tensor, dep, GGML_DEP_MANUAL);
 }
 int ggml_n_control_deps(const ggml_tensor * t) { return t->n_deps; }
 ggml_tensor * ggml_get_control_dep(const ggml_tensor * t, int i, enum ggml_dep_kind * kind) {

@@ -11,7 +11,7 @@
 #include <deque>
 #include <vector>
 
-struct ggml_hazard_log; // per-context access log (hazards.cpp)
+struct ggml_hazard_rules; // the dependency-edge rules and their access log (hazards.cpp)
 
 // One allocation inside the arena: a tensor (struct + data), a graph, or a work buffer.
 struct ggml_object {
@@ -26,6 +26,9 @@ enum ggml_object_type { GGML_OBJECT_TYPE_TENSOR, GGML_OBJECT_TYPE_GRAPH, GGML_OB
 
 static const size_t GGML_OBJECT_SIZE = sizeof(struct ggml_object);
 
+struct ggml_tensor_state;  // per-tensor library state (below)
+struct ggml_graph_sched;   // a graph's execution order and edges (schedule.cpp)
+
 struct ggml_context {
     size_t mem_size;
     void * mem_buffer;
@@ -35,11 +38,22 @@ struct ggml_context {
     struct ggml_object * objects_begin;
     struct ggml_object * objects_end;
 
-    // Storage for control-edge arrays of tensors created here (outside the arena so that
-    // arena sizing stays what ggml programs expect).
-    std::deque<std::vector<ggml_dep>> * dep_storage; // deque: element addresses stay put
-    ggml_hazard_log * hazards;
+    // Per-tensor state of the tensors created here, outside the arena so that arena sizing
+    // stays what ggml programs expect (deque: element addresses stay put).
+    std::deque<ggml_tensor_state> * tensor_states;
+    ggml_hazard_rules * hazards; // accesses of the ops created here, in creation order
+    // The graph that most recently took one of this context's ops as a node: accesses of
+    // ops held by other graphs are dead for the hazard rules (hazards.cpp).
+    uint64_t current_graph_id;
 };
+
+// What the library keeps per tensor (tensor->impl), owned by the tensor's own context.
+struct ggml_tensor_state {
+    ggml_context * owner;
+    std::vector<ggml_dep> deps; // storage behind tensor->deps
+    uint64_t graph_id = 0;      // the latest graph that holds this tensor as a node; 0: none
+};
+static inline ggml_tensor_state * ggml_state(const ggml_tensor * t) { return (ggml_tensor_state *) t->impl; }
 
 // Open-addressing set of tensor pointers (graph membership).
 struct ggml_hash_set {
@@ -52,10 +66,13 @@ struct ggml_cgraph {
     int size;
     int n_nodes;
     int n_leafs;
-    struct ggml_tensor ** nodes; // ops, topologically ordered over data + control edges
+    struct ggml_tensor ** nodes; // ops, in the order the program added them
     struct ggml_tensor ** leafs; // tensors without an op (weights, inputs, constants)
     struct ggml_hash_set visited_hash_set;
-    struct ggml_context * ctx; // owner: edges the planner adds are stored there
+    struct ggml_context * ctx;   // the context whose arena holds this graph
+    uint64_t id;                 // unique over the process, never reused
+    uint64_t version;            // bumped whenever the node list changes
+    ggml_graph_sched * sched;    // cached execution order (schedule.cpp); freed with ctx
 };
 
 // op_params of GGML_OP_MAP_CUSTOM1..3
@@ -76,29 +93,110 @@ int32_t ggml_get_op_params_i32(const struct ggml_tensor * tensor, uint32_t i);
 float   ggml_get_op_params_f32(const struct ggml_tensor * tensor, uint32_t i);
 void    ggml_set_op_params_i32(struct ggml_tensor * tensor, uint32_t i, int32_t value);
 void    ggml_set_op_params_f32(struct ggml_tensor * tensor, uint32_t i, float value);
-// Appends a control edge unless an identical one exists (storage in ctx).
-void ggml_push_dep(struct ggml_context * ctx, struct ggml_tensor * tensor, struct ggml_tensor * dep, enum ggml_dep_kind kind);
+// Appends a control edge unless one to `dep` exists (stored in tensor's own context).
+void ggml_push_dep(struct ggml_tensor * tensor, struct ggml_tensor * dep, enum ggml_dep_kind kind);
 // View ops share bytes and compute nothing.
 bool ggml_op_is_view(enum ggml_op op);
 // A computing op whose result is a view writes into memory owned by another tensor.
 bool ggml_writes_borrowed_memory(const struct ggml_tensor * t);
 
-// ---- hazards (hazards.cpp) ----
-// Called by every op constructor once src[] and view_src are set: records the op's
-// accesses and its control edges.
-void ggml_hazards_on_new_op(struct ggml_context * ctx, struct ggml_tensor * tensor);
-ggml_hazard_log * ggml_hazards_new(void);
-void ggml_hazards_clear(ggml_hazard_log * log);
-void ggml_hazards_free(ggml_hazard_log * log);
-// Does the op read its source i? (cpy's src[1] is only its destination.)
-bool ggml_op_reads_src(const struct ggml_tensor * t, int i);
+// ---- the access model and the hazard rules (hazards.cpp) ----
+// Every consumer (op creation, graph expansion, schedule, planner, validator) takes what
+// an op touches and what it waits for from here; none re-derives it.
+
+// Does the node run a kernel? (not a leaf, not a view op)
+bool ggml_op_computes(const struct ggml_tensor * t);
 // Byte extent [begin, end) of a tensor inside its root (conservative hull for strided views).
 void ggml_tensor_extent(const struct ggml_tensor * t, const struct ggml_tensor ** root, size_t * begin, size_t * end);
+
+struct ggml_access {
+    const ggml_tensor * root;
+    size_t begin, end;
+    bool write;
+};
+enum { GGML_MAX_ACCESSES = GGML_MAX_SRC + 2 };
+// The bytes a computing op touches when it runs: the extent of every source it reads
+// (cpy's src[1] is only its destination; set_rows also reads its destination, whose rows
+// it does not write it keeps), then the extent of its result, which it writes (its own
+// bytes, or borrowed ones for cpy/set_rows/*_inplace). Empty extents are left out.
+// Returns the count; 0 for ops that compute nothing.
+int ggml_op_accesses(const struct ggml_tensor * t, ggml_access * out);
+
+// The predecessors of t among the nodes of a graph: each src[] entry and control-edge
+// target for which is_node() holds; one that is not a node but a view op (a hand-built
+// graph may omit views) is looked through to its own sources and edges. kind: RAW for a
+// data edge, else the control edge's kind (an edge on a view passes its kind on to data
+// readers of the view). A predecessor may be reported more than once.
+template <typename IsNode, typename F>
+void ggml_for_each_pred(const ggml_tensor * t, IsNode is_node, F f, ggml_dep_kind via = GGML_DEP_RAW, int depth = 0) {
+    auto visit = [&](const ggml_tensor * p, ggml_dep_kind kind) {
+        if (p == nullptr || p == t) return;
+        const ggml_dep_kind k = via == GGML_DEP_RAW ? kind : via;
+        if (is_node(p)) f(p, k);
+        else if (ggml_op_is_view(p->op) && depth < 64) ggml_for_each_pred(p, is_node, f, k, depth + 1);
+    };
+    for (int i = 0; i < GGML_MAX_SRC; ++i) visit(t->src[i], GGML_DEP_RAW);
+    for (int i = 0; i < t->n_deps; ++i) visit(t->deps[i].tensor, t->deps[i].kind);
+}
+
+// The RAW/WAR/WAW rules over a sequence of accesses, per root buffer. record() compares
+// one access of `op` with the earlier ones and calls edge(pred, kind) for each op it must
+// run after, then logs it. Used at op creation (program order) and by the schedule (node
+// order); the rules and their reasoning are in hazards.cpp.
+struct ggml_hazard_rules {
+    ggml_hazard_rules();
+    ~ggml_hazard_rules();
+    ggml_hazard_rules(const ggml_hazard_rules &) = delete;
+    ggml_hazard_rules & operator=(const ggml_hazard_rules &) = delete;
+    template <typename F> void record(ggml_tensor * op, const ggml_access & a, F edge) {
+        record_impl(op, a, [](void * f, ggml_tensor * p, ggml_dep_kind k) { (*(F *) f)(p, k); }, &edge);
+    }
+    void clear();
+    // Drops logged accesses for which dead(op) holds (amortized: only when a log has grown).
+    void set_dead_filter(bool (*dead)(const ggml_tensor * op, const void * arg), const void * arg);
+  private:
+    void record_impl(ggml_tensor * op, const ggml_access & a, void (*cb)(void *, ggml_tensor *, ggml_dep_kind), void * f);
+    struct impl;
+    impl * p;
+};
+
+// Called by every op constructor once src[] and view_src are set: records the op's
+// accesses in its context and gives it control edges.
+void ggml_hazards_on_new_op(struct ggml_context * ctx, struct ggml_tensor * tensor);
+// Records one more read for a source set after creation (src[i] already set).
+void ggml_hazards_on_new_src(struct ggml_context * ctx, struct ggml_tensor * tensor, int i);
+// Should a control edge pull its target into the graph being built? (graph expansion)
+bool ggml_dep_pulls(const ggml_dep & dep, const struct ggml_cgraph * g);
 
 // ---- graphs (graph.cpp) ----
 size_t ggml_hash_find(const struct ggml_hash_set * set, const struct ggml_tensor * key); // index or SIZE_MAX
 bool   ggml_hash_contains(const struct ggml_hash_set * set, const struct ggml_tensor * key);
 bool   ggml_graph_has_node(const struct ggml_cgraph * g, const struct ggml_tensor * t);
+
+// ---- execution order (schedule.cpp) ----
+// The order and edges every runner of a graph obeys: exec[] lists each node once, in a
+// topological order of its edges (the node list's order where that list already is one);
+// preds of exec position i are positions < i. Edges: the ggml_for_each_pred edges, plus
+// one for every pair of nodes touching overlapping bytes (one writing) in exec order, by
+// the hazard rules, so nodes from different contexts, hand-built graphs and reset logs
+// still run as in ggml's sequential order.
+struct ggml_graph_sched {
+    uint64_t version = 0, edge_epoch = 0; // of the graph and of the edges it was built from
+    int n_nodes = 0;
+    bool ok = false;                       // false: the edges form a cycle (message printed)
+    std::vector<ggml_tensor *> exec;       // nodes in execution order
+    std::vector<int> pred_off, preds;      // CSR by exec position, each list sorted, no repeats
+    std::vector<int> succ_off, succ;       // the same edges, from the other end
+};
+// The schedule of g, rebuilt when its node list or the edges of its nodes changed.
+const ggml_graph_sched * ggml_graph_get_sched(struct ggml_cgraph * g);
+void ggml_graph_sched_free(struct ggml_cgraph * g);
+// Called when an edge is added to a tensor a graph already holds: cached schedules are stale.
+void ggml_graph_edges_changed(void);
+// Hash of everything a memory plan depends on: the node list and leafs, each node's
+// sources and control edges, types, shapes, strides and view offsets, and which of the
+// nodes, sources and leafs have memory.
+uint64_t ggml_graph_fingerprint(const struct ggml_cgraph * g);
 
 // ---- CPU compute (cpu/) ----
 struct ggml_compute_params {

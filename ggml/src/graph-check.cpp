@@ -1,15 +1,11 @@
 // Graph checks: ggml_graph_validate (conflicting accesses that no path of edges orders,
 // and edges that the node order contradicts) and ggml_graph_dump_dot.
 //
-// Model. Only computing nodes (not views, not leafs) touch bytes. A node reads the extent
-// of each source and writes its own extent when its result is borrowed memory (cpy,
-// set_rows, *_inplace) -- hazards.cpp's rules. A node with its own memory also writes that
-// (hazards.cpp treats a computed root as written by its op before any logged access), so
-// a read of a computed tensor that bypasses data edges is caught too.
-//
-// Ordering. Views are transparent: an edge into a view continues to the view's sources,
-// whether or not the view was added to the graph, because a hand-built graph may list only
-// the computing nodes. Edges to tensors outside the graph are dropped (they will not run).
+// Model. What each node touches and which nodes it waits for come from hazards.cpp
+// (ggml_op_accesses, ggml_for_each_pred): only computing nodes touch bytes; views the
+// graph does not list are looked through; edges to tensors outside the graph are dropped
+// (they will not run). The check covers the graph's own edges only, not the extra
+// node-order edges the schedule adds (schedule.cpp): it reports what those had to fix.
 //
 // Search. Nodes are visited in a topological order of the edges, each with the bitset of
 // its ancestors (kept only while a successor still needs it). Per root, a log of accesses
@@ -39,77 +35,42 @@ struct pred_edge {
     ggml_dep_kind kind; // data edges count as RAW
 };
 
-bool computes(const ggml_tensor * t) { return t->op != GGML_OP_NONE && !ggml_op_is_view(t->op); }
-
 struct checker {
     const ggml_cgraph * g;
     std::vector<const ggml_tensor *> nodes;           // computing nodes, graph order
     std::vector<int> graph_pos;                       // their index in g->nodes
     std::unordered_map<const ggml_tensor *, int> idx; // computing node -> index
     std::vector<std::vector<pred_edge>> preds;
-    std::unordered_map<const ggml_tensor *, std::vector<pred_edge>> view_preds; // memo for views
 
     explicit checker(const ggml_cgraph * graph) : g(graph) {
         for (int i = 0; i < g->n_nodes; ++i) {
             const ggml_tensor * t = g->nodes[i];
-            if (!computes(t) || idx.count(t)) continue; // a repeated node keeps its first position
+            if (!ggml_op_computes(t) || idx.count(t)) continue; // a repeated node keeps its first position
             idx[t] = (int) nodes.size();
             nodes.push_back(t);
             graph_pos.push_back(i);
         }
+        // views listed in the graph are looked through like unlisted ones
+        auto is_node = [&](const ggml_tensor * p) { return idx.count(p) != 0; };
         preds.resize(nodes.size());
         for (size_t i = 0; i < nodes.size(); ++i) {
             std::vector<pred_edge> & p = preds[i];
-            collect(nodes[i], p);
+            ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor * q, ggml_dep_kind kind) { p.push_back({idx.at(q), kind}); });
             // one edge per predecessor; a control edge's kind says more than "data"
-            std::stable_sort(p.begin(), p.end(), [](const pred_edge & a, const pred_edge & b) { return a.node < b.node; });
+            std::stable_sort(p.begin(), p.end(), [](const pred_edge & a, const pred_edge & b) {
+                return a.node != b.node ? a.node < b.node : a.kind > b.kind;
+            });
             p.erase(std::unique(p.begin(), p.end(), [](const pred_edge & a, const pred_edge & b) { return a.node == b.node; }),
                     p.end());
         }
     }
 
-    // Predecessors of t among computing nodes, looking through views.
-    void collect(const ggml_tensor * t, std::vector<pred_edge> & out) {
-        for (int i = 0; i < t->n_deps; ++i) add_pred(t->deps[i].tensor, t->deps[i].kind, out);
-        for (int i = 0; i < GGML_MAX_SRC; ++i) {
-            if (t->src[i]) add_pred(t->src[i], GGML_DEP_RAW, out);
-        }
-    }
-    void add_pred(const ggml_tensor * p, ggml_dep_kind kind, std::vector<pred_edge> & out) {
-        if (p == nullptr) return;
-        auto it = idx.find(p);
-        if (it != idx.end()) {
-            out.push_back({it->second, kind});
-            return;
-        }
-        if (!ggml_op_is_view(p->op)) return; // a leaf, or an op that is not in this graph
-        auto memo = view_preds.find(p);
-        if (memo == view_preds.end()) {
-            std::vector<pred_edge> vp;
-            view_preds[p]; // placeholder: guards against cycles through views
-            collect(p, vp);
-            memo = view_preds.find(p);
-            memo->second = std::move(vp);
-        }
-        for (const pred_edge & e : memo->second) {
-            // a control edge on a view applies to whatever reads the view
-            out.push_back({e.node, kind == GGML_DEP_RAW ? e.kind : kind});
-        }
-    }
-
     std::vector<node_access> accesses_of(int n) const {
-        std::vector<node_access> acc;
-        const ggml_tensor * t = nodes[n];
-        const ggml_tensor * root;
-        size_t b, e;
-        for (int i = 0; i < GGML_MAX_SRC; ++i) {
-            if (!ggml_op_reads_src(t, i)) continue;
-            ggml_tensor_extent(t->src[i], &root, &b, &e);
-            if (b < e) acc.push_back({n, root, b, e, false});
-        }
-        ggml_tensor_extent(t, &root, &b, &e);
-        if (b < e) acc.push_back({n, root, b, e, true}); // borrowed or its own bytes
-        return acc;
+        ggml_access acc[GGML_MAX_ACCESSES];
+        const int na = ggml_op_accesses(nodes[n], acc);
+        std::vector<node_access> out;
+        for (int i = 0; i < na; ++i) out.push_back({n, acc[i].root, acc[i].begin, acc[i].end, acc[i].write});
+        return out;
     }
 };
 

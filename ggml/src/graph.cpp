@@ -1,7 +1,8 @@
-// Compute graphs: membership set, build_forward_expand (follows src[] and control
-// edges, so node order is topological over both), accessors, printing.
+// Compute graphs: membership set, build_forward_expand (follows src[] always and control
+// edges by the pull rule of hazards.cpp), accessors, printing.
 #include "ggml-impl.h"
 
+#include <atomic>
 #include <cstring>
 
 // ---- hash set --------------------------------------------------------------------------
@@ -58,7 +59,11 @@ ggml_cgraph * ggml_new_graph_custom(ggml_context * ctx, size_t size, bool grads)
     char * p = (char *) ctx->mem_buffer + obj->offs;
     ggml_cgraph * g = (ggml_cgraph *) p;
     p += sizeof(ggml_cgraph);
+    static std::atomic<uint64_t> next_id{1};
     g->ctx = ctx;
+    g->id = next_id.fetch_add(1, std::memory_order_relaxed);
+    g->sched = nullptr;
+    g->version = 0;
     g->size = (int) size;
     g->n_nodes = 0;
     g->n_leafs = 0;
@@ -73,20 +78,31 @@ ggml_cgraph * ggml_new_graph_custom(ggml_context * ctx, size_t size, bool grads)
 ggml_cgraph * ggml_new_graph(ggml_context * ctx) { return ggml_new_graph_custom(ctx, GGML_DEFAULT_GRAPH_SIZE, false); }
 
 void ggml_graph_clear(ggml_cgraph * g) {
+    g->version++;
     g->n_nodes = 0;
     g->n_leafs = 0;
     std::memset(g->visited_hash_set.used, 0, ((g->visited_hash_set.size + 31) / 32) * sizeof(uint32_t));
 }
 
 // ---- building --------------------------------------------------------------------------
-// Post-order DFS over data edges (src[]) and control edges (deps): every predecessor
-// is placed before its consumer, so the node list is a topological order of both.
+// The graph now holds t: control edges of later graphs will not pull it in again.
+static void claim(ggml_cgraph * g, ggml_tensor * t) {
+    g->version++;
+    ggml_tensor_state * st = ggml_state(t);
+    st->graph_id = g->id;
+    st->owner->current_graph_id = g->id;
+}
+
+// Post-order DFS over data edges (src[]) and the control edges that pull (ggml_dep_pulls):
+// every predecessor it adds is placed before its consumer.
 static void visit(ggml_cgraph * g, ggml_tensor * t) {
     if (!hash_insert(&g->visited_hash_set, t)) return;
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
         if (t->src[i]) visit(g, t->src[i]);
     }
-    for (int i = 0; i < t->n_deps; ++i) visit(g, t->deps[i].tensor);
+    for (int i = 0; i < t->n_deps; ++i) {
+        if (ggml_dep_pulls(t->deps[i], g)) visit(g, t->deps[i].tensor);
+    }
     if (t->op == GGML_OP_NONE && !(t->flags & GGML_TENSOR_FLAG_PARAM)) {
         GGML_ASSERT(g->n_leafs < g->size && "graph is full: use ggml_new_graph_custom with a larger size");
         if (t->name[0] == '\0') ggml_format_name(t, "leaf_%d", g->n_leafs);
@@ -95,15 +111,17 @@ static void visit(ggml_cgraph * g, ggml_tensor * t) {
         GGML_ASSERT(g->n_nodes < g->size && "graph is full: use ggml_new_graph_custom with a larger size");
         if (t->name[0] == '\0') ggml_format_name(t, "node_%d", g->n_nodes);
         g->nodes[g->n_nodes++] = t;
+        claim(g, t);
     }
 }
 
 void ggml_build_forward_expand(ggml_cgraph * g, ggml_tensor * tensor) { visit(g, tensor); }
 
 void ggml_graph_add_node(ggml_cgraph * g, ggml_tensor * tensor) {
-    GGML_ASSERT(g->n_nodes < g->size);
+    GGML_ASSERT(g->n_nodes < g->size && "graph is full: use ggml_new_graph_custom with a larger size");
     hash_insert(&g->visited_hash_set, tensor);
     g->nodes[g->n_nodes++] = tensor;
+    claim(g, tensor);
 }
 
 bool ggml_graph_has_node(const ggml_cgraph * g, const ggml_tensor * t) {

@@ -1,4 +1,5 @@
-// The dependency-edge rules: the one place that decides which ops must run after which.
+// The dependency-edge rules: the one place that decides what an op touches, which ops
+// must run after which, and which of them a graph pulls in.
 //
 // Memory model. Every tensor's bytes are (root, [begin, end)): root is view_src (ggml
 // keeps view_src pointing at the tensor that owns the bytes) or the tensor itself, and
@@ -8,25 +9,50 @@
 // report one where interleaved rows do not actually touch (an extra edge, never a
 // missing one).
 //
-// Accesses. Creating an op reads the extent of each of its sources (except cpy's
-// destination, src[1], which it only writes). An op whose result is
-// a view of existing memory (cpy, set_rows, *_inplace, custom *_inplace) also writes the
-// extent of its result. View ops (view/reshape/permute/transpose) touch no bytes. set_rows
-// writes rows chosen at run time, so its write is the whole destination view (conservative).
+// Accesses (ggml_op_accesses). A computing op reads the extent of each of its sources
+// (except cpy's destination, src[1], which it only writes) and writes the extent of its
+// result: its own bytes, or borrowed ones when the result is a view (cpy, set_rows,
+// *_inplace, custom *_inplace). View ops (view/reshape/permute/transpose) and leafs touch
+// no bytes. set_rows writes rows chosen at run time, so its write is the whole
+// destination view (conservative); the rows it does not write keep their earlier
+// contents, which its result exposes, so it also reads its destination (a
+// read-modify-write: it waits for, and pulls in, the earlier writers of those bytes).
 //
-// Rules, applied in the order the program created the ops, per root buffer:
+// Rules (ggml_hazard_rules), applied to accesses in sequence, per root buffer:
 //   RAW  a read gets an edge to each overlapping write since the last write that covers
 //        the whole read extent (that covering write included).
 //   WAW  a write gets an edge to each overlapping write since the last write covering it.
 //   WAR  a write gets an edge to each overlapping read since that covering write.
 // Stopping at a covering write is sound: everything before it that overlaps is already
-// ordered before it by these same rules, and edges compose. A computed root (an op's own
-// result) counts as written by that op before any logged access: reads through a view
-// with no data edge to it (ggml_view_tensor) get a RAW edge to it, writes a WAW edge.
+// ordered before it by these same rules, and edges compose. A new write drops logged
+// accesses lying fully inside its extent (they are ordered before it, so anything that
+// conflicts with them later conflicts with it), so the cost of an access is O(live
+// accesses to its buffer), not O(program).
 //
-// Pruning: a new write removes logged accesses lying fully inside its extent (they are
-// ordered before it, so any later access that conflicts with them conflicts with it).
-// The cost of an op is therefore O(live accesses to the buffers it touches), not O(graph).
+// Two sequences use the rules. At op creation (ggml_hazards_on_new_op), per context, in
+// the order the program creates ops: the edges become the op's control edges (edges that
+// duplicate a data edge are left out). At schedule time (schedule.cpp), per graph, in
+// execution order: there they order nodes no creation edge orders (ops of two contexts,
+// hand-built graphs, logs cleared by ggml_hazards_reset), exactly as ggml's sequential
+// order would.
+//
+// Lifetime of edges. An edge orders two ops inside the graph being built; it never pulls
+// into a graph an op that another graph already holds. Building a graph follows data
+// edges always (ggml's meaning: a source is recomputed wherever it is used) but a control
+// edge only when (ggml_dep_pulls):
+//   - it is RAW or MANUAL: the reader needs the bytes the writer produces (the KV-cache
+//     pattern: a cpy into the cache that nothing expanded, read later in the same graph),
+//     or the user asked for the order. WAR and WAW edges only order: an earlier reader or
+//     writer that no node of this graph needs is not run (as in ggml, where an op nobody
+//     expanded never runs);
+//   - and its target is held by no graph, or by this one (after ggml_graph_clear). An op
+//     an earlier graph holds has run, or will run, with that graph: running it again
+//     would redo an old write from today's inputs.
+// For the same reason a context's log forgets accesses of ops that a graph other than the
+// one it most recently fed holds: once a program builds a new graph from a context, the
+// earlier graph's ops cannot be pulled into it, and edges to them would only grow. (A
+// program that goes back to extend an older graph still runs correctly: the schedule's
+// edges order its nodes.)
 #include "ggml-impl.h"
 
 #include <algorithm>
@@ -35,38 +61,85 @@
 
 namespace {
 
-struct access {
+struct logged_access {
     ggml_tensor * op;
     size_t begin, end;
-    uint64_t seq; // creation order
+    uint64_t seq; // order of recording
 };
 
 struct buffer_log {
-    std::vector<access> writes;
-    std::vector<access> reads;
+    std::vector<logged_access> writes;
+    std::vector<logged_access> reads;
+    size_t size_after_prune = 0;
 };
 
 bool overlaps(size_t b0, size_t e0, size_t b1, size_t e1) { return b0 < e1 && b1 < e0; }
-bool covers(const access & a, size_t b, size_t e) { return a.begin <= b && e <= a.end; }
+bool covers(const logged_access & a, size_t b, size_t e) { return a.begin <= b && e <= a.end; }
 
-// ops that compute nothing never touch bytes
-bool touches_memory(const ggml_tensor * t) { return t->op != GGML_OP_NONE && !ggml_op_is_view(t->op); }
+// Index of the latest write covering [b, e), or -1.
+long last_covering_write(const buffer_log & log, size_t b, size_t e) {
+    for (long i = (long) log.writes.size() - 1; i >= 0; --i) {
+        if (covers(log.writes[i], b, e)) return i;
+    }
+    return -1;
+}
 
 } // namespace
 
-struct ggml_hazard_log {
+struct ggml_hazard_rules::impl {
     std::unordered_map<const ggml_tensor *, buffer_log> buffers;
     uint64_t next_seq = 0;
+    bool (*dead)(const ggml_tensor * op, const void * arg) = nullptr;
+    const void * dead_arg = nullptr;
+
+    bool is_dead(const ggml_tensor * op) const { return dead && dead(op, dead_arg); }
+
+    // amortized: a log is filtered only after it doubled since the last time
+    void prune_dead(buffer_log & log) {
+        if (!dead || log.writes.size() + log.reads.size() < 2 * log.size_after_prune + 16) return;
+        auto gone = [&](const logged_access & a) { return is_dead(a.op); };
+        log.writes.erase(std::remove_if(log.writes.begin(), log.writes.end(), gone), log.writes.end());
+        log.reads.erase(std::remove_if(log.reads.begin(), log.reads.end(), gone), log.reads.end());
+        log.size_after_prune = log.writes.size() + log.reads.size();
+    }
 };
 
-ggml_hazard_log * ggml_hazards_new(void) { return new ggml_hazard_log(); }
-void ggml_hazards_clear(ggml_hazard_log * log) { log->buffers.clear(); }
-void ggml_hazards_free(ggml_hazard_log * log) { delete log; }
-void ggml_hazards_reset(ggml_context * ctx) { ggml_hazards_clear(ctx->hazards); }
-
-bool ggml_op_reads_src(const ggml_tensor * t, int i) {
-    return t->src[i] != nullptr && !(t->op == GGML_OP_CPY && i == 1);
+ggml_hazard_rules::ggml_hazard_rules() : p(new impl()) {}
+ggml_hazard_rules::~ggml_hazard_rules() { delete p; }
+void ggml_hazard_rules::clear() { p->buffers.clear(); }
+void ggml_hazard_rules::set_dead_filter(bool (*dead)(const ggml_tensor *, const void *), const void * arg) {
+    p->dead = dead;
+    p->dead_arg = arg;
 }
+
+void ggml_hazard_rules::record_impl(ggml_tensor * op, const ggml_access & a, void (*cb)(void *, ggml_tensor *, ggml_dep_kind),
+                                    void * f) {
+    if (a.begin >= a.end) return;
+    buffer_log & log = p->buffers[a.root];
+    p->prune_dead(log);
+    auto edge = [&](const logged_access & x, ggml_dep_kind kind) {
+        if (x.op != op && overlaps(x.begin, x.end, a.begin, a.end) && !p->is_dead(x.op)) cb(f, x.op, kind);
+    };
+    const long stop = last_covering_write(log, a.begin, a.end);
+    for (long i = (long) log.writes.size() - 1; i >= 0 && i >= stop; --i) {
+        edge(log.writes[i], a.write ? GGML_DEP_WAW : GGML_DEP_RAW);
+    }
+    if (!a.write) {
+        log.reads.push_back({op, a.begin, a.end, p->next_seq++});
+        return;
+    }
+    const uint64_t since = stop >= 0 ? log.writes[stop].seq : 0;
+    for (long i = (long) log.reads.size() - 1; i >= 0 && log.reads[i].seq >= since; --i) edge(log.reads[i], GGML_DEP_WAR);
+    // drop what this write dominates, then log it
+    auto inside = [&](const logged_access & x) { return a.begin <= x.begin && x.end <= a.end && x.op != op; };
+    log.writes.erase(std::remove_if(log.writes.begin(), log.writes.end(), inside), log.writes.end());
+    log.reads.erase(std::remove_if(log.reads.begin(), log.reads.end(), inside), log.reads.end());
+    log.writes.push_back({op, a.begin, a.end, p->next_seq++});
+}
+
+// ---- the access model -----------------------------------------------------------------------
+
+bool ggml_op_computes(const ggml_tensor * t) { return t->op != GGML_OP_NONE && !ggml_op_is_view(t->op); }
 
 void ggml_tensor_extent(const ggml_tensor * t, const ggml_tensor ** root, size_t * begin, size_t * end) {
     *root = t->view_src ? t->view_src : t;
@@ -74,63 +147,67 @@ void ggml_tensor_extent(const ggml_tensor * t, const ggml_tensor ** root, size_t
     *end = *begin + ggml_nbytes(t);
 }
 
-// Index of the latest write covering [b, e), or -1.
-static long last_covering_write(const buffer_log & log, size_t b, size_t e) {
-    for (long i = (long) log.writes.size() - 1; i >= 0; --i) {
-        if (covers(log.writes[i], b, e)) return i;
-    }
-    return -1;
+static bool op_reads_src(const ggml_tensor * t, int i) { return t->src[i] != nullptr && !(t->op == GGML_OP_CPY && i == 1); }
+
+static bool extent_access(const ggml_tensor * t, bool write, ggml_access * out) {
+    ggml_tensor_extent(t, &out->root, &out->begin, &out->end);
+    out->write = write;
+    return out->begin < out->end;
 }
 
-static void record_read(ggml_context * ctx, ggml_tensor * op, const ggml_tensor * src) {
-    const ggml_tensor * root;
-    size_t b, e;
-    ggml_tensor_extent(src, &root, &b, &e);
-    if (b == e) return;
-    buffer_log & log = ctx->hazards->buffers[root];
-    const long stop = last_covering_write(log, b, e);
-    for (long i = (long) log.writes.size() - 1; i >= 0 && i >= stop; --i) {
-        const access & w = log.writes[i];
-        if (w.op != op && overlaps(w.begin, w.end, b, e)) ggml_push_dep(ctx, op, w.op, GGML_DEP_RAW);
+int ggml_op_accesses(const ggml_tensor * t, ggml_access * out) {
+    if (!ggml_op_computes(t)) return 0;
+    int n = 0;
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        if (op_reads_src(t, i) && extent_access(t->src[i], false, &out[n])) ++n;
     }
-    if (stop < 0 && src->view_src && src->op == GGML_OP_NONE && touches_memory(root)) {
-        // a plain view (ggml_view_tensor) of an op's result has no data edge to that op
-        ggml_push_dep(ctx, op, const_cast<ggml_tensor *>(root), GGML_DEP_RAW);
-    }
-    log.reads.push_back({op, b, e, ctx->hazards->next_seq++});
+    if (t->op == GGML_OP_SET_ROWS && extent_access(t, false, &out[n])) ++n; // the rows it keeps
+    if (extent_access(t, true, &out[n])) ++n;
+    return n;
 }
 
-static void record_write(ggml_context * ctx, ggml_tensor * op) {
-    const ggml_tensor * root;
-    size_t b, e;
-    ggml_tensor_extent(op, &root, &b, &e);
-    if (b == e) return;
-    buffer_log & log = ctx->hazards->buffers[root];
-    const long stop = last_covering_write(log, b, e);
-    for (long i = (long) log.writes.size() - 1; i >= 0 && i >= stop; --i) {
-        const access & w = log.writes[i];
-        if (w.op != op && overlaps(w.begin, w.end, b, e)) ggml_push_dep(ctx, op, w.op, GGML_DEP_WAW);
+// ---- edges at op creation -------------------------------------------------------------------
+
+// Is pred a source of t, directly or through view ops? Then a data edge already orders them.
+static bool is_data_pred(const ggml_tensor * t, const ggml_tensor * pred) {
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        for (const ggml_tensor * s = t->src[i]; s; s = s->src[0]) {
+            if (s == pred) return true;
+            if (!ggml_op_is_view(s->op)) break;
+        }
     }
-    const uint64_t since = stop >= 0 ? log.writes[stop].seq : 0;
-    for (long i = (long) log.reads.size() - 1; i >= 0 && log.reads[i].seq >= since; --i) {
-        const access & r = log.reads[i];
-        if (r.op != op && overlaps(r.begin, r.end, b, e)) ggml_push_dep(ctx, op, r.op, GGML_DEP_WAR);
-    }
-    if (stop < 0 && touches_memory(root)) {
-        // the root's own op produced these bytes: overwrite them only after it ran
-        ggml_push_dep(ctx, op, const_cast<ggml_tensor *>(root), GGML_DEP_WAW);
-    }
-    // prune what this write dominates, then log it
-    auto inside = [&](const access & a) { return b <= a.begin && a.end <= e && a.op != op; };
-    log.writes.erase(std::remove_if(log.writes.begin(), log.writes.end(), inside), log.writes.end());
-    log.reads.erase(std::remove_if(log.reads.begin(), log.reads.end(), inside), log.reads.end());
-    log.writes.push_back({op, b, e, ctx->hazards->next_seq++});
+    return false;
+}
+
+// An op held by a graph the context no longer feeds (see "Lifetime of edges").
+static bool held_by_older_graph(const ggml_tensor * op, const void * arg) {
+    const uint64_t id = ggml_state(op)->graph_id;
+    return id != 0 && id != ((const ggml_context *) arg)->current_graph_id;
+}
+
+static void record(ggml_context * ctx, ggml_tensor * t, const ggml_access & a) {
+    ctx->hazards->set_dead_filter(held_by_older_graph, ctx);
+    ctx->hazards->record(t, a, [&](ggml_tensor * pred, ggml_dep_kind kind) {
+        if (!is_data_pred(t, pred)) ggml_push_dep(t, pred, kind);
+    });
 }
 
 void ggml_hazards_on_new_op(ggml_context * ctx, ggml_tensor * t) {
-    if (!touches_memory(t)) return;
-    for (int i = 0; i < GGML_MAX_SRC; ++i) {
-        if (ggml_op_reads_src(t, i)) record_read(ctx, t, t->src[i]);
-    }
-    if (ggml_writes_borrowed_memory(t)) record_write(ctx, t);
+    ggml_access acc[GGML_MAX_ACCESSES];
+    const int n = ggml_op_accesses(t, acc);
+    for (int i = 0; i < n; ++i) record(ctx, t, acc[i]);
+}
+
+void ggml_hazards_on_new_src(ggml_context * ctx, ggml_tensor * t, int i) {
+    if (ggml_state(t)->graph_id != 0) ggml_graph_edges_changed(); // a new data edge
+    ggml_access a;
+    if (ggml_op_computes(t) && op_reads_src(t, i) && extent_access(t->src[i], false, &a)) record(ctx, t, a);
+}
+
+void ggml_hazards_reset(ggml_context * ctx) { ctx->hazards->clear(); }
+
+bool ggml_dep_pulls(const ggml_dep & dep, const ggml_cgraph * g) {
+    if (dep.kind != GGML_DEP_RAW && dep.kind != GGML_DEP_MANUAL) return false;
+    const uint64_t holder = ggml_state(dep.tensor)->graph_id;
+    return holder == 0 || holder == g->id;
 }

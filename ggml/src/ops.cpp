@@ -412,14 +412,8 @@ void ggml_flash_attn_ext_set_prec(ggml_tensor * a, int prec) { ggml_set_op_param
 void ggml_flash_attn_ext_set_kv_len(ggml_context * ctx, ggml_tensor * a, ggml_tensor * kv_len) {
     GGML_ASSERT(a->op == GGML_OP_FLASH_ATTN_EXT && a->src[4] == nullptr);
     GGML_ASSERT(kv_len->type == GGML_TYPE_I32 && ggml_is_contiguous(kv_len) && ggml_nelements(kv_len) == a->src[0]->ne[3]);
-    // hand the hazard rules only the new source, so that the other reads are not logged twice
-    ggml_tensor * saved[GGML_MAX_SRC];
-    std::memcpy(saved, a->src, sizeof(saved));
-    std::memset(a->src, 0, sizeof(a->src));
     a->src[4] = kv_len;
-    finish_op(ctx, a);
-    std::memcpy(a->src, saved, sizeof(saved));
-    a->src[4] = kv_len;
+    ggml_hazards_on_new_src(ctx, a, 4);
 }
 
 // ---- custom ops -------------------------------------------------------------------------------------------

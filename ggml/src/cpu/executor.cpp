@@ -1,7 +1,10 @@
 // CPU executor: graph plans, the persistent thread pool, and two schedulers.
 //
-// DAG scheduler (default). A node's predecessors are its src[] entries and control
-// edges (deps) that are nodes of the same graph. Each node's pending counter starts at
+// Both schedulers run the graph's schedule (schedule.cpp): its nodes in execution order,
+// each waiting for its predecessors there (data and control edges looked through views,
+// and every pair of conflicting accesses in that order).
+//
+// DAG scheduler (default). Each node's pending counter starts at
 // its predecessor count; the thread that finishes a node decrements its successors and
 // makes those reaching zero ready. A ready node is published as n_tasks tokens
 // (node, ith) in a shared lock-free queue; any thread takes any token, so independent
@@ -16,10 +19,9 @@
 // wait. Every node's tasks run with the same n_tasks as in sequential execution, so
 // results are bit-identical. A smaller buffer (down to one slot) still works.
 //
-// BARRIER scheduler: every node in graph order split over all threads, with a barrier
-// after every phase (ggml's classic schedule). Also used as a fallback for graphs whose
-// node list is not a topological order (duplicates, edges pointing forward). One
-// thread always runs the nodes in graph order.
+// BARRIER scheduler: every node in execution order split over all threads, with a barrier
+// after every phase (ggml's classic schedule). One thread always runs the nodes in
+// execution order.
 //
 // Abort: the callback runs after each finished node (DAG: on the finishing thread,
 // calls serialized; BARRIER: thread 0); nothing new starts once it returned true.
@@ -121,6 +123,7 @@ struct token_cell {
 // State of one compute (DAG or barrier), reused across computes of a pool.
 struct exec_state {
     ggml_cgraph * graph = nullptr;
+    const ggml_graph_sched * sched = nullptr;
     int n_threads = 1;
     bool dag = true;
     ggml_abort_callback abort_cb = nullptr;
@@ -141,10 +144,6 @@ struct exec_state {
     // DAG mode
     std::unique_ptr<node_rt[]> nodes;
     int nodes_cap = 0;
-    std::vector<int> succ_off, succ; // successors, CSR
-    std::vector<int> slot_map;       // graph hash slot -> node index, -1 elsewhere
-    std::vector<int> last_consumer;  // edge de-duplication while building
-    std::vector<std::pair<int, int>> edges;
     std::vector<int> roots;          // nodes without predecessors
 
     std::unique_ptr<token_cell[]> queue;
@@ -357,8 +356,8 @@ static void make_ready(exec_state * st, int first, int * keep) {
         }
         // nothing to compute (view, empty tensor): completes right away
         node_done(st);
-        for (int k = st->succ_off[i]; k < st->succ_off[i + 1]; ++k) {
-            const int s = st->succ[k];
+        for (int k = st->sched->succ_off[i]; k < st->sched->succ_off[i + 1]; ++k) {
+            const int s = st->sched->succ[k];
             if (st->nodes[s].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) push(s);
         }
     }
@@ -383,8 +382,8 @@ static int finish_node(exec_state * st, int i) {
         nr.slot = -1;
     }
     int keep = -1;
-    for (int k = st->succ_off[i]; k < st->succ_off[i + 1]; ++k) {
-        const int s = st->succ[k];
+    for (int k = st->sched->succ_off[i]; k < st->sched->succ_off[i + 1]; ++k) {
+        const int s = st->sched->succ[k];
         if (st->nodes[s].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(st, s, &keep);
     }
     node_done(st);
@@ -400,7 +399,7 @@ static int run_token(exec_state * st, int i, int ith) {
     params.phase = nr.phase;
     params.wdata = nr.slot >= 0 ? st->wbase + (size_t) nr.slot * st->wstride : nullptr;
     params.wsize = nr.slot >= 0 ? nr.wsize : 0;
-    ggml_compute_forward(&params, st->graph->nodes[i]);
+    ggml_compute_forward(&params, st->sched->exec[i]);
     if (nr.n_tasks > 1 && nr.done.fetch_add(1, std::memory_order_acq_rel) + 1 != nr.n_tasks) return -1;
     // this thread finished the phase last
     nr.done.store(0, std::memory_order_relaxed);
@@ -428,52 +427,21 @@ static void run_dag_thread(exec_state * st) {
     }
 }
 
-// Builds predecessor counts and successor lists. false: the node list is not a
-// topological order of the edges (or holds a tensor twice); use the barrier schedule.
-static bool dag_setup(exec_state * st) {
-    ggml_cgraph * g = st->graph;
-    const int n = g->n_nodes;
-    const ggml_hash_set * hs = &g->visited_hash_set;
-
+// Resets the per-node state of the DAG scheduler for one compute.
+static void dag_setup(exec_state * st) {
+    const ggml_graph_sched * sc = st->sched;
+    const int n = (int) sc->exec.size();
     if (st->nodes_cap < n) {
         st->nodes.reset(new node_rt[n]);
         st->nodes_cap = n;
     }
-    if (st->slot_map.size() < hs->size) st->slot_map.assign(hs->size, -1);
-    st->last_consumer.assign(n, -1);
-    st->edges.clear();
     st->roots.clear();
-
-    bool ok = true;
-    int mapped = 0;
-    for (; mapped < n && ok; ++mapped) {
-        const ggml_tensor * t = g->nodes[mapped];
-        const size_t slot = ggml_hash_contains(hs, t) ? ggml_hash_find(hs, t) : SIZE_MAX;
-        if (slot == SIZE_MAX || st->slot_map[slot] >= 0) { ok = false; break; }
-        st->slot_map[slot] = mapped;
-    }
-
     size_t total_tokens = 0;
     st->max_ws = 0;
-    for (int i = 0; i < n && ok; ++i) {
-        ggml_tensor * t = g->nodes[i];
+    for (int i = 0; i < n; ++i) {
+        ggml_tensor * t = sc->exec[i];
         node_rt & nr = st->nodes[i];
-        int n_preds = 0;
-        auto add_pred = [&](const ggml_tensor * p) {
-            if (!p) return;
-            const size_t slot = ggml_hash_find(hs, p);
-            if (slot == SIZE_MAX) return;
-            const int j = st->slot_map[slot];
-            if (j < 0 || j == i) return; // leaf or outside the graph
-            if (j > i) { ok = false; return; }
-            if (st->last_consumer[j] == i) return; // same predecessor twice
-            st->last_consumer[j] = i;
-            st->edges.emplace_back(j, i);
-            ++n_preds;
-        };
-        for (int s = 0; s < GGML_MAX_SRC; ++s) add_pred(t->src[s]);
-        for (int d = 0; d < t->n_deps; ++d) add_pred(t->deps[d].tensor);
-
+        const int n_preds = sc->pred_off[i + 1] - sc->pred_off[i];
         nr.pending.store(n_preds, std::memory_order_relaxed);
         if (n_preds == 0) st->roots.push_back(i);
         nr.done.store(0, std::memory_order_relaxed);
@@ -485,18 +453,6 @@ static bool dag_setup(exec_state * st) {
         st->max_ws = std::max(st->max_ws, nr.wsize);
         total_tokens += (size_t) nr.n_tasks * nr.n_phases;
     }
-    for (int i = 0; i < mapped; ++i) st->slot_map[ggml_hash_find(hs, g->nodes[i])] = -1;
-    if (!ok) return false;
-
-    // successors in CSR form
-    st->succ_off.assign(n + 1, 0);
-    for (const auto & e : st->edges) st->succ_off[e.first + 1]++;
-    for (int i = 0; i < n; ++i) st->succ_off[i + 1] += st->succ_off[i];
-    st->succ.resize(st->edges.size());
-    std::vector<int> & fill = st->last_consumer; // reused as write cursors
-    for (int i = 0; i < n; ++i) fill[i] = st->succ_off[i];
-    for (const auto & e : st->edges) st->succ[fill[e.first]++] = e.second;
-
     if (st->queue_cap < total_tokens) {
         st->queue_cap = std::max<size_t>(total_tokens, 2 * st->queue_cap);
         st->queue.reset(new token_cell[st->queue_cap]);
@@ -510,10 +466,8 @@ static bool dag_setup(exec_state * st) {
     st->q_tail.store(0, std::memory_order_relaxed);
     st->nodes_left.store(n, std::memory_order_relaxed);
     st->finished.store(n == 0, std::memory_order_relaxed);
-
     st->slot_waiting.clear();
     st->slot_waiting_head = 0;
-    return true;
 }
 
 // Called by thread 0 before the workers start: publishes the nodes without predecessors
@@ -525,10 +479,10 @@ static void dag_seed(exec_state * st) {
 // ---- barrier scheduler ------------------------------------------------------------------------
 
 static void run_barrier_thread(exec_state * st, int ith) {
-    ggml_cgraph * g = st->graph;
+    const std::vector<ggml_tensor *> & exec = st->sched->exec;
     const int nt_all = st->n_threads;
-    for (int i = 0; i < g->n_nodes; ++i) {
-        ggml_tensor * node = g->nodes[i];
+    for (int i = 0; i < (int) exec.size(); ++i) {
+        ggml_tensor * node = exec[i];
         const int n_tasks = ggml_op_n_tasks(node, nt_all);
         if (n_tasks == 0) continue;
         const int n_phases = ggml_op_n_phases(node);
@@ -604,6 +558,8 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
     }
     int n_threads = cplan->n_threads;
     if (cgraph->n_nodes == 0) return GGML_STATUS_SUCCESS;
+    const ggml_graph_sched * sched = ggml_graph_get_sched(cgraph);
+    if (!sched->ok) return GGML_STATUS_FAILED; // the message names the cycle
 
     const bool nested = t_in_compute;
     if (nested) n_threads = 1; // inside a kernel of another compute: run inline
@@ -619,8 +575,10 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
         n_threads = std::min(n_threads, pool->grow(n_threads - 1) + 1);
     }
     st->graph = cgraph;
+    st->sched = sched;
     st->n_threads = n_threads;
-    st->dag = n_threads > 1 && ggml_cpu_get_sched_mode() == GGML_SCHED_DAG && dag_setup(st);
+    st->dag = n_threads > 1 && ggml_cpu_get_sched_mode() == GGML_SCHED_DAG;
+    if (st->dag) dag_setup(st);
 
     // scratch slots inside the caller's buffer
     const size_t max_ws = st->dag ? st->max_ws : max_work_size(cgraph, n_threads, nullptr);

@@ -1,0 +1,189 @@
+// A graph's execution order and edges: what the executor (both schedulers) and the memory
+// planner run by, so that they agree on what may overlap.
+//
+// Order. Each node once (a repeated node keeps its first place), in a topological order of
+// its edges (ggml_for_each_pred: data edges, control edges, both looked through views the
+// graph does not list). Where the node list already is such an order (everything
+// ggml_build_forward_expand builds) it is kept as is; otherwise the earliest-listed ready
+// node goes first, so an edge added after both ends were in the graph is honoured. Edges
+// that form a cycle cannot be honoured: the graph is refused with a message.
+//
+// Edges. Besides those, the hazard rules run over the nodes' accesses in this order and add
+// an edge for every conflict (ggml_hazard_rules, the same rules as at op creation). Where
+// the creation edges already order a pair this repeats them; where they do not (a write
+// and a read created in two contexts, a hand-built graph, ggml_hazards_reset) it keeps
+// ggml's sequential order, so the DAG executor never runs two conflicting nodes at once.
+//
+// The schedule is cached in the graph and rebuilt when the node list changed (graph
+// version) or an edge was added to a node some graph already holds (edge epoch).
+#include "ggml-impl.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+
+static std::atomic<uint64_t> g_edge_epoch{1};
+void ggml_graph_edges_changed(void) { g_edge_epoch.fetch_add(1, std::memory_order_relaxed); }
+
+namespace {
+
+using adjacency = std::vector<std::vector<int>>;
+
+// Each node once, in list order, with its explicit predecessors (indices into the same list).
+void collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, adjacency & preds) {
+    std::unordered_map<const ggml_tensor *, int> index;
+    for (int i = 0; i < g->n_nodes; ++i) {
+        if (index.emplace(g->nodes[i], (int) nodes.size()).second) nodes.push_back(g->nodes[i]);
+    }
+    preds.assign(nodes.size(), {});
+    auto is_node = [&](const ggml_tensor * p) { return index.count(p) != 0; };
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor * p, ggml_dep_kind) { preds[i].push_back(index.at(p)); });
+    }
+}
+
+// Positions in a topological order, earliest-listed ready node first; false on a cycle.
+bool topological_order(const std::vector<ggml_tensor *> & nodes, const adjacency & preds, std::vector<int> & order) {
+    const int n = (int) nodes.size();
+    order.clear();
+    bool sorted = true;
+    for (int i = 0; i < n && sorted; ++i) {
+        for (int p : preds[i]) sorted = sorted && p < i;
+    }
+    if (sorted) {
+        for (int i = 0; i < n; ++i) order.push_back(i);
+        return true;
+    }
+    std::vector<int> indeg(n, 0);
+    adjacency succ(n);
+    for (int i = 0; i < n; ++i) {
+        for (int p : preds[i]) { succ[p].push_back(i); ++indeg[i]; }
+    }
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (int i = 0; i < n; ++i) if (indeg[i] == 0) ready.push(i);
+    while (!ready.empty()) {
+        const int v = ready.top();
+        ready.pop();
+        order.push_back(v);
+        for (int s : succ[v]) if (--indeg[s] == 0) ready.push(s);
+    }
+    if ((int) order.size() == n) return true;
+    for (int i = 0; i < n; ++i) {
+        if (indeg[i] == 0) continue;
+        for (int p : preds[i]) {
+            if (indeg[p] == 0) continue;
+            fprintf(stderr, "ggml_graph_compute: node '%s' (%s) and node '%s' (%s) wait for each other through their edges "
+                            "(a cycle of control edges); the graph cannot run\n",
+                    nodes[i]->name, ggml_op_desc(nodes[i]), nodes[p]->name, ggml_op_desc(nodes[p]));
+            return false;
+        }
+    }
+    return false;
+}
+
+// Sorted, repeat-free CSR of edges given as (from, to) with from < to, indexed by `to`
+// (preds) and by `from` (succ).
+void to_csr(int n, std::vector<std::pair<int, int>> & edges, ggml_graph_sched * s) {
+    std::sort(edges.begin(), edges.end(), [](const auto & a, const auto & b) {
+        return a.second != b.second ? a.second < b.second : a.first < b.first;
+    });
+    edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+    s->pred_off.assign(n + 1, 0);
+    s->succ_off.assign(n + 1, 0);
+    for (const auto & e : edges) { s->pred_off[e.second + 1]++; s->succ_off[e.first + 1]++; }
+    for (int i = 0; i < n; ++i) { s->pred_off[i + 1] += s->pred_off[i]; s->succ_off[i + 1] += s->succ_off[i]; }
+    s->preds.resize(edges.size());
+    s->succ.resize(edges.size());
+    std::vector<int> fill(s->succ_off.begin(), s->succ_off.end() - 1);
+    for (size_t k = 0; k < edges.size(); ++k) {
+        s->preds[k] = edges[k].first; // already grouped by `to`, in order
+        s->succ[fill[edges[k].first]++] = edges[k].second;
+    }
+}
+
+void build(ggml_cgraph * g, ggml_graph_sched * s) {
+    std::vector<ggml_tensor *> nodes;
+    adjacency preds;
+    collect_nodes(g, nodes, preds);
+    std::vector<int> order;
+    s->exec.clear();
+    s->ok = topological_order(nodes, preds, order);
+    if (!s->ok) return;
+
+    const int n = (int) nodes.size();
+    std::vector<int> pos(n);
+    std::unordered_map<const ggml_tensor *, int> exec_pos;
+    for (int k = 0; k < n; ++k) {
+        pos[order[k]] = k;
+        s->exec.push_back(nodes[order[k]]);
+        exec_pos[nodes[order[k]]] = k;
+    }
+    std::vector<std::pair<int, int>> edges;
+    for (int i = 0; i < n; ++i) {
+        for (int p : preds[i]) edges.emplace_back(pos[p], pos[i]);
+    }
+    // conflicts in execution order, by the same rules as at op creation
+    ggml_hazard_rules rules;
+    for (int k = 0; k < n; ++k) {
+        ggml_access acc[GGML_MAX_ACCESSES];
+        const int na = ggml_op_accesses(s->exec[k], acc);
+        for (int a = 0; a < na; ++a) {
+            rules.record(s->exec[k], acc[a], [&](ggml_tensor * pred, ggml_dep_kind) { edges.emplace_back(exec_pos.at(pred), k); });
+        }
+    }
+    to_csr(n, edges, s);
+}
+
+} // namespace
+
+const ggml_graph_sched * ggml_graph_get_sched(ggml_cgraph * g) {
+    const uint64_t epoch = g_edge_epoch.load(std::memory_order_relaxed);
+    ggml_graph_sched * s = g->sched;
+    if (s && s->version == g->version && s->edge_epoch == epoch && s->n_nodes == g->n_nodes) return s;
+    if (!s) s = g->sched = new ggml_graph_sched();
+    build(g, s);
+    s->version = g->version;
+    s->edge_epoch = epoch;
+    s->n_nodes = g->n_nodes;
+    return s;
+}
+
+void ggml_graph_sched_free(ggml_cgraph * g) {
+    delete g->sched;
+    g->sched = nullptr;
+}
+
+uint64_t ggml_graph_fingerprint(const ggml_cgraph * g) {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    auto mix_tensor = [&](const ggml_tensor * t) {
+        mix((uint64_t) (uintptr_t) t);
+        mix((uint64_t) t->op);
+        mix((uint64_t) t->type);
+        for (int d = 0; d < GGML_MAX_DIMS; ++d) { mix((uint64_t) t->ne[d]); mix((uint64_t) t->nb[d]); }
+        mix((uint64_t) (uintptr_t) t->view_src);
+        mix((uint64_t) t->view_offs);
+        mix((uint64_t) (t->data != nullptr));
+    };
+    mix((uint64_t) g->n_nodes);
+    mix((uint64_t) g->n_leafs);
+    for (int i = 0; i < g->n_nodes; ++i) {
+        const ggml_tensor * t = g->nodes[i];
+        mix_tensor(t);
+        mix((uint64_t) t->flags);
+        for (int s = 0; s < GGML_MAX_SRC; ++s) {
+            if (t->src[s]) mix_tensor(t->src[s]);
+            else mix(0);
+        }
+        for (int d = 0; d < t->n_deps; ++d) {
+            mix((uint64_t) (uintptr_t) t->deps[d].tensor);
+            mix((uint64_t) t->deps[d].kind);
+        }
+        mix((uint64_t) t->n_deps);
+    }
+    for (int i = 0; i < g->n_leafs; ++i) mix_tensor(g->leafs[i]);
+    return h;
+}
