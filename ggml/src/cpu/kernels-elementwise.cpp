@@ -243,11 +243,12 @@ void ggml_compute_forward_argmax(const ggml_compute_params * params, ggml_tensor
             load_row(src0, a, ne0, buf.data());
             x = buf.data();
         }
-        // first index of the maximum; NaNs never win a comparison
+        // last index of the maximum, as ggml (greedy decoding on tied logits agrees with
+        // llama.cpp); NaNs never win a comparison
         int32_t best = 0;
         float vmax = -INFINITY;
         for (int64_t i = 0; i < ne0; ++i) {
-            if (x[i] > vmax) { vmax = x[i]; best = (int32_t) i; }
+            if (x[i] >= vmax) { vmax = x[i]; best = (int32_t) i; }
         }
         std::memcpy((char *) dst->data + r * dst->nb[0], &best, sizeof(best));
     }
