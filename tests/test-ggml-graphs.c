@@ -146,12 +146,36 @@ static void hand_built_without_views(int run) {
     ggml_free(data);
 }
 
+/* f32 -> i32 as ggml's test-dup does it: ggml_cpy and the CPU type traits agree with C's
+ * conversion (toward zero). */
+static void f32_to_i32(int run) {
+    static const float v[8] = {0.0f, 1.5f, -1.5f, 2.99f, -2.99f, 1000.25f, -7.0f, 123456.0f};
+    struct ggml_context * ctx = new_context(1024 * 1024, false);
+    struct ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+    struct ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 8);
+    struct ggml_cgraph * gf = ggml_new_graph(ctx);
+    const struct ggml_type_traits_cpu * tr = ggml_get_type_traits_cpu(GGML_TYPE_I32);
+    int32_t conv[8];
+    int i;
+    memcpy(a->data, v, sizeof(v));
+    ggml_build_forward_expand(gf, ggml_cpy(ctx, a, b));
+    EXPECT(compute_graph(gf, run) == GGML_STATUS_SUCCESS, "run %d", run);
+    EXPECT(tr->from_float != NULL, "no from_float for I32");
+    if (tr->from_float) tr->from_float(v, conv, 8);
+    for (i = 0; i < 8; ++i) {
+        EXPECT(((const int32_t *) b->data)[i] == (int32_t) v[i], "run %d: cpy %g -> %d", run, v[i], ((const int32_t *) b->data)[i]);
+        EXPECT(!tr->from_float || conv[i] == (int32_t) v[i], "from_float %g -> %d", v[i], conv[i]);
+    }
+    ggml_free(ctx);
+}
+
 int main(void) {
     int run;
     for (run = 0; run < N_RUNS; ++run) {
         kv_cache_in_one_context(run);
         convert_then_use(run);
         hand_built_without_views(run);
+        f32_to_i32(run);
     }
     return report("test-ggml-graphs");
 }

@@ -698,12 +698,11 @@ TEST_CASE("sum_rows and argmax") {
     std::vector<float> m = random_values(count(nm), 31);
     std::vector<int> want(9);
     for (int r = 0; r < 9; ++r) {
-        const int first = (r * 5) % 33, second = (first + 7) % 33; // planted tie: the first one wins
+        const int first = (r * 5) % 33, second = (first + 7) % 33; // planted tie: the last one wins, as in ggml
         m[r * 33 + first] = m[r * 33 + second] = 2.0f + r;
-        want[r] = std::min(first, second);
+        want[r] = std::max(first, second);
     }
-    m[4 * 33 + 0] = 2.0f + 4; // tie at index 0 too
-    want[4] = 0;
+    m[4 * 33 + 0] = 2.0f + 4; // a three-way tie, one at index 0
     for (Layout l : {CONTIG, TRANSPOSED}) {
         CAPTURE(layout_name(l));
         const std::vector<float> got = run_node([&](ggml_context * ctx) { return ggml_argmax(ctx, make_input(ctx, GGML_TYPE_F32, nm, l, m)); });

@@ -130,10 +130,13 @@ void ggml_hazard_rules::record_impl(ggml_tensor * op, const ggml_access & a, voi
     }
     const uint64_t since = stop >= 0 ? log.writes[stop].seq : 0;
     for (long i = (long) log.reads.size() - 1; i >= 0 && log.reads[i].seq >= since; --i) edge(log.reads[i], GGML_DEP_WAR);
-    // drop what this write dominates, then log it
+    // Drop what this write dominates, then log it. Only the covering write and accesses
+    // since can lie inside this extent: older ones inside it lay inside that write and went then.
     auto inside = [&](const logged_access & x) { return a.begin <= x.begin && x.end <= a.end && x.op != op; };
-    log.writes.erase(std::remove_if(log.writes.begin(), log.writes.end(), inside), log.writes.end());
-    log.reads.erase(std::remove_if(log.reads.begin(), log.reads.end(), inside), log.reads.end());
+    log.writes.erase(std::remove_if(log.writes.begin() + std::max(stop, 0L), log.writes.end(), inside), log.writes.end());
+    const auto recent = std::lower_bound(log.reads.begin(), log.reads.end(), since,
+                                         [](const logged_access & x, uint64_t seq) { return x.seq < seq; });
+    log.reads.erase(std::remove_if(recent, log.reads.end(), inside), log.reads.end());
     log.writes.push_back({op, a.begin, a.end, p->next_seq++});
 }
 

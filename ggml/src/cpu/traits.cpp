@@ -134,6 +134,11 @@ static void from_q8_0(const float * x, void * y, int64_t k) {
 }
 static void from_q4_0(const float * x, void * y, int64_t k) { quantize_row_q4_0_ref(x, (block_q4_0 *) y, k); }
 
+// ggml's conversion: C's float -> int (toward zero); f32 -> i32 ggml_cpy does the same
+static void from_i32(const float * x, void * y, int64_t k) {
+    for (int64_t i = 0; i < k; ++i) ((int32_t *) y)[i] = (int32_t) x[i];
+}
+
 static const ggml_type_traits_cpu * make_cpu_traits() {
     static ggml_type_traits_cpu t[GGML_TYPE_COUNT] = {};
     t[GGML_TYPE_F32]  = {from_f32, vec_dot<MM_F32>, GGML_TYPE_F32, 1};
@@ -141,6 +146,7 @@ static const ggml_type_traits_cpu * make_cpu_traits() {
     t[GGML_TYPE_BF16] = {from_bf16, vec_dot<MM_BF16>, GGML_TYPE_F32, 1};
     t[GGML_TYPE_Q8_0] = {from_q8_0, vec_dot<MM_Q8_0>, GGML_TYPE_Q8_0, 1};
     t[GGML_TYPE_Q4_0] = {from_q4_0, vec_dot<MM_Q4_0>, GGML_TYPE_Q8_0, 1};
+    t[GGML_TYPE_I32]  = {from_i32, nullptr, GGML_TYPE_F32, 1};
     return t;
 }
 
