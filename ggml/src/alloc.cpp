@@ -83,11 +83,21 @@ struct planner {
     std::vector<ggml_tensor *> order;                 // the schedule's execution order
     std::unordered_map<const ggml_tensor *, int> pos; // node -> index in order
 
-    // Ancestor bitsets by position, kept only while a successor still needs them: memory
-    // is the widest frontier times n bits.
-    std::vector<std::vector<uint64_t>> anc;
+    // Ancestors of each position, kept only while a successor still needs them. Every
+    // position below `prefix` is an ancestor; bits cover [64 * base, i). In chains and
+    // decoder graphs the prefix runs close behind i, so a set is a few words and planning
+    // is linear; only wide graphs pay up to n bits per live set.
+    struct ancestor_set {
+        int prefix = 0, base = 0;
+        std::vector<uint64_t> bits;
+        bool has(int q) const {
+            if (q < prefix) return true;
+            const int w = (q >> 6) - base;
+            return w >= 0 && w < (int) bits.size() && ((bits[w] >> (q & 63)) & 1);
+        }
+    };
+    std::vector<ancestor_set> anc;
     std::vector<int> succ_left;
-    size_t words = 0;
 
     std::unordered_map<const ggml_tensor *, std::vector<int>> accessors; // root -> positions, ascending
     std::unordered_map<const ggml_tensor *, size_t> offset;              // placed root -> offset
@@ -102,23 +112,40 @@ struct planner {
     // is an ancestor of b. In order-only mode (a sequential planner's view): a comes earlier.
     bool done_before(int a, int b) const {
         if (ga->order_only) return a < b;
-        return a < b && ((anc[b][a >> 6] >> (a & 63)) & 1);
+        return a < b && anc[b].has(a);
     }
 
     void compute_anc(int i) {
-        anc[i].assign(words, 0);
+        ancestor_set & s = anc[i];
+        s.prefix = 0;
+        for (int k = sc->pred_off[i]; k < sc->pred_off[i + 1]; ++k) s.prefix = std::max(s.prefix, anc[sc->preds[k]].prefix);
+        s.base = s.prefix >> 6;
+        s.bits.assign(i > s.prefix ? (size_t) (((i - 1) >> 6) - s.base + 1) : 0, 0);
         for (int k = sc->pred_off[i]; k < sc->pred_off[i + 1]; ++k) {
             const int p = sc->preds[k];
-            for (size_t w = 0; w < words; ++w) anc[i][w] |= anc[p][w];
-            anc[i][p >> 6] |= 1ull << (p & 63);
+            const ancestor_set & ps = anc[p];
+            for (int w = std::max(ps.base, s.base); w - ps.base < (int) ps.bits.size(); ++w) s.bits[w - s.base] |= ps.bits[w - ps.base];
+            if (p >= s.prefix) s.bits[(p >> 6) - s.base] |= 1ull << (p & 63);
+        }
+        // move the prefix over the bits that are all set, then drop the words below it
+        while (s.prefix < i) {
+            const int w = (s.prefix >> 6) - s.base;
+            if ((s.prefix & 63) == 0 && w < (int) s.bits.size() && s.bits[w] == ~0ull) s.prefix += 64;
+            else if (s.has(s.prefix)) ++s.prefix;
+            else break;
+        }
+        const int drop = std::min((int) s.bits.size(), (s.prefix >> 6) - s.base);
+        if (drop > 0) {
+            s.bits.erase(s.bits.begin(), s.bits.begin() + drop);
+            s.base += drop;
         }
     }
     void release_anc(int i) {
         for (int k = sc->pred_off[i]; k < sc->pred_off[i + 1]; ++k) {
             const int p = sc->preds[k];
-            if (--succ_left[p] == 0) std::vector<uint64_t>().swap(anc[p]);
+            if (--succ_left[p] == 0) ancestor_set().bits.swap(anc[p].bits);
         }
-        if (succ_left[i] == 0) std::vector<uint64_t>().swap(anc[i]);
+        if (succ_left[i] == 0) ancestor_set().bits.swap(anc[i].bits);
     }
 
     template <typename F> void for_each_root(const ggml_tensor * t, F f) const {
@@ -173,7 +200,10 @@ struct planner {
         return off;
     }
 
-    void release(const ggml_tensor * root, std::vector<int> users) {
+    // Frees root's bytes while node i runs its last access. A later tenant must follow
+    // every user; users that are ancestors of i are represented by i itself, which keeps
+    // the lists short (a chain's block always has one user).
+    void release(const ggml_tensor * root, std::vector<int> users, int i) {
         const size_t size = GGML_PAD(ggml_nbytes(root), ALLOC_ALIGN);
         free_block nb{offset.at(root), size, std::move(users)};
         // merge with neighbours (their users must also precede any later tenant)
@@ -188,8 +218,11 @@ struct planner {
                 ++k;
             }
         }
-        std::sort(nb.last_users.begin(), nb.last_users.end());
-        nb.last_users.erase(std::unique(nb.last_users.begin(), nb.last_users.end()), nb.last_users.end());
+        std::vector<int> & us = nb.last_users;
+        us.erase(std::remove_if(us.begin(), us.end(), [&](int u) { return u == i || done_before(u, i); }), us.end());
+        us.push_back(i);
+        std::sort(us.begin(), us.end());
+        us.erase(std::unique(us.begin(), us.end()), us.end());
         free_list.push_back(std::move(nb));
     }
 
@@ -243,7 +276,6 @@ struct planner {
     void run() {
         order = sc->exec;
         const int n = (int) order.size();
-        words = (size_t) (n + 63) / 64;
         anc.assign(n, {});
         succ_left.assign(n, 0);
         for (int i = 0; i < n; ++i) {
@@ -272,7 +304,7 @@ struct planner {
             for_each_root(order[i], [&](const ggml_tensor * r) {
                 auto it = pending.find(r);
                 if (it == pending.end() || it->second <= 0) return;
-                if (--it->second == 0 && offset.count(r) && !keep_forever(r)) release_chain(r);
+                if (--it->second == 0 && offset.count(r) && !keep_forever(r)) release_chain(r, i);
             });
             if (!ga->order_only) release_anc(i);
         }
@@ -280,13 +312,13 @@ struct planner {
 
     // r may end an in-place chain: its bytes are also those of the sources it overwrote,
     // so every user of the chain must precede the next tenant.
-    void release_chain(const ggml_tensor * r) {
+    void release_chain(const ggml_tensor * r, int i) {
         std::vector<int> users = accessors[r];
         for (const ggml_tensor * base = r; alias.count(base);) {
             base = alias.at(base);
             users.insert(users.end(), accessors[base].begin(), accessors[base].end());
         }
-        release(r, std::move(users));
+        release(r, std::move(users), i);
     }
 };
 
@@ -325,7 +357,7 @@ static bool plan_graph(ggml_gallocr * ga, ggml_cgraph * g) {
     ga->stats.n_tensors = 0;
     ga->stats.sum_tensor_bytes = 0;
     ga->stats.n_inplace = 0;
-    planner p{ga, g, sc, {}, {}, {}, {}, 0, {}, {}, {}, {}, {}, {}, 0};
+    planner p{ga, g, sc, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0};
     p.run();
     ga->plan_size = p.top;
     ga->node_offsets.clear();

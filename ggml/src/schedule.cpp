@@ -174,9 +174,14 @@ uint64_t ggml_graph_fingerprint(const ggml_cgraph * g) {
         const ggml_tensor * t = g->nodes[i];
         mix_tensor(t);
         mix((uint64_t) t->flags);
-        for (int s = 0; s < GGML_MAX_SRC; ++s) {
-            if (t->src[s]) mix_tensor(t->src[s]);
-            else mix(0);
+        for (int s = 0; s < GGML_MAX_SRC; ++s) { // sources in the graph are hashed in full as nodes or leafs
+            const ggml_tensor * src = t->src[s];
+            mix((uint64_t) (uintptr_t) src);
+            if (src) {
+                mix((uint64_t) (uintptr_t) src->view_src);
+                mix((uint64_t) src->view_offs);
+                mix((uint64_t) (src->data != nullptr));
+            }
         }
         for (int d = 0; d < t->n_deps; ++d) {
             mix((uint64_t) (uintptr_t) t->deps[d].tensor);
