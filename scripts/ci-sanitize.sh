@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole ctest suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan),
-# then the executor / hazard / allocator tests and two multi-threaded model runs
+# then the executor / hazard / allocator / multi-graph tests and two multi-threaded model runs
 # (test-model, test-kv-grouped) under ThreadSanitizer (build-tsan). Not test-kv-modes:
 # its resident-memory checks cannot hold under TSan's shadow memory.
 # Any sanitizer report fails the run (UB is not recoverable: -fno-sanitize-recover).

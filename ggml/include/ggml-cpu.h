@@ -21,6 +21,10 @@ struct ggml_cplan {
 };
 
 GGML_API struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads, struct ggml_threadpool * threadpool);
+// Runs each node once (a node listed twice runs at its first place: a deliberate difference
+// from ggml), after everything its data and control edges name, and after every earlier
+// node of the list that touches bytes it touches (one of the two writing). Returns
+// GGML_STATUS_FAILED, with a message, if the control edges form a cycle.
 GGML_API enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);
 // Plans, allocates the work buffer in ctx and computes.
 GGML_API enum ggml_status  ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph, int n_threads);

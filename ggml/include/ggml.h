@@ -433,23 +433,32 @@ GGML_API struct ggml_tensor * ggml_map_custom3_inplace(struct ggml_context * ctx
 
 // ---- dependency edges ------------------------------------------------------------
 // Every tensor's bytes are (root buffer = view_src or itself, byte extent). When an op is
-// created, its reads (sources) and its write (if its result is a view: cpy, set_rows,
-// *_inplace, custom *_inplace) are compared with earlier accesses to the same root in
-// this context, in creation order, and the new tensor gets control edges:
+// created, its reads (sources; set_rows also reads its destination, whose other rows it
+// keeps) and its write (its result) are compared with earlier accesses to the same root
+// in this context, in creation order, and the new tensor gets control edges:
 //   RAW: it reads bytes written earlier -> after the latest overlapping writers
 //   WAR: it writes bytes read earlier   -> after the overlapping readers since then
 //   WAW: it writes bytes written earlier -> after the latest overlapping writer
-// ggml_build_forward_expand follows control edges like src[], so e.g. a KV-cache write
-// is pulled into the graph before the attention that reads the cache, with no extra
-// expand call. Rules and reasoning: ggml/src/hazards.cpp.
+// ggml_build_forward_expand follows data edges (src[]) always and a control edge only if
+// it is RAW or MANUAL and its target is not held by another graph: a KV-cache write that
+// nothing expanded is pulled into the graph before the attention that reads the cache,
+// while an op an earlier graph holds is never pulled into a new one (one context may hold
+// many graphs, as in ggml). When a graph is computed, nodes that touch overlapping bytes
+// (one writing) with no edge between them run in node-list order, and an edge the node
+// list contradicts is honoured. Rules and reasoning: ggml/src/hazards.cpp.
 
-// Order `tensor`'s op after `dep`'s op (for side effects the library cannot see).
+// Order `tensor`'s op after `dep`'s op (for side effects the library cannot see). The
+// edge is stored with `tensor`, in the context that created it (ctx is not used for
+// storage, and may be freed right after); it pulls `dep` into a graph that `tensor` joins
+// unless another graph holds `dep`. An edge that closes a cycle makes ggml_graph_compute
+// and ggml_gallocr_* refuse the graph with a message. NULL tensor or dep: message, no edge.
 GGML_API void ggml_add_control_dep(struct ggml_context * ctx, struct ggml_tensor * tensor, struct ggml_tensor * dep);
 GGML_API int  ggml_n_control_deps(const struct ggml_tensor * tensor);
+// The i-th control edge of tensor (NULL if i is out of range); its kind in *kind if not NULL.
 GGML_API struct ggml_tensor * ggml_get_control_dep(const struct ggml_tensor * tensor, int i, enum ggml_dep_kind * kind);
 GGML_API const char * ggml_dep_kind_name(enum ggml_dep_kind kind);
-// Forget earlier accesses: ops created after this call are not ordered against earlier
-// ones (start of an independent program in the same context).
+// Forget earlier accesses: ops created after this call get no edges to earlier ones. Not
+// needed for several graphs in one context; a tool for programs that want no edges.
 GGML_API void ggml_hazards_reset(struct ggml_context * ctx);
 
 // One pair of conflicting accesses that no path of edges orders.
