@@ -1,16 +1,11 @@
 // Memory-planner benchmark: peak compute-buffer bytes vs the sum of all intermediate
-// tensor sizes for a llama-style graph at several batch sizes, and planning time; then how
-// planning scales: time and peak memory to plan a chain and a many-layer decoder graph of
-// about 1e3, 1e4 and 4e4 nodes (each in a child process, so its peak RSS is its own).
+// tensor sizes for a llama-style graph at several batch sizes, and planning time.
 // Only metadata is built: weights and the KV cache are leafs that already have memory
 // (as when mmapped), so nothing is computed.
 #include "ggml-alloc.h"
 #include "ggml.h"
 
 #include <cstdio>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -27,7 +22,7 @@ ggml_tensor * weight(ggml_context * ctx, int ne0, int ne1) {
     return t;
 }
 
-ggml_cgraph * build(ggml_context * ctx, const shape & s, int n_tokens, size_t graph_size = 4096) {
+ggml_cgraph * build(ggml_context * ctx, const shape & s, int n_tokens) {
     const int hd = s.n_embd / s.n_head;
     ggml_tensor * tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
     ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
@@ -60,51 +55,9 @@ ggml_cgraph * build(ggml_context * ctx, const shape & s, int n_tokens, size_t gr
     x = ggml_mul(ctx, ggml_rms_norm(ctx, x, 1e-5f), weight(ctx, s.n_embd, 1));
     ggml_tensor * logits = ggml_mul_mat(ctx, weight(ctx, s.n_embd, s.n_vocab), x);
     ggml_set_output(logits);
-    ggml_cgraph * g = ggml_new_graph_custom(ctx, graph_size, false);
+    ggml_cgraph * g = ggml_new_graph_custom(ctx, 4096, false);
     ggml_build_forward_expand(g, logits);
     return g;
-}
-
-ggml_cgraph * build_chain(ggml_context * ctx, int n_nodes) {
-    ggml_tensor * x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4096);
-    x->data = g_fake_weights; // an input with memory: only the chain is planned
-    ggml_tensor * cur = x;
-    for (int i = 0; i < n_nodes; ++i) cur = i % 2 ? ggml_sqr(ctx, cur) : ggml_cont(ctx, cur);
-    ggml_cgraph * g = ggml_new_graph_custom(ctx, (size_t) n_nodes + 16, false);
-    ggml_build_forward_expand(g, cur);
-    return g;
-}
-
-long peak_rss_kb() {
-    rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
-}
-
-// Builds the graph, then plans it once, in a child process; prints one table row.
-void scaling_row(const char * kind, int target_nodes) {
-    fflush(stdout);
-    const pid_t pid = fork();
-    if (pid != 0) {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        return;
-    }
-    shape s;
-    s.n_layer = target_nodes / 28 + 1; // ~28 nodes per layer
-    const size_t n_tensors = (size_t) target_nodes * 3 + 64;
-    ggml_init_params params = {ggml_tensor_overhead() * n_tensors + ggml_graph_overhead_custom(n_tensors, false), nullptr, true};
-    ggml_context * ctx = ggml_init(params);
-    ggml_cgraph * g = kind[0] == 'c' ? build_chain(ctx, target_nodes) : build(ctx, s, 1, n_tensors);
-    const long rss_before = peak_rss_kb();
-    ggml_gallocr_t ga = ggml_gallocr_new();
-    const int64_t t0 = ggml_time_us();
-    ggml_gallocr_reserve(ga, g);
-    const double ms = (ggml_time_us() - t0) / 1000.0;
-    printf("| %-8s | %7d | %10.1f | %12.1f | %12.2f |\n", kind, ggml_graph_n_nodes(g), ms, (peak_rss_kb() - rss_before) / 1024.0,
-           ggml_gallocr_get_buffer_size(ga, 0) / 1048576.0);
-    fflush(stdout);
-    _exit(0);
 }
 
 } // namespace
@@ -141,12 +94,6 @@ int main() {
                st.buffer_bytes, 100.0 * (double) st.buffer_bytes / (double) st.sum_tensor_bytes, st.n_inplace,
                (double) plan_us / reps, replay_us, n_plans == 1 ? "" : " (re-planned!)");
         ggml_free(ctx);
-    }
-    printf("\nplanning cost (schedule + plan, one reserve of a fresh graph; memory: peak RSS growth while planning)\n");
-    printf("| %-8s | %7s | %10s | %12s | %12s |\n", "graph", "nodes", "plan ms", "planner MiB", "buffer MiB");
-    printf("| %-8s | %7s | %10s | %12s | %12s |\n", "---", "---:", "---:", "---:", "---:");
-    for (const char * kind : {"chain", "decoder"}) {
-        for (int n : {1000, 10000, 40000}) scaling_row(kind, n);
     }
     return 0;
 }

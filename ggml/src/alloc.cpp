@@ -28,8 +28,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 static const size_t ALLOC_ALIGN = 64;
@@ -80,8 +78,10 @@ struct planner {
     ggml_gallocr * ga;
     ggml_cgraph * g;
     const ggml_graph_sched * sc;
-    std::vector<ggml_tensor *> order;                 // the schedule's execution order
-    std::unordered_map<const ggml_tensor *, int> pos; // node -> index in order
+    std::vector<ggml_tensor *> order; // the schedule's execution order
+    ggml_ptr_index pos;               // node -> position in order
+
+    planner(ggml_gallocr * a, ggml_cgraph * graph, const ggml_graph_sched * s) : ga(a), g(graph), sc(s), order(s->exec), pos(s->exec.size()) {}
 
     // Ancestors of each position, kept only while a successor still needs them. Every
     // position below `prefix` is an ancestor; bits cover [64 * base, i). In chains and
@@ -99,13 +99,18 @@ struct planner {
     std::vector<ancestor_set> anc;
     std::vector<int> succ_left;
 
-    std::unordered_map<const ggml_tensor *, std::vector<int>> accessors; // root -> positions, ascending
-    std::unordered_map<const ggml_tensor *, size_t> offset;              // placed root -> offset
-    std::unordered_map<const ggml_tensor *, int> pending;                // root -> accessors not yet done
-    std::unordered_map<const ggml_tensor *, const ggml_tensor *> alias;  // in-place result -> root it shares
-    std::unordered_set<const ggml_tensor *> kept;                        // roots never released
+    // By position of the node whose result owns the bytes (roots that are not nodes are
+    // never placed here): the nodes touching them, ascending (CSR), how many are still to
+    // run, where they were placed, the root an in-place result shares, kept or not.
+    std::vector<int> acc_off, acc;
+    std::vector<int> pending;
+    std::vector<size_t> offset;
+    std::vector<int> alias;
+    std::vector<char> kept;
+    std::vector<std::pair<int, size_t>> leaf_offsets; // (leaf index, offset)
     std::vector<free_block> free_list;
     size_t top = 0;
+    static constexpr size_t NOWHERE = SIZE_MAX;
 
     bool needs_alloc(const ggml_tensor * t) const { return t->data == nullptr && t->view_src == nullptr; }
     // Is node a certainly finished when node b (the one being placed) starts? With edges: a
@@ -200,12 +205,11 @@ struct planner {
         return off;
     }
 
-    // Frees root's bytes while node i runs its last access. A later tenant must follow
+    // Frees [off, off + size) while node i runs the last access to them. A later tenant must follow
     // every user; users that are ancestors of i are represented by i itself, which keeps
     // the lists short (a chain's block always has one user).
-    void release(const ggml_tensor * root, std::vector<int> users, int i) {
-        const size_t size = GGML_PAD(ggml_nbytes(root), ALLOC_ALIGN);
-        free_block nb{offset.at(root), size, std::move(users)};
+    void release(size_t off, size_t size, std::vector<int> users, int i) {
+        free_block nb{off, size, std::move(users)};
         // merge with neighbours (their users must also precede any later tenant)
         for (int k = 0; k < (int) free_list.size();) {
             free_block & b = free_list[k];
@@ -226,18 +230,27 @@ struct planner {
         free_list.push_back(std::move(nb));
     }
 
-    bool keep_forever(const ggml_tensor * root) const {
-        return (root->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) || !pos.count(root) || kept.count(root);
+    // Position of the node owning root's bytes, or -1 (a leaf or a tensor outside the graph).
+    int root_pos(const ggml_tensor * root) const { return pos.get(root); }
+    bool keep_forever(int r) const {
+        return r < 0 || (order[r]->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) || kept[r];
     }
 
     // Roots the program may read after compute: of outputs and of sinks (nothing reads them).
     void find_kept() {
-        std::unordered_set<const ggml_tensor *> read;
+        const int n = (int) order.size();
+        std::vector<char> read(n, 0);
         for (const ggml_tensor * t : order) {
-            for (int s = 0; s < GGML_MAX_SRC; ++s) if (t->src[s]) read.insert(t->src[s]);
+            for (int s = 0; s < GGML_MAX_SRC; ++s) {
+                const int p = t->src[s] ? pos.get(t->src[s]) : -1;
+                if (p >= 0) read[p] = 1;
+            }
         }
-        for (const ggml_tensor * t : order) {
-            if ((t->flags & GGML_TENSOR_FLAG_OUTPUT) || !read.count(t)) kept.insert(root_of(t));
+        kept.assign(n, 0);
+        for (int i = 0; i < n; ++i) {
+            if (!(order[i]->flags & GGML_TENSOR_FLAG_OUTPUT) && read[i]) continue;
+            const int r = root_pos(root_of(order[i]));
+            if (r >= 0) kept[r] = 1;
         }
     }
 
@@ -246,65 +259,85 @@ struct planner {
     bool try_inplace(int i) {
         const ggml_tensor * t = order[i];
         const ggml_tensor * s = t->src[0];
-        if (!ga->inplace || !op_can_inplace(t) || !s || s->view_src || !offset.count(s) || keep_forever(s)) return false;
+        if (!ga->inplace || !op_can_inplace(t) || !s || s->view_src) return false;
+        const int sp = root_pos(s);
+        if (sp < 0 || offset[sp] == NOWHERE || keep_forever(sp)) return false;
         if (s->type != t->type || ggml_nbytes(s) != ggml_nbytes(t) || !ggml_is_contiguous(s) || !ggml_is_contiguous(t)) return false;
         for (int k = 1; k < GGML_MAX_SRC; ++k) {
             if (t->src[k] && root_of(t->src[k]) == s) return false;
         }
-        for (int a : accessors[s]) {
-            if (a != i && !done_before(a, i)) return false;
+        for (int k = acc_off[sp]; k < acc_off[sp + 1]; ++k) {
+            if (acc[k] != i && !done_before(acc[k], i)) return false;
         }
         return true;
     }
 
     void place_node(int i) {
         ggml_tensor * t = order[i];
-        if (!needs_alloc(t) || offset.count(t)) return;
+        if (!needs_alloc(t) || offset[i] != NOWHERE) return;
         if (try_inplace(i)) {
-            const ggml_tensor * s = t->src[0];
-            offset[t] = offset.at(s);
-            alias[t] = s;
+            const int sp = root_pos(t->src[0]);
+            offset[i] = offset[sp];
+            alias[i] = sp;
             ga->stats.n_inplace++;
-            pending[s] = -1; // s's bytes now belong to t: s is never released on its own
+            pending[sp] = -1; // s's bytes now belong to t: s is never released on its own
         } else {
-            offset[t] = place(ggml_nbytes(t), i);
+            offset[i] = place(ggml_nbytes(t), i);
         }
         ga->stats.n_tensors++;
         ga->stats.sum_tensor_bytes += ggml_nbytes(t);
     }
 
+    void index_accessors() {
+        const int n = (int) order.size();
+        acc_off.assign(n + 1, 0);
+        for (int i = 0; i < n; ++i) {
+            for_each_root(order[i], [&](const ggml_tensor * r) {
+                const int rp = root_pos(r);
+                if (rp >= 0) acc_off[rp + 1]++;
+            });
+        }
+        for (int i = 0; i < n; ++i) acc_off[i + 1] += acc_off[i];
+        acc.resize(acc_off[n]);
+        std::vector<int> fill(acc_off.begin(), acc_off.end() - 1);
+        for (int i = 0; i < n; ++i) {
+            for_each_root(order[i], [&](const ggml_tensor * r) {
+                const int rp = root_pos(r);
+                if (rp >= 0) acc[fill[rp]++] = i;
+            });
+        }
+        pending.resize(n);
+        for (int i = 0; i < n; ++i) pending[i] = acc_off[i + 1] - acc_off[i];
+    }
+
     void run() {
-        order = sc->exec;
         const int n = (int) order.size();
         anc.assign(n, {});
         succ_left.assign(n, 0);
+        offset.assign(n, NOWHERE);
+        alias.assign(n, -1);
         for (int i = 0; i < n; ++i) {
-            pos[order[i]] = i;
+            pos.put(order[i], i);
             succ_left[i] = sc->succ_off[i + 1] - sc->succ_off[i];
         }
-        for (int i = 0; i < n; ++i) {
-            for_each_root(order[i], [&](const ggml_tensor * r) { accessors[r].push_back(i); });
-        }
+        index_accessors();
         find_kept();
         // leafs and inputs without memory live for the whole graph
         for (int l = 0; l < g->n_leafs; ++l) {
             ggml_tensor * t = g->leafs[l];
-            if (needs_alloc(t) && !offset.count(t)) {
-                offset[t] = place(ggml_nbytes(t), -1);
-                ga->stats.n_tensors++;
-                ga->stats.sum_tensor_bytes += ggml_nbytes(t);
-            }
+            if (!needs_alloc(t)) continue;
+            leaf_offsets.emplace_back(l, place(ggml_nbytes(t), -1));
+            ga->stats.n_tensors++;
+            ga->stats.sum_tensor_bytes += ggml_nbytes(t);
         }
-        for (auto & kv : accessors) pending[kv.first] = (int) kv.second.size();
-
         for (int i = 0; i < n; ++i) {
             if (!ga->order_only) compute_anc(i);
             place_node(i);
             // release roots whose last accessor is this node
             for_each_root(order[i], [&](const ggml_tensor * r) {
-                auto it = pending.find(r);
-                if (it == pending.end() || it->second <= 0) return;
-                if (--it->second == 0 && offset.count(r) && !keep_forever(r)) release_chain(r, i);
+                const int rp = root_pos(r);
+                if (rp < 0 || pending[rp] <= 0) return;
+                if (--pending[rp] == 0 && offset[rp] != NOWHERE && !keep_forever(rp)) release_chain(rp, i);
             });
             if (!ga->order_only) release_anc(i);
         }
@@ -312,13 +345,10 @@ struct planner {
 
     // r may end an in-place chain: its bytes are also those of the sources it overwrote,
     // so every user of the chain must precede the next tenant.
-    void release_chain(const ggml_tensor * r, int i) {
-        std::vector<int> users = accessors[r];
-        for (const ggml_tensor * base = r; alias.count(base);) {
-            base = alias.at(base);
-            users.insert(users.end(), accessors[base].begin(), accessors[base].end());
-        }
-        release(r, std::move(users), i);
+    void release_chain(int r, int i) {
+        std::vector<int> users(acc.begin() + acc_off[r], acc.begin() + acc_off[r + 1]);
+        for (int base = alias[r]; base >= 0; base = alias[base]) users.insert(users.end(), acc.begin() + acc_off[base], acc.begin() + acc_off[base + 1]);
+        release(offset[r], GGML_PAD(ggml_nbytes(order[r]), ALLOC_ALIGN), std::move(users), i);
     }
 };
 
@@ -357,18 +387,15 @@ static bool plan_graph(ggml_gallocr * ga, ggml_cgraph * g) {
     ga->stats.n_tensors = 0;
     ga->stats.sum_tensor_bytes = 0;
     ga->stats.n_inplace = 0;
-    planner p{ga, g, sc, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0};
+    planner p(ga, g, sc);
     p.run();
     ga->plan_size = p.top;
     ga->node_offsets.clear();
     for (int i = 0; i < g->n_nodes; ++i) {
-        auto it = p.offset.find(g->nodes[i]);
-        if (it != p.offset.end() && p.needs_alloc(g->nodes[i])) ga->node_offsets.push_back({i, it->second});
+        const int k = p.pos.get(g->nodes[i]);
+        if (k >= 0 && p.offset[k] != planner::NOWHERE && p.needs_alloc(g->nodes[i])) ga->node_offsets.push_back({i, p.offset[k]});
     }
-    for (int l = 0; l < g->n_leafs; ++l) {
-        auto it = p.offset.find(g->leafs[l]);
-        if (it != p.offset.end() && p.needs_alloc(g->leafs[l])) ga->node_offsets.push_back({-1 - l, it->second});
-    }
+    for (const auto & lo : p.leaf_offsets) ga->node_offsets.push_back({-1 - lo.first, lo.second});
     ga->fingerprint = ggml_graph_fingerprint(g);
     ga->stats.n_plans++;
     ga->stats.plan_time_us = ggml_time_us() - t0;

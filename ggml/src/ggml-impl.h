@@ -173,6 +173,33 @@ size_t ggml_hash_find(const struct ggml_hash_set * set, const struct ggml_tensor
 bool   ggml_hash_contains(const struct ggml_hash_set * set, const struct ggml_tensor * key);
 bool   ggml_graph_has_node(const struct ggml_cgraph * g, const struct ggml_tensor * t);
 
+// Tensor pointer -> int, open addressing, no per-entry allocation (schedule and planner
+// index every node of a graph; std::unordered_map's node allocations dominated their cost).
+struct ggml_ptr_index {
+    std::vector<const ggml_tensor *> keys;
+    std::vector<int> vals;
+    size_t mask = 0;
+    explicit ggml_ptr_index(size_t n) {
+        size_t cap = 16;
+        while (cap < 2 * n) cap *= 2;
+        keys.assign(cap, nullptr);
+        vals.assign(cap, -1);
+        mask = cap - 1;
+    }
+    size_t slot(const ggml_tensor * t) const {
+        size_t i = (size_t) (((uintptr_t) t >> 4) * 0x9E3779B97F4A7C15ull) & mask;
+        while (keys[i] != nullptr && keys[i] != t) i = (i + 1) & mask;
+        return i;
+    }
+    int get(const ggml_tensor * t) const { return vals[slot(t)]; } // -1 if absent
+    // Inserts t -> v unless present; returns the value stored for t. At most n keys.
+    int put(const ggml_tensor * t, int v) {
+        const size_t i = slot(t);
+        if (keys[i] == nullptr) { keys[i] = t; vals[i] = v; }
+        return vals[i];
+    }
+};
+
 // ---- execution order (schedule.cpp) ----
 // The order and edges every runner of a graph obeys: exec[] lists each node once, in a
 // topological order of its edges (the node list's order where that list already is one);

@@ -23,44 +23,48 @@
 #include <cstdio>
 #include <functional>
 #include <queue>
-#include <unordered_map>
 
 static std::atomic<uint64_t> g_edge_epoch{1};
 void ggml_graph_edges_changed(void) { g_edge_epoch.fetch_add(1, std::memory_order_relaxed); }
 
 namespace {
 
-using adjacency = std::vector<std::vector<int>>;
-
-// Each node once, in list order, with its explicit predecessors (indices into the same list).
-void collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, adjacency & preds) {
-    std::unordered_map<const ggml_tensor *, int> index;
+// Each node once, in list order (index: tensor -> position in nodes), with its explicit
+// predecessors as CSR (positions in the same list).
+void collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, ggml_ptr_index & index, std::vector<int> & off,
+                   std::vector<int> & preds) {
     for (int i = 0; i < g->n_nodes; ++i) {
-        if (index.emplace(g->nodes[i], (int) nodes.size()).second) nodes.push_back(g->nodes[i]);
+        if (index.put(g->nodes[i], (int) nodes.size()) == (int) nodes.size()) nodes.push_back(g->nodes[i]);
     }
-    preds.assign(nodes.size(), {});
-    auto is_node = [&](const ggml_tensor * p) { return index.count(p) != 0; };
-    for (size_t i = 0; i < nodes.size(); ++i) {
-        ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor * p, ggml_dep_kind) { preds[i].push_back(index.at(p)); });
+    const int n = (int) nodes.size();
+    auto is_node = [&](const ggml_tensor * p) { return index.get(p) >= 0; };
+    off.assign(n + 1, 0);
+    for (int i = 0; i < n; ++i) ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor *, ggml_dep_kind) { off[i + 1]++; });
+    for (int i = 0; i < n; ++i) off[i + 1] += off[i];
+    preds.resize(off[n]);
+    for (int i = 0; i < n; ++i) {
+        int k = off[i];
+        ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor * p, ggml_dep_kind) { preds[k++] = index.get(p); });
     }
 }
 
 // Positions in a topological order, earliest-listed ready node first; false on a cycle.
-bool topological_order(const std::vector<ggml_tensor *> & nodes, const adjacency & preds, std::vector<int> & order) {
+bool topological_order(const std::vector<ggml_tensor *> & nodes, const std::vector<int> & off, const std::vector<int> & preds,
+                       std::vector<int> & order) {
     const int n = (int) nodes.size();
     order.clear();
     bool sorted = true;
     for (int i = 0; i < n && sorted; ++i) {
-        for (int p : preds[i]) sorted = sorted && p < i;
+        for (int k = off[i]; k < off[i + 1]; ++k) sorted = sorted && preds[k] < i;
     }
     if (sorted) {
         for (int i = 0; i < n; ++i) order.push_back(i);
         return true;
     }
     std::vector<int> indeg(n, 0);
-    adjacency succ(n);
+    std::vector<std::vector<int>> succ(n);
     for (int i = 0; i < n; ++i) {
-        for (int p : preds[i]) { succ[p].push_back(i); ++indeg[i]; }
+        for (int k = off[i]; k < off[i + 1]; ++k) { succ[preds[k]].push_back(i); ++indeg[i]; }
     }
     std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
     for (int i = 0; i < n; ++i) if (indeg[i] == 0) ready.push(i);
@@ -73,7 +77,8 @@ bool topological_order(const std::vector<ggml_tensor *> & nodes, const adjacency
     if ((int) order.size() == n) return true;
     for (int i = 0; i < n; ++i) {
         if (indeg[i] == 0) continue;
-        for (int p : preds[i]) {
+        for (int k = off[i]; k < off[i + 1]; ++k) {
+            const int p = preds[k];
             if (indeg[p] == 0) continue;
             fprintf(stderr, "ggml_graph_compute: node '%s' (%s) and node '%s' (%s) wait for each other through their edges "
                             "(a cycle of control edges); the graph cannot run\n",
@@ -85,45 +90,50 @@ bool topological_order(const std::vector<ggml_tensor *> & nodes, const adjacency
 }
 
 // Sorted, repeat-free CSR of edges given as (from, to) with from < to, indexed by `to`
-// (preds) and by `from` (succ).
-void to_csr(int n, std::vector<std::pair<int, int>> & edges, ggml_graph_sched * s) {
-    std::sort(edges.begin(), edges.end(), [](const auto & a, const auto & b) {
-        return a.second != b.second ? a.second < b.second : a.first < b.first;
-    });
-    edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+// (preds) and by `from` (succ). A counting sort by `to`, then each short list sorted.
+void to_csr(int n, const std::vector<std::pair<int, int>> & edges, ggml_graph_sched * s) {
+    std::vector<int> off(n + 1, 0), flat(edges.size());
+    for (const auto & e : edges) off[e.second + 1]++;
+    for (int i = 0; i < n; ++i) off[i + 1] += off[i];
+    std::vector<int> fill(off.begin(), off.end() - 1);
+    for (const auto & e : edges) flat[fill[e.second]++] = e.first;
     s->pred_off.assign(n + 1, 0);
+    s->preds.clear();
+    for (int i = 0; i < n; ++i) {
+        std::sort(flat.begin() + off[i], flat.begin() + off[i + 1]);
+        const auto end = std::unique(flat.begin() + off[i], flat.begin() + off[i + 1]);
+        s->preds.insert(s->preds.end(), flat.begin() + off[i], end);
+        s->pred_off[i + 1] = (int) s->preds.size();
+    }
     s->succ_off.assign(n + 1, 0);
-    for (const auto & e : edges) { s->pred_off[e.second + 1]++; s->succ_off[e.first + 1]++; }
-    for (int i = 0; i < n; ++i) { s->pred_off[i + 1] += s->pred_off[i]; s->succ_off[i + 1] += s->succ_off[i]; }
-    s->preds.resize(edges.size());
-    s->succ.resize(edges.size());
-    std::vector<int> fill(s->succ_off.begin(), s->succ_off.end() - 1);
-    for (size_t k = 0; k < edges.size(); ++k) {
-        s->preds[k] = edges[k].first; // already grouped by `to`, in order
-        s->succ[fill[edges[k].first]++] = edges[k].second;
+    for (int p : s->preds) s->succ_off[p + 1]++;
+    for (int i = 0; i < n; ++i) s->succ_off[i + 1] += s->succ_off[i];
+    s->succ.resize(s->preds.size());
+    fill.assign(s->succ_off.begin(), s->succ_off.end() - 1);
+    for (int i = 0; i < n; ++i) {
+        for (int k = s->pred_off[i]; k < s->pred_off[i + 1]; ++k) s->succ[fill[s->preds[k]]++] = i;
     }
 }
 
 void build(ggml_cgraph * g, ggml_graph_sched * s) {
     std::vector<ggml_tensor *> nodes;
-    adjacency preds;
-    collect_nodes(g, nodes, preds);
-    std::vector<int> order;
+    ggml_ptr_index index((size_t) g->n_nodes);
+    std::vector<int> off, preds, order;
+    collect_nodes(g, nodes, index, off, preds);
     s->exec.clear();
-    s->ok = topological_order(nodes, preds, order);
+    s->ok = topological_order(nodes, off, preds, order);
     if (!s->ok) return;
 
     const int n = (int) nodes.size();
     std::vector<int> pos(n);
-    std::unordered_map<const ggml_tensor *, int> exec_pos;
     for (int k = 0; k < n; ++k) {
         pos[order[k]] = k;
         s->exec.push_back(nodes[order[k]]);
-        exec_pos[nodes[order[k]]] = k;
     }
     std::vector<std::pair<int, int>> edges;
+    edges.reserve(preds.size() + 2 * (size_t) n);
     for (int i = 0; i < n; ++i) {
-        for (int p : preds[i]) edges.emplace_back(pos[p], pos[i]);
+        for (int k = off[i]; k < off[i + 1]; ++k) edges.emplace_back(pos[preds[k]], pos[i]);
     }
     // conflicts in execution order, by the same rules as at op creation
     ggml_hazard_rules rules;
@@ -131,7 +141,7 @@ void build(ggml_cgraph * g, ggml_graph_sched * s) {
         ggml_access acc[GGML_MAX_ACCESSES];
         const int na = ggml_op_accesses(s->exec[k], acc);
         for (int a = 0; a < na; ++a) {
-            rules.record(s->exec[k], acc[a], [&](ggml_tensor * pred, ggml_dep_kind) { edges.emplace_back(exec_pos.at(pred), k); });
+            rules.record(s->exec[k], acc[a], [&](ggml_tensor * pred, ggml_dep_kind) { edges.emplace_back(pos[index.get(pred)], k); });
         }
     }
     to_csr(n, edges, s);

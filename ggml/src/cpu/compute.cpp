@@ -22,7 +22,7 @@ static custom_op_params custom_params(const ggml_tensor * node) {
 }
 
 int ggml_op_n_tasks(const ggml_tensor * node, int n_threads) {
-    if (ggml_op_is_view(node->op) || node->op == GGML_OP_NONE || ggml_is_empty(node)) return 0;
+    if (!ggml_op_computes(node) || ggml_is_empty(node)) return 0; // the access model: views and leafs run no kernel
     switch (node->op) {
         case GGML_OP_MUL_MAT:
         case GGML_OP_FLASH_ATTN_EXT:
