@@ -170,6 +170,11 @@ struct planner {
         return true;
     }
 
+    // Free space is a list of segments sorted by offset, each with the nodes that last
+    // touched it. Neighbours are not merged unless their users are the same: a merged
+    // block would be usable only by descendants of all of them, so one parallel branch's
+    // bytes would lock up a whole region. A tenant may span a run of adjacent segments
+    // that it may all reuse; the smallest run that fits wins, else the top grows.
     size_t place(size_t size, int i) {
         size = GGML_PAD(size, ALLOC_ALIGN);
         if (i < 0) { // leafs: before any node, nothing to reuse
@@ -177,57 +182,65 @@ struct planner {
             top += size;
             return off;
         }
-        int best = -1;
-        for (int k = 0; k < (int) free_list.size(); ++k) {
-            const free_block & b = free_list[k];
-            if (b.size >= size && can_reuse(b, i) && (best < 0 || b.size < free_list[best].size)) best = k;
+        int best = -1, best_end = -1;
+        size_t best_size = SIZE_MAX;
+        for (int k = 0; k < (int) free_list.size();) {
+            if (!can_reuse(free_list[k], i)) { ++k; continue; }
+            int e = k; // the run of reusable adjacent segments starting at k
+            size_t run = free_list[k].size;
+            while (e + 1 < (int) free_list.size() && free_list[e].offset + free_list[e].size == free_list[e + 1].offset &&
+                   can_reuse(free_list[e + 1], i)) run += free_list[++e].size;
+            const bool at_top = free_list[e].offset + free_list[e].size == top;
+            if ((run >= size || at_top) && (run >= size ? run : SIZE_MAX - 1) < best_size) {
+                best = k;
+                best_end = e;
+                best_size = run >= size ? run : SIZE_MAX - 1;
+            }
+            k = e + 1;
         }
-        if (best >= 0) {
-            free_block & b = free_list[best];
-            const size_t off = b.offset;
-            b.offset += size;
-            b.size -= size;
-            if (b.size == 0) free_list.erase(free_list.begin() + best);
+        if (best < 0) {
+            const size_t off = top;
+            top += size;
             return off;
         }
-        // a free block at the top whose users are all ancestors can be extended
-        for (int k = 0; k < (int) free_list.size(); ++k) {
-            free_block & b = free_list[k];
-            if (b.offset + b.size == top && can_reuse(b, i)) {
-                const size_t off = b.offset;
-                top = off + size;
-                free_list.erase(free_list.begin() + k);
-                return off;
-            }
+        const size_t off = free_list[best].offset;
+        size_t left = size;
+        int k = best;
+        while (k <= best_end && left >= free_list[k].size) left -= free_list[k++].size;
+        if (k > best_end) { // the run ends at the top and is too short: grow the top
+            top = std::max(top, off + size);
+        } else if (left > 0) {
+            free_list[k].offset += left;
+            free_list[k].size -= left;
         }
-        const size_t off = top;
-        top += size;
+        free_list.erase(free_list.begin() + best, free_list.begin() + k);
         return off;
     }
 
-    // Frees [off, off + size) while node i runs the last access to them. A later tenant must follow
-    // every user; users that are ancestors of i are represented by i itself, which keeps
-    // the lists short (a chain's block always has one user).
+    // Frees [off, off + size) while node i runs the last access to them. A later tenant must
+    // follow every user; users that are ancestors of i are represented by i itself, which
+    // keeps the lists short (a chain's segments always have one user).
     void release(size_t off, size_t size, std::vector<int> users, int i) {
-        free_block nb{off, size, std::move(users)};
-        // merge with neighbours (their users must also precede any later tenant)
-        for (int k = 0; k < (int) free_list.size();) {
-            free_block & b = free_list[k];
-            if (b.offset + b.size == nb.offset || nb.offset + nb.size == b.offset) {
-                nb.offset = std::min(nb.offset, b.offset);
-                nb.size += b.size;
-                nb.last_users.insert(nb.last_users.end(), b.last_users.begin(), b.last_users.end());
-                free_list.erase(free_list.begin() + k);
-            } else {
-                ++k;
+        users.erase(std::remove_if(users.begin(), users.end(), [&](int u) { return u == i || done_before(u, i); }), users.end());
+        users.push_back(i);
+        std::sort(users.begin(), users.end());
+        users.erase(std::unique(users.begin(), users.end()), users.end());
+        auto it = std::lower_bound(free_list.begin(), free_list.end(), off,
+                                   [](const free_block & b, size_t o) { return b.offset < o; });
+        it = free_list.insert(it, free_block{off, size, std::move(users)});
+        // merge with neighbours that have the same users
+        auto next = it + 1;
+        if (next != free_list.end() && it->offset + it->size == next->offset && next->last_users == it->last_users) {
+            it->size += next->size;
+            free_list.erase(next);
+        }
+        if (it != free_list.begin()) {
+            auto prev = it - 1;
+            if (prev->offset + prev->size == it->offset && prev->last_users == it->last_users) {
+                prev->size += it->size;
+                free_list.erase(it);
             }
         }
-        std::vector<int> & us = nb.last_users;
-        us.erase(std::remove_if(us.begin(), us.end(), [&](int u) { return u == i || done_before(u, i); }), us.end());
-        us.push_back(i);
-        std::sort(us.begin(), us.end());
-        us.erase(std::unique(us.begin(), us.end()), us.end());
-        free_list.push_back(std::move(nb));
     }
 
     // Position of the node owning root's bytes, or -1 (a leaf or a tensor outside the graph).
