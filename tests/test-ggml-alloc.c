@@ -135,14 +135,14 @@ static void reserve_then_allocate(int run) {
                    ggml_get_f32_1d(r, j * N + i), want);
         }
     }
-    /* same nodes, ops and shapes; c reads a instead of y, so b may no longer overwrite a */
+    /* same nodes, leafs, ops and shapes; c reads a instead of y, so b may no longer overwrite a */
     ggml_reset(ctx);
     {
         int v;
         for (v = 0; v < 2; ++v) {
             struct ggml_tensor * a = ggml_scale(ctx, x, 2.0f);
             struct ggml_tensor * b = ggml_sqr(ctx, a);
-            struct ggml_tensor * c = ggml_scale(ctx, v == 0 ? y : a, 3.0f);
+            struct ggml_tensor * c = ggml_mul(ctx, v == 0 ? y : a, y);
             struct ggml_tensor * out = ggml_add(ctx, b, c);
             struct ggml_cgraph * gf = ggml_new_graph(ctx);
             ggml_build_forward_expand(gf, out);
@@ -154,9 +154,9 @@ static void reserve_then_allocate(int run) {
             EXPECT(ggml_gallocr_alloc_graph(ga, gf), "run %d", run);
             EXPECT(compute_graph(gf, run) == GGML_STATUS_SUCCESS, "run %d", run);
             for (i = 0; i < N; ++i) {
-                const float av = 2.0f * value_at(8, i);
-                EXPECT(close_enough(ggml_get_f32_1d(out, i), av * av + 3.0f * av), "run %d: rewired out[%d] = %g, want %g", run,
-                       i, ggml_get_f32_1d(out, i), av * av + 3.0f * av);
+                const float av = 2.0f * value_at(8, i), want = av * av + av * value_at(9, i);
+                EXPECT(close_enough(ggml_get_f32_1d(out, i), want), "run %d: rewired out[%d] = %g, want %g", run, i,
+                       ggml_get_f32_1d(out, i), want);
             }
         }
     }
