@@ -153,13 +153,21 @@ struct planner {
         if (succ_left[i] == 0) ancestor_set().bits.swap(anc[i].bits);
     }
 
-    template <typename F> void for_each_root(const ggml_tensor * t, F f) const {
-        ggml_access acc[GGML_MAX_ACCESSES];
-        const int n = ggml_op_accesses(t, acc);
-        for (int k = 0; k < n; ++k) {
-            bool seen = false;
-            for (int j = 0; j < k; ++j) seen |= acc[j].root == acc[k].root;
-            if (!seen) f(acc[k].root);
+    // The positions of the roots node i touches (each once; roots that are not nodes are
+    // never placed here), from the access model, computed once per plan.
+    std::vector<int> roots_off, roots;
+    void index_roots() {
+        const int n = (int) order.size();
+        roots_off.assign(n + 1, 0);
+        roots.clear();
+        for (int i = 0; i < n; ++i) {
+            ggml_access a[GGML_MAX_ACCESSES];
+            const int na = ggml_op_accesses(order[i], a);
+            for (int k = 0; k < na; ++k) {
+                const int rp = pos.get(a[k].root);
+                if (rp >= 0 && std::find(roots.begin() + roots_off[i], roots.end(), rp) == roots.end()) roots.push_back(rp);
+            }
+            roots_off[i + 1] = (int) roots.size();
         }
     }
 
@@ -303,21 +311,14 @@ struct planner {
 
     void index_accessors() {
         const int n = (int) order.size();
+        index_roots();
         acc_off.assign(n + 1, 0);
-        for (int i = 0; i < n; ++i) {
-            for_each_root(order[i], [&](const ggml_tensor * r) {
-                const int rp = root_pos(r);
-                if (rp >= 0) acc_off[rp + 1]++;
-            });
-        }
+        for (int rp : roots) acc_off[rp + 1]++;
         for (int i = 0; i < n; ++i) acc_off[i + 1] += acc_off[i];
         acc.resize(acc_off[n]);
         std::vector<int> fill(acc_off.begin(), acc_off.end() - 1);
         for (int i = 0; i < n; ++i) {
-            for_each_root(order[i], [&](const ggml_tensor * r) {
-                const int rp = root_pos(r);
-                if (rp >= 0) acc[fill[rp]++] = i;
-            });
+            for (int k = roots_off[i]; k < roots_off[i + 1]; ++k) acc[fill[roots[k]]++] = i;
         }
         pending.resize(n);
         for (int i = 0; i < n; ++i) pending[i] = acc_off[i + 1] - acc_off[i];
@@ -347,11 +348,10 @@ struct planner {
             if (!ga->order_only) compute_anc(i);
             place_node(i);
             // release roots whose last accessor is this node
-            for_each_root(order[i], [&](const ggml_tensor * r) {
-                const int rp = root_pos(r);
-                if (rp < 0 || pending[rp] <= 0) return;
-                if (--pending[rp] == 0 && offset[rp] != NOWHERE && !keep_forever(rp)) release_chain(rp, i);
-            });
+            for (int k = roots_off[i]; k < roots_off[i + 1]; ++k) {
+                const int rp = roots[k];
+                if (pending[rp] > 0 && --pending[rp] == 0 && offset[rp] != NOWHERE && !keep_forever(rp)) release_chain(rp, i);
+            }
             if (!ga->order_only) release_anc(i);
         }
     }

@@ -115,6 +115,61 @@ void to_csr(int n, const std::vector<std::pair<int, int>> & edges, ggml_graph_sc
     }
 }
 
+// Is `writer` a source of t, directly or through view ops?
+bool reads_through_data_edge(const ggml_tensor * t, const ggml_tensor * writer) {
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        for (const ggml_tensor * p = t->src[i]; p; p = p->src[0]) {
+            if (p == writer) return true;
+            if (!ggml_op_is_view(p->op)) break;
+        }
+    }
+    return false;
+}
+
+// Edges for the conflicting accesses of exec, in that order, by the same rules as at op
+// creation. Only roots where a conflict can lack a data edge go through the rules: those
+// written by two or more nodes, or by one that some reader reaches by no data edge.
+// A root with one writer whose readers all read it through data edges (nearly every
+// intermediate result) has nothing to add, and a root nobody writes has no conflicts.
+template <typename Pos>
+void add_conflict_edges(const std::vector<ggml_tensor *> & exec, Pos exec_pos, std::vector<std::pair<int, int>> & edges) {
+    const int n = (int) exec.size();
+    std::vector<ggml_access> acc((size_t) n * GGML_MAX_ACCESSES);
+    std::vector<int> n_acc(n);
+    for (int k = 0; k < n; ++k) n_acc[k] = ggml_op_accesses(exec[k], &acc[(size_t) k * GGML_MAX_ACCESSES]);
+    ggml_ptr_index root_id((size_t) n * GGML_MAX_ACCESSES);
+    std::vector<int> n_writers;
+    std::vector<const ggml_tensor *> writer;
+    std::vector<char> needs_rules;
+    auto id_of = [&](const ggml_tensor * root) {
+        const int id = root_id.put(root, (int) n_writers.size());
+        if (id == (int) n_writers.size()) { n_writers.push_back(0); writer.push_back(nullptr); needs_rules.push_back(0); }
+        return id;
+    };
+    for (int k = 0; k < n; ++k) {
+        for (int a = 0; a < n_acc[k]; ++a) {
+            const ggml_access & x = acc[(size_t) k * GGML_MAX_ACCESSES + a];
+            const int id = id_of(x.root);
+            if (x.write && writer[id] != exec[k]) { n_writers[id]++; writer[id] = exec[k]; }
+        }
+    }
+    for (int k = 0; k < n; ++k) {
+        for (int a = 0; a < n_acc[k]; ++a) {
+            const ggml_access & x = acc[(size_t) k * GGML_MAX_ACCESSES + a];
+            const int id = root_id.get(x.root);
+            if (n_writers[id] > 1 || (n_writers[id] == 1 && !x.write && !reads_through_data_edge(exec[k], writer[id]))) needs_rules[id] = 1;
+        }
+    }
+    ggml_hazard_rules rules;
+    for (int k = 0; k < n; ++k) {
+        for (int a = 0; a < n_acc[k]; ++a) {
+            const ggml_access & x = acc[(size_t) k * GGML_MAX_ACCESSES + a];
+            if (!needs_rules[root_id.get(x.root)]) continue;
+            rules.record(exec[k], x, [&](ggml_tensor * pred, ggml_dep_kind) { edges.emplace_back(exec_pos(pred), k); });
+        }
+    }
+}
+
 void build(ggml_cgraph * g, ggml_graph_sched * s) {
     std::vector<ggml_tensor *> nodes;
     ggml_ptr_index index((size_t) g->n_nodes);
@@ -135,15 +190,7 @@ void build(ggml_cgraph * g, ggml_graph_sched * s) {
     for (int i = 0; i < n; ++i) {
         for (int k = off[i]; k < off[i + 1]; ++k) edges.emplace_back(pos[preds[k]], pos[i]);
     }
-    // conflicts in execution order, by the same rules as at op creation
-    ggml_hazard_rules rules;
-    for (int k = 0; k < n; ++k) {
-        ggml_access acc[GGML_MAX_ACCESSES];
-        const int na = ggml_op_accesses(s->exec[k], acc);
-        for (int a = 0; a < na; ++a) {
-            rules.record(s->exec[k], acc[a], [&](ggml_tensor * pred, ggml_dep_kind) { edges.emplace_back(pos[index.get(pred)], k); });
-        }
-    }
+    add_conflict_edges(s->exec, [&](const ggml_tensor * t) { return pos[index.get(t)]; }, edges);
     to_csr(n, edges, s);
 }
 
