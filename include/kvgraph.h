@@ -3,6 +3,10 @@
 //
 // Errors are returned, never aborts: functions that can fail on bad input take
 // (char * err, size_t err_size) and write a NUL-terminated message there (err may be NULL).
+// No C++ exception leaves a kvg_ function: running out of memory inside one returns its
+// documented error ("...: out of memory" in err). Every pointer argument may be NULL: a NULL
+// model, context or sampler makes a function return its error value (stated per
+// function below); *_free(NULL) does nothing.
 //
 // Typical use:
 //   kvg_model * m = kvg_model_load("model.gguf", NULL, kvg_model_default_params(), err, sizeof err);
@@ -57,10 +61,14 @@ enum kvg_ftype {
 // Writes the model (weights converted to ftype; 1-D norms stay f32, matrices whose rows are
 // not a multiple of 32 fall back to f16 for q8_0/q4_0) as a GGUF v3 llama file with
 // llama.cpp's keys and tensor names, tokenizer included when the model has one. A model
-// without a tokenizer gets a placeholder vocabulary unless no_vocab is set. false on failure.
+// without a tokenizer gets a placeholder vocabulary unless no_vocab is set. The file is
+// written beside path and renamed over it, so saving over the file the model was loaded
+// from is safe (the loaded model keeps its mapping) and a failed save leaves the old file.
+// false on failure (NULL model or path included).
 bool kvg_model_save_gguf(const struct kvg_model * model, const char * path, enum kvg_ftype ftype, bool no_vocab,
                          char * err, size_t err_size);
 
+// Accessors: a NULL model gives 0 (bos/eos: -1, has_vocab: false, desc: "").
 int32_t kvg_model_n_vocab(const struct kvg_model * model);
 int32_t kvg_model_n_ctx_train(const struct kvg_model * model);
 int32_t kvg_model_n_embd(const struct kvg_model * model);
@@ -75,13 +83,15 @@ size_t kvg_model_weight_bytes(const struct kvg_model * model); // bytes of all w
 const char * kvg_model_desc(const struct kvg_model * model);
 
 // ---- tokenizer --------------------------------------------------------------------------------
-// Writes up to n_max token ids; returns the count, or -(count) if n_max is too small, or
-// INT32_MIN if the model has no tokenizer.
+// Writes up to n_max token ids; returns the count, or -(count) if n_max is too small or
+// tokens is NULL, or INT32_MIN if the model is NULL or has no tokenizer. NULL text is "".
 int32_t kvg_tokenize(const struct kvg_model * model, const char * text, bool add_bos, kvg_token * tokens, int32_t n_max);
 // Text that token adds after prev (prev < 0: token starts the text), streaming-safe. Returns
-// its length (buf NUL-terminated when it fits), or -(length) if buf is too small.
+// its length (buf NUL-terminated when it fits), or -(length) if buf is NULL or too small,
+// or INT32_MIN if the model is NULL or has no tokenizer.
 int32_t kvg_token_to_piece(const struct kvg_model * model, kvg_token prev, kvg_token token, char * buf, int32_t size);
-// Whole-sequence text; same return convention as kvg_token_to_piece.
+// Whole-sequence text; same return convention as kvg_token_to_piece; INT32_MIN also for
+// n < 0 or tokens NULL with n > 0.
 int32_t kvg_detokenize(const struct kvg_model * model, const kvg_token * tokens, int32_t n, char * buf, int32_t size);
 
 // ---- contexts --------------------------------------------------------------------------------------
@@ -128,6 +138,7 @@ struct kvg_context * kvg_context_new(const struct kvg_model * model, struct kvg_
                                      char * err, size_t err_size);
 void kvg_context_free(struct kvg_context * ctx);
 
+// NULL ctx: 0 (kvg_set_n_threads does nothing; it ignores n_threads outside 1..GGML_MAX_N_THREADS).
 int32_t kvg_n_ctx(const struct kvg_context * ctx);
 size_t  kvg_kv_cache_bytes(const struct kvg_context * ctx); // K + V of all slots (reserved; resident when static)
 void    kvg_set_n_threads(struct kvg_context * ctx, int32_t n_threads);
@@ -147,10 +158,11 @@ const float * kvg_decode(struct kvg_context * ctx, const kvg_token * tokens, int
 bool kvg_decode_batch(struct kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq_ids,
                       int32_t n, char * err, size_t err_size);
 // Logits of the i-th token of the last decode call (i < 0 counts from the end). NULL if
-// they were not computed (see kvg_decode_batch) or i is out of range.
+// they were not computed (see kvg_decode_batch), i is out of range or ctx is NULL.
 const float * kvg_get_logits(struct kvg_context * ctx, int32_t i);
-// Positions decoded so far by sequence 0 / by sequence seq (-1 if seq is invalid). A ring
-// cache holds only the last n_window of them (plus the sinks).
+// Positions decoded so far by sequence 0 / by sequence seq (-1 if seq is invalid or ctx
+// NULL). A ring cache holds only the last n_window of them (plus the sinks). n_seq_max: 0
+// for a NULL ctx.
 int32_t kvg_n_past(const struct kvg_context * ctx);
 int32_t kvg_seq_n_past(const struct kvg_context * ctx, int32_t seq);
 int32_t kvg_n_seq_max(const struct kvg_context * ctx);
@@ -163,9 +175,11 @@ struct kvg_sampler_params {
     uint64_t seed;
 };
 struct kvg_sampler_params kvg_sampler_default_params(void); // temp 0.8, top-k 40, top-p 0.95
-struct kvg_sampler * kvg_sampler_new(struct kvg_sampler_params params);
+struct kvg_sampler * kvg_sampler_new(struct kvg_sampler_params params); // NULL if out of memory
 void kvg_sampler_free(struct kvg_sampler * sampler);
+// -1 if sampler or logits is NULL or n_vocab <= 0.
 kvg_token kvg_sampler_sample(struct kvg_sampler * sampler, const float * logits, int32_t n_vocab);
+// Index of the largest logit (the first of ties); -1 if logits is NULL or n_vocab <= 0.
 kvg_token kvg_argmax(const float * logits, int32_t n_vocab);
 
 #ifdef __cplusplus

@@ -10,6 +10,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -687,6 +688,29 @@ static void set_vocab(gguf_context * g, const Model & m, bool placeholder) {
     gguf_set_val_bool(g, "tokenizer.ggml.add_eos_token", false);
 }
 
+// Writes a temporary file beside the target and renames it over the target: a model that
+// maps the old file keeps its pages (the old inode lives until it is unmapped), and a
+// failed write leaves the old file as it was.
+static bool write_replacing(gguf_context * g, const std::string & path, std::string * err) {
+    std::string tmp = path + ".tmp-XXXXXX";
+    const int fd = mkstemp(&tmp[0]);
+    if (fd < 0) return fail(err, strfmt("cannot create a temporary file beside '%s': %s", path.c_str(), std::strerror(errno)));
+    const mode_t mask = umask(0);
+    umask(mask);
+    const bool mode_ok = fchmod(fd, 0666 & ~mask) == 0; // mkstemp makes it 0600
+    close(fd);
+    if (!mode_ok || !gguf_write_to_file(g, tmp.c_str(), false)) {
+        unlink(tmp.c_str());
+        return fail(err, strfmt("failed to write '%s' (through '%s'); '%s' is unchanged", path.c_str(), tmp.c_str(), path.c_str()));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        unlink(tmp.c_str());
+        return fail(err, strfmt("cannot replace '%s': %s; it is unchanged", path.c_str(), std::strerror(e)));
+    }
+    return true;
+}
+
 bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool placeholder_vocab, std::string * err) {
     if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_Q8_0 && type != GGML_TYPE_Q4_0) {
         return fail(err, strfmt("cannot write weights as %s (f32, f16, q8_0, q4_0)", ggml_type_name(type)));
@@ -736,10 +760,7 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
         }
         gguf_add_tensor(g, d);
     }
-    if (!gguf_write_to_file(g, path.c_str(), false)) {
-        return fail(err, strfmt("failed to write '%s'", path.c_str()));
-    }
-    return true;
+    return write_replacing(g, path, err);
 }
 
 } // namespace kvg

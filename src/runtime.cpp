@@ -64,6 +64,20 @@ static void set_err(char * err, size_t err_size, const std::string & msg) {
     }
 }
 
+// No C++ exception crosses the C API: each entry point that can allocate is a function-try
+// block whose handler returns the function's documented error, with this message in err.
+static void set_exception_err(char * err, size_t err_size, const char * fn) {
+    try {
+        throw;
+    } catch (const std::bad_alloc &) {
+        set_err(err, err_size, std::string(fn) + ": out of memory");
+    } catch (const std::exception & e) {
+        set_err(err, err_size, std::string(fn) + ": " + e.what());
+    } catch (...) {
+        set_err(err, err_size, std::string(fn) + ": unknown error");
+    }
+}
+
 // ---- models ---------------------------------------------------------------------------------------------
 
 kvg_model_params kvg_model_default_params(void) {
@@ -75,7 +89,7 @@ kvg_model_params kvg_model_default_params(void) {
 }
 
 kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, kvg_model_params params, char * err,
-                           size_t err_size) {
+                           size_t err_size) try {
     set_err(err, err_size, "");
     if (!path || !*path) {
         set_err(err, err_size, "no model path given");
@@ -98,12 +112,15 @@ kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, kvg_m
     kvg_model * model = new kvg_model;
     model->m = std::move(m);
     return model;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_model_load");
+    return nullptr;
 }
 
 void kvg_model_free(kvg_model * model) { delete model; }
 
 bool kvg_model_save_gguf(const kvg_model * model, const char * path, kvg_ftype ftype, bool no_vocab, char * err,
-                         size_t err_size) {
+                         size_t err_size) try {
     set_err(err, err_size, "");
     if (!model || !path) {
         set_err(err, err_size, "no model or path");
@@ -123,19 +140,23 @@ bool kvg_model_save_gguf(const kvg_model * model, const char * path, kvg_ftype f
         return false;
     }
     return true;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_model_save_gguf");
+    return false;
 }
 
-int32_t kvg_model_n_vocab(const kvg_model * model) { return model->m->hp.n_vocab; }
-int32_t kvg_model_n_ctx_train(const kvg_model * model) { return model->m->hp.n_ctx_train; }
-int32_t kvg_model_n_embd(const kvg_model * model) { return model->m->hp.n_embd; }
-int32_t kvg_model_n_layer(const kvg_model * model) { return model->m->hp.n_layer; }
-int32_t kvg_model_n_head(const kvg_model * model) { return model->m->hp.n_head; }
-int32_t kvg_model_n_head_kv(const kvg_model * model) { return model->m->hp.n_head_kv; }
-kvg_token kvg_model_bos(const kvg_model * model) { return model->m->bos; }
-kvg_token kvg_model_eos(const kvg_model * model) { return model->m->eos; }
-bool kvg_model_has_vocab(const kvg_model * model) { return model->m->has_vocab; }
-size_t kvg_model_weight_bytes(const kvg_model * model) { return model->m->weight_bytes(); }
-const char * kvg_model_desc(const kvg_model * model) { return model->m->desc.c_str(); }
+// Accessors: a NULL model reads as 0 (-1 for bos/eos, false, "" for the description).
+int32_t kvg_model_n_vocab(const kvg_model * model) { return model ? model->m->hp.n_vocab : 0; }
+int32_t kvg_model_n_ctx_train(const kvg_model * model) { return model ? model->m->hp.n_ctx_train : 0; }
+int32_t kvg_model_n_embd(const kvg_model * model) { return model ? model->m->hp.n_embd : 0; }
+int32_t kvg_model_n_layer(const kvg_model * model) { return model ? model->m->hp.n_layer : 0; }
+int32_t kvg_model_n_head(const kvg_model * model) { return model ? model->m->hp.n_head : 0; }
+int32_t kvg_model_n_head_kv(const kvg_model * model) { return model ? model->m->hp.n_head_kv : 0; }
+kvg_token kvg_model_bos(const kvg_model * model) { return model ? model->m->bos : -1; }
+kvg_token kvg_model_eos(const kvg_model * model) { return model ? model->m->eos : -1; }
+bool kvg_model_has_vocab(const kvg_model * model) { return model && model->m->has_vocab; }
+size_t kvg_model_weight_bytes(const kvg_model * model) { return model ? model->m->weight_bytes() : 0; }
+const char * kvg_model_desc(const kvg_model * model) { return model ? model->m->desc.c_str() : ""; }
 
 // ---- tokenizer ------------------------------------------------------------------------------------------
 
@@ -148,24 +169,30 @@ static int32_t copy_out(const std::string & s, char * buf, int32_t size) {
     return n;
 }
 
-int32_t kvg_tokenize(const kvg_model * model, const char * text, bool add_bos, kvg_token * tokens, int32_t n_max) {
+int32_t kvg_tokenize(const kvg_model * model, const char * text, bool add_bos, kvg_token * tokens, int32_t n_max) try {
     if (!model || !model->m->has_vocab) return INT32_MIN;
     const std::vector<int> ids = model->m->vocab.encode(text ? text : "", add_bos);
     const int32_t n = (int32_t) ids.size();
     if (!tokens || n > n_max) return -n;
     std::copy(ids.begin(), ids.end(), tokens);
     return n;
+} catch (...) {
+    return INT32_MIN;
 }
 
-int32_t kvg_token_to_piece(const kvg_model * model, kvg_token prev, kvg_token token, char * buf, int32_t size) {
+int32_t kvg_token_to_piece(const kvg_model * model, kvg_token prev, kvg_token token, char * buf, int32_t size) try {
     if (!model || !model->m->has_vocab) return INT32_MIN;
     return copy_out(model->m->vocab.decode_next(prev, token), buf, size);
+} catch (...) {
+    return INT32_MIN;
 }
 
-int32_t kvg_detokenize(const kvg_model * model, const kvg_token * tokens, int32_t n, char * buf, int32_t size) {
-    if (!model || !model->m->has_vocab) return INT32_MIN;
-    std::vector<int> ids(tokens, tokens + std::max(n, 0));
+int32_t kvg_detokenize(const kvg_model * model, const kvg_token * tokens, int32_t n, char * buf, int32_t size) try {
+    if (!model || !model->m->has_vocab || n < 0 || (!tokens && n > 0)) return INT32_MIN;
+    std::vector<int> ids(tokens, tokens + n);
     return copy_out(model->m->vocab.decode(ids), buf, size);
+} catch (...) {
+    return INT32_MIN;
 }
 
 // ---- contexts ---------------------------------------------------------------------------------------------
@@ -187,7 +214,7 @@ kvg_context_params kvg_context_default_params(void) {
     return p;
 }
 
-kvg_context * kvg_context_new(const kvg_model * model, kvg_context_params params, char * err, size_t err_size) {
+kvg_context * kvg_context_new(const kvg_model * model, kvg_context_params params, char * err, size_t err_size) try {
     set_err(err, err_size, "");
     if (!model) {
         set_err(err, err_size, "no model");
@@ -244,20 +271,23 @@ kvg_context * kvg_context_new(const kvg_model * model, kvg_context_params params
         return nullptr;
     }
     return ctx.release();
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_context_new");
+    return nullptr;
 }
 
 void kvg_context_free(kvg_context * ctx) { delete ctx; }
 
-int32_t kvg_n_ctx(const kvg_context * ctx) { return ctx->params.n_ctx; }
-size_t kvg_kv_cache_bytes(const kvg_context * ctx) { return ctx->kv.bytes(); }
+int32_t kvg_n_ctx(const kvg_context * ctx) { return ctx ? ctx->params.n_ctx : 0; }
+size_t kvg_kv_cache_bytes(const kvg_context * ctx) { return ctx ? ctx->kv.bytes() : 0; }
 int32_t kvg_n_past(const kvg_context * ctx) { return kvg_seq_n_past(ctx, 0); }
 int32_t kvg_seq_n_past(const kvg_context * ctx, int32_t seq) {
     if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
     return (int32_t) std::min<int64_t>(ctx->kv.seqs[seq].n_past, INT32_MAX);
 }
-int32_t kvg_n_seq_max(const kvg_context * ctx) { return ctx->kv.n_seq; }
+int32_t kvg_n_seq_max(const kvg_context * ctx) { return ctx ? ctx->kv.n_seq : 0; }
 void kvg_set_n_threads(kvg_context * ctx, int32_t n_threads) {
-    if (n_threads > 0 && n_threads <= GGML_MAX_N_THREADS) ctx->params.n_threads = n_threads;
+    if (ctx && n_threads > 0 && n_threads <= GGML_MAX_N_THREADS) ctx->params.n_threads = n_threads;
 }
 
 // The graph of a shape, built on first use.
@@ -438,7 +468,7 @@ static bool decode(kvg_context * ctx, const kvg_token * tokens, const int32_t * 
 }
 
 const float * kvg_decode(kvg_context * ctx, const kvg_token * tokens, int32_t n, int32_t pos, char * err,
-                         size_t err_size) {
+                         size_t err_size) try {
     set_err(err, err_size, "");
     if (!ctx || !tokens || n <= 0) {
         set_err(err, err_size, "kvg_decode: no context or no tokens");
@@ -456,10 +486,13 @@ const float * kvg_decode(kvg_context * ctx, const kvg_token * tokens, int32_t n,
         return nullptr;
     }
     return kvg_get_logits(ctx, n - 1);
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_decode");
+    return nullptr;
 }
 
 bool kvg_decode_batch(kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq_ids,
-                      int32_t n, char * err, size_t err_size) {
+                      int32_t n, char * err, size_t err_size) try {
     set_err(err, err_size, "");
     if (!ctx) {
         set_err(err, err_size, "kvg_decode_batch: no context");
@@ -471,6 +504,9 @@ bool kvg_decode_batch(kvg_context * ctx, const kvg_token * tokens, const int32_t
         return false;
     }
     return true;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_decode_batch");
+    return false;
 }
 
 const float * kvg_get_logits(kvg_context * ctx, int32_t i) {
@@ -492,19 +528,23 @@ kvg_sampler_params kvg_sampler_default_params(void) {
     return p;
 }
 
-kvg_sampler * kvg_sampler_new(kvg_sampler_params params) {
+kvg_sampler * kvg_sampler_new(kvg_sampler_params params) try {
     kvg::SamplerParams p;
     p.temp = params.temp;
     p.top_k = params.top_k;
     p.top_p = params.top_p;
     p.seed = params.seed;
     return new kvg_sampler{kvg::Sampler(p)};
+} catch (...) {
+    return nullptr;
 }
 
 void kvg_sampler_free(kvg_sampler * sampler) { delete sampler; }
 
-kvg_token kvg_sampler_sample(kvg_sampler * sampler, const float * logits, int32_t n_vocab) {
-    return sampler ? sampler->s.sample(logits, n_vocab) : -1;
+kvg_token kvg_sampler_sample(kvg_sampler * sampler, const float * logits, int32_t n_vocab) try {
+    return sampler && logits && n_vocab > 0 ? sampler->s.sample(logits, n_vocab) : -1;
+} catch (...) {
+    return -1;
 }
 
-kvg_token kvg_argmax(const float * logits, int32_t n_vocab) { return kvg::Sampler::argmax(logits, n_vocab); }
+kvg_token kvg_argmax(const float * logits, int32_t n_vocab) { return logits && n_vocab > 0 ? kvg::Sampler::argmax(logits, n_vocab) : -1; }
