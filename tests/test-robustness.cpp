@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <csignal>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -281,6 +282,33 @@ TEST_CASE("kvg-generate: bad files and limits exit with status 1 and a message, 
         check_clean_failure(run_generate({"-m", model, "--kv-type", "q4"}), {"f32 or f16"});
         check_clean_failure(run_generate({"-m"}), {"needs a value"});
     }
+}
+
+TEST_CASE("kvg-generate: a malformed value for any numeric option fails at once, naming the option") {
+    if (generate_path().empty()) {
+        MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
+        return;
+    }
+    const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    const std::vector<std::string> options = {"-n", "-t", "-c", "-b", "--parallel", "--window", "--sink", "--top-k",
+                                              "--temp", "--top-p", "--seed", "--max-weights-mib", "--max-kv-mib"};
+    const std::vector<std::string> bad = {"abc", "nan", "1e20", "-7", "", "3x", "inf", "99999999999999999999999"};
+    for (const std::string & opt : options) {
+        for (const std::string & v : bad) {
+            if (opt == "--temp" && v == "-7") continue; // any finite temperature is valid (<= 0: greedy)
+            CAPTURE(opt);
+            CAPTURE(v);
+            const auto t0 = std::chrono::steady_clock::now();
+            const ChildResult r = run_generate({"-m", model, opt, v, "-n", "1"});
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            check_clean_failure(r, {opt});
+            CHECK(s < 1.0);
+        }
+    }
+    // the clock seed is printed, so a good sample can be reproduced
+    const ChildResult r = run_generate({"-m", model, "-n", "1", "-t", "1", "--seed", "-1"});
+    CHECK(r.code == 0);
+    CHECK(contains(r.output, "seed: "));
 }
 
 TEST_CASE("kvg-generate: weights that are all NaN or infinite run to the end without a crash") {

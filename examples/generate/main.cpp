@@ -8,11 +8,17 @@
 // Streams the text as it is generated, then reports speed and memory on stderr.
 // A model without a tokenizer (llama2.c checkpoint without -z) prints token ids.
 // --parallel N decodes N prompts (lines of -f FILE) as independent sequences of one
-// context, one batch per step, prints each text at the end and the aggregate speed.
+// context, one batch per step, streams each sequence's text line by line tagged [s] (so
+// memory stays bounded even with -n -1 in ring mode) and reports the aggregate speed.
+// Every numeric option is checked (integers as integers, in range, the option named in the
+// message) before anything is loaded or allocated.
 #include "kvgraph.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,14 +35,14 @@ static void usage(const char * argv0) {
             "  -m PATH           model: GGUF (llama) or llama2.c checkpoint (.bin)\n"
             "  -z PATH           llama2.c tokenizer.bin (for .bin checkpoints)\n"
             "  -p TEXT           prompt (default: empty, generation starts after BOS)\n"
-            "  -n N              tokens to generate (default 128)\n"
+            "  -n N              tokens to generate (default 128; -1: until end of text or a full context)\n"
             "  -t N              threads (default: hardware threads, at most 4)\n"
             "  -c N              context length (default: the model's, at most 4096)\n"
             "  -b N              prompt batch size (default 512)\n"
             "  --temp T          temperature, 0 = greedy (default 0.8)\n"
             "  --top-k K         (default 40, 0 = off)\n"
             "  --top-p P         (default 0.95, 1 = off)\n"
-            "  --seed S          sampling seed (default: from the clock)\n"
+            "  --seed S          sampling seed, 0..2^64-1 (default or -1: from the clock, printed)\n"
             "  --kv-type T       f32, f16 or q8_0 (default f32)\n"
             "  --kv-mode M       linear or ring (default linear)\n"
             "  --window W        ring: positions attended besides the sinks (default: -c minus sinks)\n"
@@ -100,12 +106,16 @@ static bool prompt_tokens(kvg_model * model, const std::string & text, std::vect
     return true;
 }
 
-// Text of one token after prev (token ids without a tokenizer).
+// Text of one token after prev (token ids without a tokenizer), whatever its length.
 static std::string piece(kvg_model * model, kvg_token prev, kvg_token tok) {
     if (!kvg_model_has_vocab(model)) return std::to_string(tok) + " ";
-    char buf[256];
-    const int32_t n = kvg_token_to_piece(model, prev, tok, buf, sizeof buf);
-    return n > 0 ? std::string(buf, n) : std::string();
+    std::vector<char> buf(256);
+    int32_t n = kvg_token_to_piece(model, prev, tok, buf.data(), (int32_t) buf.size());
+    if (n < 0 && n != INT32_MIN) { // -(length): too long for the buffer
+        buf.resize((size_t) -n + 1);
+        n = kvg_token_to_piece(model, prev, tok, buf.data(), (int32_t) buf.size());
+    }
+    return n > 0 ? std::string(buf.data(), n) : std::string();
 }
 
 static void report_cache(kvg_context * ctx, kvg_kv_type kv_type) {
@@ -143,7 +153,7 @@ static int generate_one(kvg_model * model, kvg_context * ctx, const std::string 
     kvg_token prev = tokens.back();
     const double t1 = now_s();
     const char * stop = "";
-    for (int pos = n_prompt; n_generated < n_gen; ++pos) {
+    for (int pos = n_prompt; n_gen < 0 || n_generated < n_gen; ++pos) {
         const kvg_token tok = kvg_sampler_sample(smpl, logits, n_vocab);
         if (tok == kvg_model_eos(model)) {
             stop = " (end of text)";
@@ -173,6 +183,20 @@ static int generate_one(kvg_model * model, kvg_context * ctx, const std::string 
     fprintf(stderr, "generated: %5d tokens in %8.2f ms = %9.2f tok/s%s\n", n_generated, t_gen * 1e3,
             n_generated > 0 ? n_generated / t_gen : 0.0, stop);
     return 0;
+}
+
+// Prints the finished lines of sequence s's text tagged [s+1] and keeps the rest; a line
+// longer than 4 KiB, or the rest at the end, is printed as it is.
+static void print_lines(int s, std::string * text, bool at_end) {
+    for (size_t nl; (nl = text->find('\n')) != std::string::npos;) {
+        printf("[%d] %.*s\n", s + 1, (int) nl, text->c_str());
+        text->erase(0, nl + 1);
+    }
+    if (text->size() > 4096 || (at_end && !text->empty())) {
+        printf("[%d] %s\n", s + 1, text->c_str());
+        text->clear();
+    }
+    fflush(stdout);
 }
 
 // N prompts as N sequences of one context: one batch per step, all active sequences in it.
@@ -207,13 +231,14 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
     std::vector<kvg_sampler *> smpl(n_seq);
     std::vector<int> row(n_seq), n_done(n_seq, 0);
     std::vector<bool> active(n_seq, true);
-    std::vector<std::string> text(n_seq);
+    std::vector<std::string> text(n_seq); // each sequence's line in progress
     for (int i = 0; i < n_prompt; ++i) row[bs[i]] = i;
     for (int s = 0; s < n_seq; ++s) {
         kvg_sampler_params p = sp;
         p.seed = sp.seed + (uint64_t) s; // independent streams
         smpl[s] = kvg_sampler_new(p);
         for (size_t i = 0; i < toks[s].size(); ++i) text[s] += kvg_model_has_vocab(model) ? piece(model, i ? toks[s][i - 1] : -1, toks[s][i]) : "";
+        print_lines(s, &text[s], false);
     }
     int n_generated = 0, n_steps = 0;
     const double t1 = now_s();
@@ -230,6 +255,7 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
                 continue;
             }
             text[s] += piece(model, toks[s].back(), tok);
+            print_lines(s, &text[s], false);
             toks[s].push_back(tok);
             ++n_done[s];
             ++n_generated;
@@ -251,7 +277,7 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
     }
     const double t_gen = now_s() - t1;
     for (int s = 0; s < n_seq; ++s) {
-        printf("[%d] %s\n", s + 1, text[s].c_str());
+        print_lines(s, &text[s], true);
         kvg_sampler_free(smpl[s]);
     }
     fprintf(stderr, "\nprompts:   %5d tokens of %d sequences in %8.2f ms = %9.2f tok/s (one batch)\n", n_prompt, n_seq,
@@ -261,125 +287,195 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
     return 0;
 }
 
-int main(int argc, char ** argv) {
+struct options {
     std::string model_path, tok_path, prompt, prompt_file;
     int n_gen = 128, n_threads = (int) std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
     int n_ctx = 0, n_batch = 512, n_parallel = 0, n_window = 0, n_sink = 0;
     kvg_sampler_params sp = kvg_sampler_default_params();
-    sp.seed = (uint64_t) std::chrono::system_clock::now().time_since_epoch().count();
+    bool clock_seed = true;
     kvg_kv_type kv_type = KVG_KV_F32;
     kvg_kv_mode kv_mode = KVG_KV_LINEAR;
     kvg_attn_impl attn = KVG_ATTN_FLASH;
-    bool use_mmap = true, kv_static = false;
-    bool check_tensors = false;
+    bool use_mmap = true, kv_static = false, check_tensors = false;
     double max_weights_mib = 0, max_kv_mib = 0;
+};
 
+// An integer in [lo, hi]: the whole text, no fraction, no overflow; false with a message.
+static bool parse_int(const char * opt, const char * s, long long lo, long long hi, int * out) {
+    char * end = nullptr;
+    errno = 0;
+    const long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0') {
+        fprintf(stderr, "error: %s: '%s' is not a number (an integer in %lld..%lld)\n", opt, s, lo, hi);
+        return false;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "error: %s: %s is out of range (%lld..%lld)\n", opt, s, lo, hi);
+        return false;
+    }
+    *out = (int) v;
+    return true;
+}
+
+// A finite number in [lo, hi] (lo_open: lo itself excluded); false with a message.
+static bool parse_real(const char * opt, const char * s, double lo, double hi, bool lo_open, double * out) {
+    char * end = nullptr;
+    const double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !std::isfinite(v)) {
+        fprintf(stderr, "error: %s: '%s' is not a number (a finite one)\n", opt, s);
+        return false;
+    }
+    if (v < lo || v > hi || (lo_open && v == lo)) {
+        fprintf(stderr, "error: %s: %s is out of range (%s%g..%g)\n", opt, s, lo_open ? "above " : "", lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+// The seed: 0..2^64-1, or -1 for one from the clock.
+static bool parse_seed(const char * s, options * o) {
+    if (std::strcmp(s, "-1") == 0) {
+        o->clock_seed = true;
+        return true;
+    }
+    char * end = nullptr;
+    errno = 0;
+    const unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE || std::strchr(s, '-')) {
+        fprintf(stderr, "error: --seed: '%s' is not a seed (an integer in 0..18446744073709551615, or -1)\n", s);
+        return false;
+    }
+    o->sp.seed = v;
+    o->clock_seed = false;
+    return true;
+}
+
+// Options with a numeric value: name -> how to parse it.
+static bool parse_number_option(const std::string & a, const char * v, options * o, bool * known) {
+    double d = 0;
+    *known = true;
+    if (a == "-n") return parse_int("-n", v, -1, INT32_MAX, &o->n_gen);
+    if (a == "-t") return parse_int("-t", v, 1, 1024, &o->n_threads);
+    if (a == "-c") return parse_int("-c", v, 1, INT32_MAX, &o->n_ctx);
+    if (a == "-b") return parse_int("-b", v, 1, INT32_MAX, &o->n_batch);
+    if (a == "--parallel") return parse_int("--parallel", v, 1, 256, &o->n_parallel);
+    if (a == "--window") return parse_int("--window", v, 0, INT32_MAX, &o->n_window);
+    if (a == "--sink") return parse_int("--sink", v, 0, INT32_MAX, &o->n_sink);
+    if (a == "--top-k") return parse_int("--top-k", v, 0, INT32_MAX, &o->sp.top_k);
+    if (a == "--seed") return parse_seed(v, o);
+    if (a == "--temp" || a == "--top-p") {
+        const bool temp = a == "--temp";
+        if (!parse_real(a.c_str(), v, temp ? -1e9 : 0.0, temp ? 1e9 : 1.0, false, &d)) return false;
+        (temp ? o->sp.temp : o->sp.top_p) = (float) d;
+        return true;
+    }
+    if (a == "--max-weights-mib") return parse_real("--max-weights-mib", v, 0.0, 1e12, true, &o->max_weights_mib);
+    if (a == "--max-kv-mib") {
+        if (strtod(v, nullptr) <= 0) { // the usual mistake gets its own words
+            fprintf(stderr, "error: --max-kv-mib must be a positive number of MiB, not '%s'\n", v);
+            return false;
+        }
+        return parse_real("--max-kv-mib", v, 0.0, 1e12, true, &o->max_kv_mib);
+    }
+    *known = false;
+    return true;
+}
+
+// 0: parsed; 1: error (message printed); 2: help printed.
+static int parse_args(int argc, char ** argv, options * o) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        auto next = [&]() -> const char * {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "error: %s needs a value\n", a.c_str());
-                exit(1);
-            }
-            return argv[++i];
-        };
-        auto num = [&](const char * s) {
-            char * end = nullptr;
-            const double v = strtod(s, &end);
-            if (!end || *end != '\0') {
-                fprintf(stderr, "error: %s: '%s' is not a number\n", a.c_str(), s);
-                exit(1);
-            }
-            return v;
-        };
-        if (a == "-m") model_path = next();
-        else if (a == "-z") tok_path = next();
-        else if (a == "-p") prompt = next();
-        else if (a == "-f") prompt_file = next();
-        else if (a == "-n") n_gen = (int) num(next());
-        else if (a == "-t") n_threads = (int) num(next());
-        else if (a == "-c") {
-            n_ctx = (int) num(next());
-            if (n_ctx <= 0) {
-                fprintf(stderr, "error: -c must be a positive context length (omit it for the model's own)\n");
-                return 1;
-            }
+        static const char * const with_value[] = {"-m", "-z", "-p", "-f", "-n", "-t", "-c", "-b", "--temp", "--top-k",
+                                                  "--top-p", "--seed", "--kv-type", "--kv-mode", "--window", "--sink",
+                                                  "--max-weights-mib", "--max-kv-mib", "--parallel", "--attn"};
+        bool takes_value = false;
+        for (const char * w : with_value) takes_value = takes_value || a == w;
+        if (takes_value && i + 1 >= argc) {
+            fprintf(stderr, "error: %s needs a value\n", a.c_str());
+            return 1;
         }
-        else if (a == "-b") n_batch = (int) num(next());
-        else if (a == "--parallel") n_parallel = (int) num(next());
-        else if (a == "--window") n_window = (int) num(next());
-        else if (a == "--sink") n_sink = (int) num(next());
-        else if (a == "--temp") sp.temp = (float) num(next());
-        else if (a == "--top-k") sp.top_k = (int) num(next());
-        else if (a == "--top-p") sp.top_p = (float) num(next());
-        else if (a == "--seed") sp.seed = (uint64_t) strtoull(next(), nullptr, 10);
-        else if (a == "--no-mmap") use_mmap = false;
-        else if (a == "--kv-static") kv_static = true;
-        else if (a == "--max-weights-mib") max_weights_mib = strtod(next(), nullptr);
-        else if (a == "--max-kv-mib") {
-            max_kv_mib = num(next());
-            if (!(max_kv_mib > 0)) {
-                fprintf(stderr, "error: --max-kv-mib must be a positive number of MiB\n");
-                return 1;
-            }
-        }
-        else if (a == "--check-tensors") check_tensors = true;
+        const char * v = takes_value ? argv[i + 1] : nullptr;
+        i += takes_value ? 1 : 0;
+        bool known = false;
+        if (takes_value && !parse_number_option(a, v, o, &known)) return 1;
+        if (known) continue;
+        if (a == "-m") o->model_path = v;
+        else if (a == "-z") o->tok_path = v;
+        else if (a == "-p") o->prompt = v;
+        else if (a == "-f") o->prompt_file = v;
+        else if (a == "--no-mmap") o->use_mmap = false;
+        else if (a == "--kv-static") o->kv_static = true;
+        else if (a == "--check-tensors") o->check_tensors = true;
         else if (a == "--kv-type") {
-            if (!choose("--kv-type", next(), {{"q8_0", KVG_KV_Q8_0}, {"f32", KVG_KV_F32}, {"f16", KVG_KV_F16}}, &kv_type)) return 1;
+            if (!choose("--kv-type", v, {{"q8_0", KVG_KV_Q8_0}, {"f32", KVG_KV_F32}, {"f16", KVG_KV_F16}}, &o->kv_type)) return 1;
         } else if (a == "--kv-mode") {
-            if (!choose("--kv-mode", next(), {{"linear", KVG_KV_LINEAR}, {"ring", KVG_KV_RING}}, &kv_mode)) return 1;
+            if (!choose("--kv-mode", v, {{"linear", KVG_KV_LINEAR}, {"ring", KVG_KV_RING}}, &o->kv_mode)) return 1;
         } else if (a == "--attn") {
-            if (!choose("--attn", next(), {{"flash", KVG_ATTN_FLASH}, {"matmul", KVG_ATTN_MATMUL}}, &attn)) return 1;
+            if (!choose("--attn", v, {{"flash", KVG_ATTN_FLASH}, {"matmul", KVG_ATTN_MATMUL}}, &o->attn)) return 1;
         } else if (a == "-h" || a == "--help") {
             usage(argv[0]);
-            return 0;
+            return 2;
         } else {
             fprintf(stderr, "error: unknown argument '%s'\n", a.c_str());
             usage(argv[0]);
             return 1;
         }
     }
-    if (model_path.empty()) {
+    if (o->model_path.empty()) {
         usage(argv[0]);
         return 1;
     }
-    std::vector<std::string> prompts;
-    if (n_parallel < 0) {
-        fprintf(stderr, "error: --parallel must be positive\n");
-        return 1;
-    }
-    if (n_parallel > 0) {
-        if (!prompt_file.empty()) {
-            std::ifstream f(prompt_file);
-            if (!f) {
-                fprintf(stderr, "error: cannot read prompt file '%s'\n", prompt_file.c_str());
-                return 1;
-            }
-            for (std::string line; std::getline(f, line);) {
-                if (!line.empty() && line.back() == '\r') line.pop_back();
-                prompts.push_back(line);
-            }
-            if (prompts.empty()) {
-                fprintf(stderr, "error: prompt file '%s' is empty\n", prompt_file.c_str());
-                return 1;
-            }
-        } else {
-            prompts.push_back(prompt);
+    return 0;
+}
+
+// The prompts of --parallel: lines of -f (reused in turn if fewer), or -p for all.
+static bool parallel_prompts(const options & o, std::vector<std::string> * prompts) {
+    if (!o.prompt_file.empty()) {
+        std::ifstream f(o.prompt_file);
+        if (!f) {
+            fprintf(stderr, "error: cannot read prompt file '%s'\n", o.prompt_file.c_str());
+            return false;
         }
-        const size_t n_lines = prompts.size();
-        for (size_t s = n_lines; s < (size_t) n_parallel; ++s) prompts.push_back(prompts[s % n_lines]);
-        prompts.resize(n_parallel);
-    } else if (!prompt_file.empty()) {
+        for (std::string line; std::getline(f, line);) {
+            if (!line.empty() && line.back() == '\r') line.pop_back();
+            prompts->push_back(line);
+        }
+        if (prompts->empty()) {
+            fprintf(stderr, "error: prompt file '%s' is empty\n", o.prompt_file.c_str());
+            return false;
+        }
+    } else {
+        prompts->push_back(o.prompt);
+    }
+    const size_t n_lines = prompts->size();
+    for (size_t s = n_lines; s < (size_t) o.n_parallel; ++s) prompts->push_back((*prompts)[s % n_lines]);
+    prompts->resize(o.n_parallel);
+    return true;
+}
+
+int main(int argc, char ** argv) {
+    options o;
+    const int parsed = parse_args(argc, argv, &o);
+    if (parsed != 0) return parsed == 2 ? 0 : 1;
+    if (o.clock_seed) {
+        o.sp.seed = (uint64_t) std::chrono::system_clock::now().time_since_epoch().count();
+        fprintf(stderr, "seed: %llu\n", (unsigned long long) o.sp.seed);
+    }
+    std::vector<std::string> prompts;
+    if (o.n_parallel > 0) {
+        if (!parallel_prompts(o, &prompts)) return 1;
+    } else if (!o.prompt_file.empty()) {
         fprintf(stderr, "error: -f needs --parallel N (one prompt per sequence)\n");
         return 1;
     }
 
     char err[1024];
     kvg_model_params mp = kvg_model_default_params();
-    mp.use_mmap = use_mmap;
-    mp.max_weight_bytes = (size_t) (max_weights_mib * 1024 * 1024);
-    mp.check_tensors = check_tensors;
-    kvg_model * model = kvg_model_load(model_path.c_str(), tok_path.empty() ? nullptr : tok_path.c_str(), mp, err, sizeof err);
+    mp.use_mmap = o.use_mmap;
+    mp.max_weight_bytes = mib_to_bytes(o.max_weights_mib);
+    mp.check_tensors = o.check_tensors;
+    kvg_model * model = kvg_model_load(o.model_path.c_str(), o.tok_path.empty() ? nullptr : o.tok_path.c_str(), mp, err, sizeof err);
     if (!model) {
         fprintf(stderr, "error: %s\n", err);
         return 1;
@@ -387,28 +483,28 @@ int main(int argc, char ** argv) {
     fprintf(stderr, "model: %s\n", kvg_model_desc(model));
 
     kvg_context_params cp = kvg_context_default_params();
-    cp.n_ctx = n_ctx > 0 ? n_ctx : std::min(kvg_model_n_ctx_train(model), 4096);
-    cp.n_threads = n_threads;
-    cp.n_batch = n_batch;
-    cp.kv_type = kv_type;
-    cp.attn = attn;
-    cp.n_seq_max = std::max(1, n_parallel);
-    cp.kv_mode = kv_mode;
-    cp.n_window = n_window;
-    cp.n_sink = n_sink;
-    cp.kv_static = kv_static;
-    cp.max_kv_bytes = mib_to_bytes(max_kv_mib);
+    cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(kvg_model_n_ctx_train(model), 4096);
+    cp.n_threads = o.n_threads;
+    cp.n_batch = o.n_batch;
+    cp.kv_type = o.kv_type;
+    cp.attn = o.attn;
+    cp.n_seq_max = std::max(1, o.n_parallel);
+    cp.kv_mode = o.kv_mode;
+    cp.n_window = o.n_window;
+    cp.n_sink = o.n_sink;
+    cp.kv_static = o.kv_static;
+    cp.max_kv_bytes = mib_to_bytes(o.max_kv_mib);
     kvg_context * ctx = kvg_context_new(model, cp, err, sizeof err);
     if (!ctx) {
         fprintf(stderr, "error: %s\n", err);
         kvg_model_free(model);
         return 1;
     }
-    const bool ring = kv_mode == KVG_KV_RING;
-    const int rc = n_parallel > 0 ? generate_parallel(model, ctx, prompts, n_gen, sp, ring)
-                                  : generate_one(model, ctx, prompt, n_gen, sp, ring);
+    const bool ring = o.kv_mode == KVG_KV_RING;
+    const int rc = o.n_parallel > 0 ? generate_parallel(model, ctx, prompts, o.n_gen, o.sp, ring)
+                                    : generate_one(model, ctx, o.prompt, o.n_gen, o.sp, ring);
     if (rc == 0) {
-        report_cache(ctx, kv_type);
+        report_cache(ctx, o.kv_type);
         fprintf(stderr, "weights:   %zu bytes\n", kvg_model_weight_bytes(model));
     }
     kvg_context_free(ctx);
