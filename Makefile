@@ -18,10 +18,14 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+test: $(BUILD)/CMakeCache.txt
+	@scripts/check-test-deps.sh $(BUILD)
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-run: build
+# builds only the libraries and kvg-generate, then generates text with the shipped model
+run: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target kvg-generate
 	./$(BUILD)/bin/kvg-generate -m models/kjv-tiny.gguf -p "And God said" -n 200
 
 install: build
