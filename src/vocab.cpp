@@ -98,7 +98,30 @@ void Vocab::clear() {
     std::fill(std::begin(byte_to_id_), std::end(byte_to_id_), -1);
     bos_ = eos_ = unk_ = -1;
     max_token_length_ = 0;
-    for (auto& v : user_defined_) v.clear();
+    user_trie_.clear();
+    user_trie_id_.assign(1, -1);
+}
+
+void Vocab::add_user_defined(int id) {
+    int node = 0;
+    for (unsigned char c : pieces_[id]) {
+        const auto edge = user_trie_.emplace((uint64_t)node << 8 | c, (int)user_trie_id_.size());
+        if (edge.second) user_trie_id_.push_back(-1);
+        node = edge.first->second;
+    }
+    if (user_trie_id_[node] < 0) user_trie_id_[node] = id;
+}
+
+size_t Vocab::match_user_defined(const std::string& text, size_t pos) const {
+    size_t len = 0;
+    int node = 0;
+    for (size_t k = pos; k < text.size(); ++k) {
+        const auto it = user_trie_.find((uint64_t)node << 8 | (unsigned char)text[k]);
+        if (it == user_trie_.end()) break;
+        node = it->second;
+        if (user_trie_id_[node] >= 0) len = k - pos + 1;
+    }
+    return len;
 }
 
 bool Vocab::load_llama2c(const std::string& path, std::string* err, int expected_n_tokens) {
@@ -254,16 +277,13 @@ bool Vocab::init(std::vector<std::string> pieces, std::vector<float> scores, std
             }
             if (byte_to_id_[b] < 0) byte_to_id_[b] = (int)i;
         }
-        if (t == TOKEN_TYPE_USER_DEFINED && !pieces[i].empty()) {
-            user_defined_[(unsigned char)pieces[i][0]].push_back((int)i);
-        }
         piece_to_id_.emplace(pieces[i], (int)i);  // keeps the first id of a duplicate
     }
     pieces_ = std::move(pieces);
     scores_ = std::move(scores);
     types_ = std::move(types);
-    for (auto& v : user_defined_) {
-        std::stable_sort(v.begin(), v.end(), [&](int a, int b) { return pieces_[a].size() > pieces_[b].size(); });
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+        if (types_[i] == TOKEN_TYPE_USER_DEFINED && !pieces_[i].empty()) add_user_defined((int)i);
     }
     bos_ = bos;
     eos_ = eos;
@@ -303,16 +323,8 @@ std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
     syms.reserve(norm.size());
     const auto* s = reinterpret_cast<const unsigned char*>(norm.data());
     for (size_t pos = 0; pos < norm.size();) {
-        size_t len = 0;
-        bool frozen = false;
-        for (int id : user_defined_[s[pos]]) {
-            const std::string& p = pieces_[id];
-            if (norm.compare(pos, p.size(), p) == 0) {
-                len = p.size();
-                frozen = true;
-                break;
-            }
-        }
+        size_t len = match_user_defined(norm, pos);
+        const bool frozen = len > 0;
         if (len == 0) len = utf8_char_len(s + pos, norm.size() - pos);
         const int i = (int)syms.size();
         syms.push_back({(int)pos, (int)len, i - 1, i + 1, frozen});

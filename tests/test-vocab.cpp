@@ -3,6 +3,8 @@
 
 #include "vocab.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -635,4 +637,75 @@ TEST_CASE("init() rejects inconsistent input") {
     // Duplicates are allowed; find() returns the first.
     REQUIRE(v.init({"<unk>", "a", "a"}, {}, {}, -1, -1, 0, &err));
     CHECK(v.find("a") == 1);
+}
+
+namespace {
+
+// The base of a hand-made vocab: <unk>, <s>, </s>, 256 byte tokens, the space mark.
+void base_pieces(std::vector<std::string>& pieces, std::vector<int>& types) {
+    pieces = {"<unk>", "<s>", "</s>"};
+    types = {kvg::TOKEN_TYPE_UNKNOWN, kvg::TOKEN_TYPE_CONTROL, kvg::TOKEN_TYPE_CONTROL};
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        pieces.push_back(name);
+        types.push_back(kvg::TOKEN_TYPE_BYTE);
+    }
+    pieces.push_back("\xE2\x96\x81");
+    types.push_back(kvg::TOKEN_TYPE_NORMAL);
+}
+
+double min_encode_seconds(const Vocab& v, const std::string& text) {
+    double best = 1e9;
+    for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::vector<int> ids = v.encode(text, false);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        CHECK(!ids.empty());
+    }
+    return best;
+}
+
+}  // namespace
+
+TEST_CASE("32k user-defined pieces with a shared 60-byte prefix: longest match, in time linear in the prompt") {
+    std::vector<std::string> pieces;
+    std::vector<int> types;
+    base_pieces(pieces, types);
+    Vocab plain;
+    std::string err;
+    REQUIRE_MESSAGE(plain.init(pieces, {}, types, 1, 2, 0, &err), err);
+    const std::string prefix(60, 'q');
+    const int first = (int)pieces.size(), n_user = 32000;
+    for (int i = 0; i < n_user; ++i) {
+        pieces.push_back(prefix + std::to_string(i));
+        types.push_back(kvg::TOKEN_TYPE_USER_DEFINED);
+    }
+    Vocab v;
+    REQUIRE_MESSAGE(v.init(pieces, {}, types, 1, 2, 0, &err), err);
+
+    // ~10 KB of pieces back to back: the encoding is the space mark, then each piece whole
+    // (no piece is a prefix of a text that continues with a digit it does not own: each
+    // is followed by the next piece's 'q').
+    uint64_t state = 99;
+    std::string text;
+    std::vector<int> want = {first - 1};
+    while (text.size() < 10000) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const int i = (int)((state >> 33) % n_user);
+        text += pieces[first + i];
+        want.push_back(first + i);
+    }
+    CHECK(v.encode(text, false) == want);
+    CHECK(v.decode(want) == text);
+    // a prefix alone is no piece: bytes
+    CHECK(v.encode(prefix, false).size() == 61);
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || !defined(NDEBUG)
+    MESSAGE("timing skipped in sanitizer and debug builds");
+#else
+    const double t_user = min_encode_seconds(v, text), t_plain = min_encode_seconds(plain, text);
+    MESSAGE("10 KB: " << t_user * 1e3 << " ms with 32k user-defined pieces, " << t_plain * 1e3 << " ms without");
+    CHECK(t_user < 2.0 * t_plain + 1e-3);
+#endif
 }
