@@ -2,11 +2,25 @@
 #include "kv-cache.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <sys/mman.h>
 #include <unistd.h>
 
 namespace kvg {
+
+// MemAvailable + SwapFree from /proc/meminfo, in bytes; 0 if unknown.
+static size_t available_memory() {
+    FILE * f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long total_kb = 0, kb = 0;
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1 || std::sscanf(line, "SwapFree: %llu kB", &kb) == 1) total_kb += kb;
+    }
+    std::fclose(f);
+    return (size_t) total_kb * 1024;
+}
 
 KvCache::~KvCache() {
     if (ctx) ggml_free(ctx);
@@ -70,7 +84,18 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
     const size_t v_bytes = ggml_row_size(type, n_embd_kv) * (size_t) n_seq * n_ctx;
     const size_t k_stride = (k_bytes + page - 1) / page * page, v_stride = (v_bytes + page - 1) / page * page;
     mem_size = (size_t) hp.n_layer * (k_stride + v_stride);
-    void * m = mmap(nullptr, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (commit) {
+        // a static cache is filled now: refuse one the machine cannot hold instead of
+        // filling until the kernel kills the process
+        const size_t avail = available_memory();
+        if (avail > 0 && mem_size > avail) {
+            const std::string msg = "cannot commit " + std::to_string(mem_size) + " bytes for a static KV cache: the machine has " +
+                                    std::to_string(avail) + " bytes of memory available";
+            mem_size = 0;
+            return fail(msg);
+        }
+    }
+    void * m = mmap(nullptr, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (commit ? 0 : MAP_NORESERVE), -1, 0);
     if (m == MAP_FAILED) {
         const std::string msg = "cannot reserve " + std::to_string(mem_size) + " bytes of address space for the KV cache";
         mem_size = 0;
@@ -117,7 +142,6 @@ void KvCache::clear() {
     std::fill(recent_mem.begin(), recent_mem.end(), 0.0f);
     std::fill(sink_mem.begin(), sink_mem.end(), 0.0f);
     seqs.assign(n_seq, Seq());
-    for (Seq & s : seqs) s.slot_pos.assign(n_ctx, -1);
 }
 
 size_t KvCache::bytes() const {
@@ -223,7 +247,7 @@ bool KvCache::check_start(int seq, int64_t pos, std::string * err) const {
     }
     if (mode == KvMode::Ring) {
         for (int64_t q = std::max<int64_t>(n_sink, pos - n_window + 1); q < pos; ++q) {
-            if (s.slot_pos[slot(q)] != q) {
+            if (s.held(slot(q)) != q) {
                 if (err) {
                     *err = "position " + std::to_string(pos) + " cannot be decoded again: the ring cache of sequence " +
                            std::to_string(seq) + " no longer holds position " + std::to_string(q) + " of its window";
@@ -264,6 +288,7 @@ void KvCache::store(int seq, int64_t pos) {
     Seq & s = seqs[seq];
     const int64_t j = slot(pos);
     use_group(seq, pos);
+    if (j >= (int64_t) s.slot_pos.size()) s.slot_pos.resize((size_t) j + 1, -1);
     s.slot_pos[j] = pos;
     s.n_used = std::max<int>(s.n_used, (int) j + 1);
     s.n_past = std::max(s.n_past, pos + 1);

@@ -97,7 +97,10 @@ struct KvCache {
     struct Seq {
         int64_t n_past = 0;            // positions [0, n_past) were decoded (ring: the recent ones are held)
         int n_used = 0;                // slots [0, n_used) were written at least once: the valid length
-        std::vector<int64_t> slot_pos; // position each slot holds, -1 if none
+        // position each slot holds; slots at or past its size hold none (it grows with the
+        // slots written, so a huge n_ctx costs nothing until tokens arrive)
+        std::vector<int64_t> slot_pos;
+        int64_t held(int64_t j) const { return j < (int64_t) slot_pos.size() ? slot_pos[j] : -1; }
         int recent_group = -1;         // grouped K: the group whose rows k_recent holds
     };
     std::vector<Seq> seqs;
@@ -116,7 +119,7 @@ struct KvCache {
     void use_group(int seq, int64_t pos); // grouped K: k_recent holds pos's group (store() calls it)
     // May a token of seq at position pos attend slot j?
     bool visible(int seq, int j, int64_t pos) const {
-        const int64_t q = seqs[seq].slot_pos[j];
+        const int64_t q = seqs[seq].held(j);
         return q >= 0 && q <= pos && (mode == KvMode::Linear || q < n_sink || q > pos - n_window);
     }
     int kv_len(int seq) const { return seqs[seq].n_used; }

@@ -622,3 +622,43 @@ TEST_CASE("max_kv_bytes: the message states the size the cache would have; a lim
     CHECK(contains(err, "n_sink = 16 must be in 0..15"));
     kvg_model_free(m);
 }
+
+namespace {
+long resident_kb() {
+    long pages = 0, res = 0;
+    if (FILE * f = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+        std::fclose(f);
+    }
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+} // namespace
+
+TEST_CASE("memory follows use: a 2^24-slot context for 32 sequences costs nothing until tokens arrive") {
+    const std::string path = edited_gguf("ctx-2-24.gguf", [](gguf_context * g, ggml_context * data) {
+        gguf_set_val_u32(g, "llama.context_length", 1u << 24);
+        add_all_tensors(g, data);
+    });
+    kvg_model * m = load_ok(path);
+    char err[512] = "";
+    kvg_context_params p = kvg_context_default_params();
+    p.n_ctx = 1 << 24;
+    p.n_seq_max = 32;
+    p.n_threads = 1;
+    const long before = resident_kb();
+    kvg_context * c = kvg_context_new(m, p, err, sizeof err);
+    INFO(err);
+    REQUIRE(c != nullptr);
+    const long grown_mb = (resident_kb() - before) / 1024;
+    MESSAGE("resident growth of a 2^24 x 32 context: " << grown_mb << " MiB (KV cache reserved: " << kvg_kv_cache_bytes(c) / (1 << 20) << " MiB)");
+    CHECK(grown_mb < 64);
+    kvg_context_free(c);
+
+    // a static cache must be committed at creation: one the machine cannot hold is refused there
+    p.kv_static = true;
+    CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
+    CHECK(contains(err, "cannot commit"));
+    CHECK(contains(err, "static KV cache"));
+    kvg_model_free(m);
+    std::remove(path.c_str());
+}
