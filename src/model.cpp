@@ -34,6 +34,23 @@ static bool fail(std::string * err, const std::string & msg) {
     return false;
 }
 
+// Opens path for reading if it is a regular file; -1 with a message otherwise. O_NONBLOCK:
+// opening a FIFO would otherwise wait for a writer forever.
+static int open_regular(const std::string & path, std::string * err) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+    if (fd < 0) {
+        fail(err, strfmt("cannot open '%s': %s", path.c_str(), strerror(errno)));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail(err, strfmt("'%s' is not a regular file", path.c_str()));
+        return -1;
+    }
+    return fd;
+}
+
 // ---- the file's bytes ----------------------------------------------------------------------------
 
 // Read-only view of a whole file: mmap'd, or read into memory when mapping is off.
@@ -48,12 +65,12 @@ struct FileMapping {
     }
 
     bool open(const std::string & path, bool use_mmap, std::string * err) {
-        const int fd = ::open(path.c_str(), O_RDONLY);
-        if (fd < 0) return fail(err, strfmt("cannot open '%s': %s", path.c_str(), strerror(errno)));
+        const int fd = open_regular(path, err);
+        if (fd < 0) return false;
         struct stat st;
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fstat(fd, &st) != 0) {
             ::close(fd);
-            return fail(err, strfmt("'%s' is not a regular file", path.c_str()));
+            return fail(err, strfmt("cannot stat '%s': %s", path.c_str(), strerror(errno)));
         }
         size = (size_t) st.st_size;
         if (size == 0) {
@@ -621,14 +638,11 @@ std::unique_ptr<Model> load_model(const std::string & path, const std::string & 
     std::string e;
     if (!err) err = &e;
     err->clear();
-    FILE * fp = fopen(path.c_str(), "rb");
-    if (!fp) {
-        fail(err, strfmt("cannot open model '%s': %s", path.c_str(), strerror(errno)));
-        return nullptr;
-    }
+    const int fd = open_regular(path, err);
+    if (fd < 0) return nullptr;
     char magic[4] = {0, 0, 0, 0};
-    const size_t n = fread(magic, 1, 4, fp);
-    fclose(fp);
+    const ssize_t n = ::read(fd, magic, 4);
+    ::close(fd);
     if (n == 4 && std::memcmp(magic, "GGUF", 4) == 0) {
         auto m = load_gguf(path, opt, err);
         if (m && !tokenizer_path.empty()) {

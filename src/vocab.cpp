@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <queue>
+#include <sys/stat.h>
 
 namespace kvg {
 
@@ -127,6 +128,11 @@ size_t Vocab::match_user_defined(const std::string& text, size_t pos) const {
 bool Vocab::load_llama2c(const std::string& path, std::string* err, int expected_n_tokens) {
     clear();
     const std::string where = "tokenizer '" + path + "': ";
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // a FIFO would block the open
+        set_err(err, where + "not a regular file");
+        return false;
+    }
     std::ifstream f(path, std::ios::binary);
     if (!f) {
         set_err(err, where + "cannot open file");

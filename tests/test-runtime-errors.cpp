@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -661,4 +662,13 @@ TEST_CASE("memory follows use: a 2^24-slot context for 32 sequences costs nothin
     CHECK(contains(err, "static KV cache"));
     kvg_model_free(m);
     std::remove(path.c_str());
+}
+
+TEST_CASE("a FIFO given as the model or the tokenizer is refused at once, not waited on") {
+    const std::string fifo = temp_path("model.fifo");
+    std::remove(fifo.c_str());
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(contains(load_error(fifo), "not a regular file"));
+    CHECK(contains(load_error(model_path("stories260K.bin"), fifo.c_str()), "not a regular file"));
+    std::remove(fifo.c_str());
 }

@@ -255,3 +255,25 @@ TEST_CASE("q4_0: positive extreme gives a negative scale") {
     CHECK(y[25] == 1.0f);
     CHECK(y[0] == 0.0f);
 }
+
+TEST_CASE("q4_0: NaN and inf blocks quantize to defined nibbles (no float-to-int overflow)") {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (float bad : {nan, inf, -inf}) {
+        float x[32];
+        for (int j = 0; j < 32; ++j) x[j] = 0.25f * (float) (j - 16); // -4 .. 3.75
+        x[5] = bad;
+        block_q4_0 b;
+        quantize_row_q4_0_ref(x, &b, 32);
+        CHECK((b.qs[5] & 0x0f) == 0); // the bad element: NaN (x * id or inf * 0) -> nibble 0
+        if (std::isnan(bad)) {
+            // NaN never wins the max: d = -4 / -8 = 0.5 from the finite elements, which keep their nibbles
+            CHECK(ggml_fp16_to_fp32(b.d) == 0.5f);
+            CHECK((b.qs[0] & 0x0f) == 0); // -4 / 0.5 + 8.5 = 0.5
+            CHECK((b.qs[0] >> 4) == 8);   // element 16 is 0
+        } else {
+            // an infinite scale: every finite element lands at 8 (x * 0 + 8.5)
+            CHECK((b.qs[1] & 0x0f) == 8);
+            CHECK((b.qs[1] >> 4) == 8);
+        }
+    }
+}

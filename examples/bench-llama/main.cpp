@@ -35,6 +35,7 @@
 #include <cstring>
 #include <string>
 #include <unistd.h>
+#include <memory>
 #include <vector>
 
 static double now_s() {
@@ -414,6 +415,58 @@ static void bench_residency(const std::string & path, const Options & opt) {
     }
 }
 
+// One model's rows of the pp/tg table; false (message printed) on an error. The model and
+// contexts are owned by unique_ptrs, so no error path leaks them.
+static bool bench_table(const std::string & path, const Options & opt) {
+    using model_ptr = std::unique_ptr<kvg_model, void (*)(kvg_model *)>;
+    using ctx_ptr = std::unique_ptr<kvg_context, void (*)(kvg_context *)>;
+    char err[1024];
+    model_ptr model(kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err), kvg_model_free);
+    if (!model) {
+        fprintf(stderr, "error: %s\n", err);
+        return false;
+    }
+    const int n_ctx = opt.n_ctx > 0 ? std::min(opt.n_ctx, kvg_model_n_ctx_train(model.get()))
+                                    : std::min(kvg_model_n_ctx_train(model.get()), 4096);
+    const int n_pp = std::min(opt.n_pp, n_ctx), n_tg = std::min(opt.n_tg, n_ctx);
+    const std::vector<kvg_token> pp_toks = random_tokens(n_pp, kvg_model_n_vocab(model.get()), 1);
+    const std::vector<kvg_token> tg_toks = random_tokens(n_tg, kvg_model_n_vocab(model.get()), 2);
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    for (kvg_kv_type kt : opt.kv_types) {
+        for (int nt : opt.threads) {
+            kvg_context_params cp = kvg_context_default_params();
+            cp.n_ctx = n_ctx;
+            cp.n_threads = nt;
+            cp.n_batch = n_pp;
+            cp.kv_type = kt;
+            cp.attn = opt.attn;
+            ctx_ptr ctx(kvg_context_new(model.get(), cp, err, sizeof err), kvg_context_free);
+            if (!ctx) {
+                fprintf(stderr, "error: %s\n", err);
+                return false;
+            }
+            for (int test = 0; test < 2; ++test) {
+                const bool pp = test == 0;
+                auto run = [&]() { return pp ? run_pp(ctx.get(), pp_toks) : run_tg(ctx.get(), tg_toks); };
+                if (run() < 0) return false; // warm-up
+                std::vector<double> ts;
+                for (int r = 0; r < opt.reps; ++r) {
+                    const double t = run();
+                    if (t < 0) return false;
+                    ts.push_back(t);
+                }
+                double mean, sd;
+                mean_std(ts, &mean, &sd);
+                const std::string tname = (pp ? "pp" : "tg") + std::to_string(pp ? n_pp : n_tg);
+                printf("| %-24s | %4s | %6s | %7d | %6s | %11.2f ± %6.2f |\n", name.c_str(), kv_name(kt),
+                       opt.attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt, tname.c_str(), mean, sd);
+                fflush(stdout);
+            }
+        }
+    }
+    return true;
+}
+
 int main(int argc, char ** argv) {
     Options opt;
     for (int i = 1; i < argc; ++i) {
@@ -468,53 +521,7 @@ int main(int argc, char ** argv) {
     }
     for (const std::string & path : opt.models) {
         if (opt.only_kv) break;
-        char err[1024];
-        kvg_model * model = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
-        if (!model) {
-            fprintf(stderr, "error: %s\n", err);
-            return 1;
-        }
-        const int n_ctx = opt.n_ctx > 0 ? std::min(opt.n_ctx, kvg_model_n_ctx_train(model))
-                                        : std::min(kvg_model_n_ctx_train(model), 4096);
-        const int n_pp = std::min(opt.n_pp, n_ctx), n_tg = std::min(opt.n_tg, n_ctx);
-        const std::vector<kvg_token> pp_toks = random_tokens(n_pp, kvg_model_n_vocab(model), 1);
-        const std::vector<kvg_token> tg_toks = random_tokens(n_tg, kvg_model_n_vocab(model), 2);
-        std::string name = path.substr(path.find_last_of('/') + 1);
-        for (kvg_kv_type kt : opt.kv_types) {
-            for (int nt : opt.threads) {
-                kvg_context_params cp = kvg_context_default_params();
-                cp.n_ctx = n_ctx;
-                cp.n_threads = nt;
-                cp.n_batch = n_pp;
-                cp.kv_type = kt;
-                cp.attn = opt.attn;
-                kvg_context * ctx = kvg_context_new(model, cp, err, sizeof err);
-                if (!ctx) {
-                    fprintf(stderr, "error: %s\n", err);
-                    return 1;
-                }
-                for (int test = 0; test < 2; ++test) {
-                    const bool pp = test == 0;
-                    auto run = [&]() { return pp ? run_pp(ctx, pp_toks) : run_tg(ctx, tg_toks); };
-                    if (run() < 0) return 1; // warm-up
-                    std::vector<double> ts;
-                    for (int r = 0; r < opt.reps; ++r) {
-                        const double t = run();
-                        if (t < 0) return 1;
-                        ts.push_back(t);
-                    }
-                    double mean, sd;
-                    mean_std(ts, &mean, &sd);
-                    const std::string tname = (pp ? "pp" : "tg") + std::to_string(pp ? n_pp : n_tg);
-                    printf("| %-24s | %4s | %6s | %7d | %6s | %11.2f ± %6.2f |\n", name.c_str(),
-                           kv_name(kt), opt.attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt,
-                           tname.c_str(), mean, sd);
-                    fflush(stdout);
-                }
-                kvg_context_free(ctx);
-            }
-        }
-        kvg_model_free(model);
+        if (!bench_table(path, opt)) return 1;
     }
     // after the table, so that it stays one table
     for (const std::string & path : opt.models) {

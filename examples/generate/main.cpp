@@ -250,7 +250,7 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
             if (!active[s]) continue;
             const kvg_token tok = kvg_sampler_sample(smpl[s], kvg_get_logits(ctx, row[s]), n_vocab);
             const int pos = (int) toks[s].size();
-            if (tok == kvg_model_eos(model) || n_done[s] == n_gen || (!ring && pos >= kvg_n_ctx(ctx))) {
+            if (tok == kvg_model_eos(model) || n_done[s] == n_gen) {
                 active[s] = false;
                 continue;
             }
@@ -259,7 +259,9 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
             toks[s].push_back(tok);
             ++n_done[s];
             ++n_generated;
-            if (n_done[s] == n_gen) { // its last token needs no logits
+            // its last token needs no logits; at a full (linear) context it has no slot
+            // either, so it ends here, as the single-sequence loop does
+            if (n_done[s] == n_gen || (!ring && pos >= kvg_n_ctx(ctx))) {
                 active[s] = false;
                 continue;
             }

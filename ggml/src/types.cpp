@@ -93,9 +93,15 @@ void quantize_row_q4_0_ref(const float * x, block_q4_0 * y, int64_t k) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = ggml_fp32_to_fp16(d);
         // low nibbles hold elements 0..15, high nibbles 16..31
+        // clamped as floats before the cast: a NaN/inf block (inf * 0 = NaN) must not reach
+        // an undefined float-to-int conversion; it becomes nibble 0
+        auto nibble = [&](float x) {
+            const float v = x * id + 8.5f;
+            return v >= 15.0f ? 15 : v >= 0.0f ? (int) v : 0;
+        };
         for (int j = 0; j < QK4_0 / 2; ++j) {
-            const int q0 = std::min(15, (int) (xb[j] * id + 8.5f));
-            const int q1 = std::min(15, (int) (xb[j + QK4_0 / 2] * id + 8.5f));
+            const int q0 = nibble(xb[j]);
+            const int q1 = nibble(xb[j + QK4_0 / 2]);
             y[b].qs[j] = (uint8_t) (q0 | (q1 << 4));
         }
     }
