@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 WHAT="${1:-all}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
-TSAN_TESTS="${TSAN_TESTS:-executor|hazards|alloc|test-model$|kv-grouped}"
+TSAN_TESTS="${TSAN_TESTS:-executor|hazards|alloc|graphs|test-model$|kv-grouped}"
 if [ -z "${CC:-}" ] || [ -z "${CXX:-}" ]; then
     if command -v clang > /dev/null && command -v clang++ > /dev/null; then
         CC=clang CXX=clang++
