@@ -320,21 +320,24 @@ GGML_API struct ggml_tensor * ggml_silu_inplace(struct ggml_context * ctx, struc
 
 // [n, r2, r3, r4] -> [1, r2, r3, r4]
 GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);
-// index of the max of each row -> I32 [nrows]
+// a [n, r] (F32) -> I32 [r]: the index of each row's maximum; of tied maxima the last (as
+// ggml); NaNs never win
+
 GGML_API struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
-// concatenate a and b along dim
+// a and b equal in every dim but dim (0..3) -> a's shape with ne[dim] = a->ne[dim] + b->ne[dim];
+// a's elements first
 GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim);
 
-// normalize along rows
+// each row (along ne[0]) normalized: norm to mean 0 and variance 1, rms_norm to mean square
+// 1 (x / sqrt(mean(x^2) + eps)); shape unchanged
 GGML_API struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
 GGML_API struct ggml_tensor * ggml_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
 GGML_API struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
 GGML_API struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
 
-// A: k columns, n rows => [ne03, ne02, n, k]
-// B: k columns, m rows  (i.e. we transpose it internally) => [ne03 * x, ne02 * y, m, k]
-// result is n columns, m rows => [ne03 * x, ne02 * y, m, n]
-// A is broadcast over dims 2 and 3 (grouped-query attention).
+// a [K, N, ne2, ne3], b [K, M, ne2 * x, ne3 * y] -> F32 [N, M, ne2 * x, ne3 * y]:
+// result[n, m] = sum over k of a[k, n] * b[k, m] (each row of b dotted with each row of a);
+// a is broadcast over dims 2 and 3 (grouped-query attention).
 GGML_API struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 
 // copy a into b (converting type, quantizing if needed); returns a view of b
@@ -346,7 +349,10 @@ GGML_API struct ggml_tensor * ggml_cont_2d(struct ggml_context * ctx, struct ggm
 GGML_API struct ggml_tensor * ggml_cont_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
 GGML_API struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 
-// views: return tensors sharing a's bytes (a must be contiguous for reshape)
+// views: return tensors sharing a's bytes (a must be contiguous for reshape). view_Nd: ne0..
+// are the view's sizes, nb1.. its strides in bytes (nb0 is a's element size), offset in
+// bytes from a's first byte; the view must lie inside a. permute: a's dim i becomes the
+// result's dim axis_i. transpose swaps dims 0 and 1.
 GGML_API struct ggml_tensor * ggml_reshape(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 GGML_API struct ggml_tensor * ggml_reshape_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
 GGML_API struct ggml_tensor * ggml_reshape_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1);
@@ -359,9 +365,11 @@ GGML_API struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggm
 GGML_API struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3);
 GGML_API struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tensor * a);
 
-// rows of a at the I32 indices b: a [n_embd, n_rows, ne2], b [n, ne2] -> F32 [n_embd, n, ne2]
+// rows of a at the I32 indices b: a [n_embd, n_rows, ne2], b [n, ne2] -> [n_embd, n, ne2],
+// F32 (a float or quantized type converted), or I32 when a is I32
 GGML_API struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-// a[b[i]] = c[i]: scatter rows of b into a at I32/I64 indices c; returns a view of a.
+// a[c[i]] = b[i]: scatter the rows of b (F32) into a at the I32/I64 indices c, converting to
+// a's type; returns a view of a (its other rows unchanged).
 // a [n_embd, n_rows, ne2, ne3], b [n_embd, n, ne2, ne3], c [n, ne2 or 1, ne3 or 1]
 GGML_API struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c);
 
