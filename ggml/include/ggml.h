@@ -322,7 +322,6 @@ GGML_API struct ggml_tensor * ggml_silu_inplace(struct ggml_context * ctx, struc
 GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);
 // a [n, r] (F32) -> I32 [r]: the index of each row's maximum; of tied maxima the last (as
 // ggml); NaNs never win
-
 GGML_API struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
 // a and b equal in every dim but dim (0..3) -> a's shape with ne[dim] = a->ne[dim] + b->ne[dim];
 // a's elements first
