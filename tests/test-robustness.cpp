@@ -7,9 +7,11 @@
 
 #include "ggml-impl.h"
 #include "ggml.h"
+#include "gguf.h"
 #include "kvgraph.h"
 #include "test-common.h"
 
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -332,5 +334,116 @@ TEST_CASE("kvg-generate: weights that are all NaN or infinite run to the end wit
             if (r.code == 1) CHECK(contains(r.output, "error: "));
         }
         std::filesystem::remove(p);
+    }
+}
+
+namespace {
+
+// Runs kvg-generate for at most `seconds`, then kills it; what it printed by then.
+std::string generate_output_within(const std::vector<std::string> & args, double seconds) {
+    const std::string exe = generate_path();
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 1);
+        close(fds[1]);
+        std::vector<char *> argv = {const_cast<char *>(exe.c_str())};
+        for (const std::string & a : args) argv.push_back(const_cast<char *>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(exe.c_str(), argv.data());
+        _exit(127);
+    }
+    close(fds[1]);
+    std::string out;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    for (;;) {
+        const double left = std::chrono::duration<double>(end - std::chrono::steady_clock::now()).count();
+        if (left <= 0) break;
+        pollfd p = {fds[0], POLLIN, 0};
+        if (poll(&p, 1, (int) (left * 1000) + 1) <= 0) break;
+        char buf[4096];
+        const ssize_t n = read(fds[0], buf, sizeof buf);
+        if (n <= 0) break;
+        out.append(buf, (size_t) n);
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(fds[0]);
+    return out;
+}
+
+// The shipped model with token `id` replaced by a user-defined piece `text`.
+std::string model_with_piece(int id, const std::string & text) {
+    const std::string src = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    ggml_context * data = nullptr;
+    gguf_init_params p = {false, &data};
+    gguf_context * g = gguf_init_from_file(src.c_str(), p);
+    REQUIRE(g != nullptr);
+    gguf_context * out = gguf_init_empty();
+    gguf_set_kv(out, g);
+    const int64_t tk = gguf_find_key(g, "tokenizer.ggml.tokens"), ty = gguf_find_key(g, "tokenizer.ggml.token_type");
+    REQUIRE(tk >= 0);
+    REQUIRE(ty >= 0);
+    std::vector<std::string> tokens;
+    for (size_t i = 0; i < gguf_get_arr_n(g, tk); ++i) tokens.push_back(gguf_get_arr_str(g, tk, i));
+    tokens[id] = text;
+    std::vector<const char *> ptrs;
+    for (const std::string & t : tokens) ptrs.push_back(t.c_str());
+    gguf_set_arr_str(out, "tokenizer.ggml.tokens", ptrs.data(), ptrs.size());
+    std::vector<int32_t> types((const int32_t *) gguf_get_arr_data(g, ty), (const int32_t *) gguf_get_arr_data(g, ty) + gguf_get_arr_n(g, ty));
+    types[id] = 4; // user-defined: matched whole
+    gguf_set_arr_data(out, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types.data(), types.size());
+    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) gguf_add_tensor(out, t);
+    const std::string path = temp_path("long-piece.gguf");
+    REQUIRE(gguf_write_to_file(out, path.c_str(), false));
+    gguf_free(out);
+    gguf_free(g);
+    ggml_free(data);
+    return path;
+}
+
+} // namespace
+
+TEST_CASE("kvg-generate: long pieces, streaming --parallel with -n -1, and the context limit with --parallel") {
+    if (generate_path().empty()) {
+        MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
+        return;
+    }
+    const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    SUBCASE("a 300-byte piece is printed whole") {
+        const std::string piece(300, 'Q');
+        const std::string path = model_with_piece(900, piece);
+        const ChildResult r = run_generate({"-m", path, "-p", piece, "-n", "1", "-t", "1"});
+        INFO(r.output);
+        CHECK(r.code == 0);
+        CHECK(contains(r.output, piece));
+        std::remove(path.c_str());
+    }
+    SUBCASE("--parallel with -n -1 in ring mode prints within a second") {
+        const std::string out = generate_output_within({"-m", model, "-p", "And God said", "--parallel", "2", "-n", "-1",
+                                                        "--kv-mode", "ring", "-c", "32", "-t", "1", "--temp", "1"}, 1.0);
+        INFO(out);
+        CHECK(contains(out, "[1] "));
+        CHECK(contains(out, "[2] "));
+    }
+    SUBCASE("at a full context every sequence generates as many tokens as one alone") {
+        const ChildResult one = run_generate({"-m", model, "-p", "And", "-n", "300", "-c", "8", "-t", "1", "--temp", "0"});
+        const ChildResult four = run_generate({"-m", model, "-p", "And", "-n", "300", "-c", "8", "-t", "1", "--temp", "0",
+                                               "--parallel", "4"});
+        INFO(one.output);
+        INFO(four.output);
+        int n1 = -1, n4 = -1;
+        const size_t a = one.output.find("generated:"), b = four.output.find("generated:");
+        REQUIRE(a != std::string::npos);
+        REQUIRE(b != std::string::npos);
+        std::sscanf(one.output.c_str() + a, "generated: %d", &n1);
+        std::sscanf(four.output.c_str() + b, "generated: %d", &n4);
+        CHECK(n1 > 0);
+        CHECK(n4 == 4 * n1);
     }
 }
