@@ -449,11 +449,13 @@ ggml_tensor * ggml_map_custom3_inplace(ggml_context * ctx, ggml_tensor * a, ggml
 }
 
 // ---- names ---------------------------------------------------------------------------------------------------
-static const char * const g_op_names[GGML_OP_COUNT] = {
+// no size in the brackets: the static_assert below fails when an op is added without a name
+static const char * const g_op_names[] = {
     "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SQR", "SQRT", "SUM_ROWS", "ARGMAX", "CONCAT", "NORM", "RMS_NORM",
     "MUL_MAT", "SCALE", "CPY", "CONT", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "SET_ROWS",
     "DIAG_MASK_INF", "SOFT_MAX", "ROPE", "FLASH_ATTN_EXT", "UNARY", "MAP_CUSTOM1", "MAP_CUSTOM2", "MAP_CUSTOM3",
 };
+static_assert(sizeof(g_op_names) / sizeof(g_op_names[0]) == GGML_OP_COUNT, "one name per ggml_op");
 const char * ggml_op_name(enum ggml_op op) { return op >= 0 && op < GGML_OP_COUNT ? g_op_names[op] : "?"; }
 const char * ggml_unary_op_name(enum ggml_unary_op op) {
     switch (op) {
