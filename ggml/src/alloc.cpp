@@ -78,10 +78,11 @@ struct planner {
     ggml_gallocr * ga;
     ggml_cgraph * g;
     const ggml_graph_sched * sc;
-    std::vector<ggml_tensor *> order; // the schedule's execution order
-    ggml_ptr_index pos;               // node -> position in order
+    const std::vector<ggml_tensor *> & order; // the schedule's execution order
+    const ggml_ptr_index & pos;               // node -> position in order
 
-    planner(ggml_gallocr * a, ggml_cgraph * graph, const ggml_graph_sched * s) : ga(a), g(graph), sc(s), order(s->exec), pos(s->exec.size()) {}
+    planner(ggml_gallocr * a, ggml_cgraph * graph, const ggml_graph_sched * s)
+        : ga(a), g(graph), sc(s), order(s->exec), pos(s->position) {}
 
     // Ancestors of each position, kept only while a successor still needs them. Every
     // position below `prefix` is an ancestor; bits cover [64 * base, i). In chains and
@@ -123,7 +124,17 @@ struct planner {
     void compute_anc(int i) {
         ancestor_set & s = anc[i];
         s.prefix = 0;
-        for (int k = sc->pred_off[i]; k < sc->pred_off[i + 1]; ++k) s.prefix = std::max(s.prefix, anc[sc->preds[k]].prefix);
+        bool prev_is_pred = false;
+        for (int k = sc->pred_off[i]; k < sc->pred_off[i + 1]; ++k) {
+            s.prefix = std::max(s.prefix, anc[sc->preds[k]].prefix);
+            prev_is_pred = prev_is_pred || sc->preds[k] == i - 1;
+        }
+        if (prev_is_pred && s.prefix >= i - 1) { // a chain link: everything before i is an ancestor
+            s.prefix = i;
+            s.base = i >> 6;
+            s.bits.clear();
+            return;
+        }
         s.base = s.prefix >> 6;
         s.bits.assign(i > s.prefix ? (size_t) (((i - 1) >> 6) - s.base + 1) : 0, 0);
         for (int k = sc->pred_off[i]; k < sc->pred_off[i + 1]; ++k) {
@@ -161,10 +172,8 @@ struct planner {
         roots_off.assign(n + 1, 0);
         roots.clear();
         for (int i = 0; i < n; ++i) {
-            ggml_access a[GGML_MAX_ACCESSES];
-            const int na = ggml_op_accesses(order[i], a);
-            for (int k = 0; k < na; ++k) {
-                const int rp = pos.get(a[k].root);
+            for (int k = sc->acc_off[i]; k < sc->acc_off[i + 1]; ++k) {
+                const int rp = pos.get(sc->acc[k].root);
                 if (rp >= 0 && std::find(roots.begin() + roots_off[i], roots.end(), rp) == roots.end()) roots.push_back(rp);
             }
             roots_off[i + 1] = (int) roots.size();
@@ -330,10 +339,7 @@ struct planner {
         succ_left.assign(n, 0);
         offset.assign(n, NOWHERE);
         alias.assign(n, -1);
-        for (int i = 0; i < n; ++i) {
-            pos.put(order[i], i);
-            succ_left[i] = sc->succ_off[i + 1] - sc->succ_off[i];
-        }
+        for (int i = 0; i < n; ++i) succ_left[i] = sc->succ_off[i + 1] - sc->succ_off[i];
         index_accessors();
         find_kept();
         // leafs and inputs without memory live for the whole graph

@@ -179,7 +179,7 @@ struct ggml_ptr_index {
     std::vector<const ggml_tensor *> keys;
     std::vector<int> vals;
     size_t mask = 0;
-    explicit ggml_ptr_index(size_t n) {
+    explicit ggml_ptr_index(size_t n = 0) {
         size_t cap = 16;
         while (cap < 2 * n) cap *= 2;
         keys.assign(cap, nullptr);
@@ -214,6 +214,9 @@ struct ggml_graph_sched {
     std::vector<ggml_tensor *> exec;       // nodes in execution order
     std::vector<int> pred_off, preds;      // CSR by exec position, each list sorted, no repeats
     std::vector<int> succ_off, succ;       // the same edges, from the other end
+    ggml_ptr_index position;               // node -> exec position
+    std::vector<int> acc_off;              // node k's accesses (ggml_op_accesses): acc[acc_off[k] ..)
+    std::vector<ggml_access> acc;
 };
 // The schedule of g, rebuilt when its node list or the edges of its nodes changed.
 const ggml_graph_sched * ggml_graph_get_sched(struct ggml_cgraph * g);

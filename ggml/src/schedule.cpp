@@ -131,41 +131,38 @@ bool reads_through_data_edge(const ggml_tensor * t, const ggml_tensor * writer) 
 // written by two or more nodes, or by one that some reader reaches by no data edge.
 // A root with one writer whose readers all read it through data edges (nearly every
 // intermediate result) has nothing to add, and a root nobody writes has no conflicts.
-template <typename Pos>
-void add_conflict_edges(const std::vector<ggml_tensor *> & exec, Pos exec_pos, std::vector<std::pair<int, int>> & edges) {
-    const int n = (int) exec.size();
-    std::vector<ggml_access> acc((size_t) n * GGML_MAX_ACCESSES);
-    std::vector<int> n_acc(n);
-    for (int k = 0; k < n; ++k) n_acc[k] = ggml_op_accesses(exec[k], &acc[(size_t) k * GGML_MAX_ACCESSES]);
-    ggml_ptr_index root_id((size_t) n * GGML_MAX_ACCESSES);
+void add_conflict_edges(const ggml_graph_sched * s, std::vector<std::pair<int, int>> & edges) {
+    const int n = (int) s->exec.size();
+    ggml_ptr_index root_id(s->acc.size());
     std::vector<int> n_writers;
     std::vector<const ggml_tensor *> writer;
     std::vector<char> needs_rules;
-    auto id_of = [&](const ggml_tensor * root) {
-        const int id = root_id.put(root, (int) n_writers.size());
-        if (id == (int) n_writers.size()) { n_writers.push_back(0); writer.push_back(nullptr); needs_rules.push_back(0); }
-        return id;
-    };
+    std::vector<int> ids(s->acc.size());
     for (int k = 0; k < n; ++k) {
-        for (int a = 0; a < n_acc[k]; ++a) {
-            const ggml_access & x = acc[(size_t) k * GGML_MAX_ACCESSES + a];
-            const int id = id_of(x.root);
-            if (x.write && writer[id] != exec[k]) { n_writers[id]++; writer[id] = exec[k]; }
+        for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) {
+            const ggml_access & x = s->acc[a];
+            const int id = ids[a] = root_id.put(x.root, (int) n_writers.size());
+            if (id == (int) n_writers.size()) { n_writers.push_back(0); writer.push_back(nullptr); needs_rules.push_back(0); }
+            if (x.write && writer[id] != s->exec[k]) { n_writers[id]++; writer[id] = s->exec[k]; }
         }
     }
+    bool any = false;
     for (int k = 0; k < n; ++k) {
-        for (int a = 0; a < n_acc[k]; ++a) {
-            const ggml_access & x = acc[(size_t) k * GGML_MAX_ACCESSES + a];
-            const int id = root_id.get(x.root);
-            if (n_writers[id] > 1 || (n_writers[id] == 1 && !x.write && !reads_through_data_edge(exec[k], writer[id]))) needs_rules[id] = 1;
+        for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) {
+            const ggml_access & x = s->acc[a];
+            const int id = ids[a];
+            if (n_writers[id] > 1 || (n_writers[id] == 1 && !x.write && !reads_through_data_edge(s->exec[k], writer[id]))) {
+                needs_rules[id] = 1;
+                any = true;
+            }
         }
     }
+    if (!any) return;
     ggml_hazard_rules rules;
     for (int k = 0; k < n; ++k) {
-        for (int a = 0; a < n_acc[k]; ++a) {
-            const ggml_access & x = acc[(size_t) k * GGML_MAX_ACCESSES + a];
-            if (!needs_rules[root_id.get(x.root)]) continue;
-            rules.record(exec[k], x, [&](ggml_tensor * pred, ggml_dep_kind) { edges.emplace_back(exec_pos(pred), k); });
+        for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) {
+            if (!needs_rules[ids[a]]) continue;
+            rules.record(s->exec[k], s->acc[a], [&](ggml_tensor * pred, ggml_dep_kind) { edges.emplace_back(s->position.get(pred), k); });
         }
     }
 }
@@ -181,16 +178,25 @@ void build(ggml_cgraph * g, ggml_graph_sched * s) {
 
     const int n = (int) nodes.size();
     std::vector<int> pos(n);
+    s->position = ggml_ptr_index((size_t) n);
+    s->acc_off.assign(n + 1, 0);
+    s->acc.clear();
+    s->acc.reserve((size_t) n * 3);
     for (int k = 0; k < n; ++k) {
         pos[order[k]] = k;
         s->exec.push_back(nodes[order[k]]);
+        s->position.put(nodes[order[k]], k);
+        ggml_access a[GGML_MAX_ACCESSES];
+        const int na = ggml_op_accesses(nodes[order[k]], a);
+        s->acc.insert(s->acc.end(), a, a + na);
+        s->acc_off[k + 1] = (int) s->acc.size();
     }
     std::vector<std::pair<int, int>> edges;
     edges.reserve(preds.size() + 2 * (size_t) n);
     for (int i = 0; i < n; ++i) {
         for (int k = off[i]; k < off[i + 1]; ++k) edges.emplace_back(pos[preds[k]], pos[i]);
     }
-    add_conflict_edges(s->exec, [&](const ggml_tensor * t) { return pos[index.get(t)]; }, edges);
+    add_conflict_edges(s, edges);
     to_csr(n, edges, s);
 }
 
