@@ -413,6 +413,12 @@ bool is_weight_type(ggml_type t) {
     return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0;
 }
 
+// Block formats the library can read but has no kernels for (ggml/src/quants-dequant.cpp):
+// widened to f32 at load.
+static bool is_widened_type(ggml_type t) {
+    return t >= 0 && t < GGML_TYPE_COUNT && !is_weight_type(t) && ggml_is_quantized(t) && ggml_get_type_traits(t)->to_float;
+}
+
 // Bytes a type's kernels need the data aligned to.
 size_t type_alignment(ggml_type t) { return t == GGML_TYPE_F32 ? 4 : 2; }
 
@@ -540,8 +546,10 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
                              t->ne[2], t->ne[3], ne0, ne1));
             return nullptr;
         }
-        if (!is_weight_type(t->type)) {
-            fail(err, strfmt("%s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0", path.c_str(),
+        const bool widen_type = !is_weight_type(t->type); // read, then computed as f32
+        if (widen_type && !is_widened_type(t->type)) {
+            fail(err, strfmt("%s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, and (widened to f32 "
+                             "when loaded) q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl", path.c_str(),
                              name.c_str(), ggml_type_name(t->type)));
             return nullptr;
         }
@@ -554,10 +562,12 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
         }
         const uint8_t * src = f.data + begin;
         const bool is_norm = ne1 == 1;
-        if (is_norm && t->type != GGML_TYPE_F32) {
-            // norms are applied with an f32 multiply: widen them once here
-            auto buf = std::make_unique<uint8_t[]>(ne0 * sizeof(float));
-            ggml_get_type_traits(t->type)->to_float(src, (float *) buf.get(), ne0);
+        if ((is_norm && t->type != GGML_TYPE_F32) || widen_type) {
+            // norms are applied with an f32 multiply, and the read-only formats have no
+            // kernels: widen them once here, row by row (exactly the values the file encodes)
+            auto buf = std::make_unique<uint8_t[]>((size_t) ne0 * ne1 * sizeof(float));
+            const ggml_to_float_t to_float = ggml_get_type_traits(t->type)->to_float;
+            for (int64_t r = 0; r < ne1; ++r) to_float(src + r * t->nb[1], (float *) buf.get() + r * ne0, ne0);
             t->type = GGML_TYPE_F32;
             t->nb[0] = sizeof(float);
             for (int i = 1; i < GGML_MAX_DIMS; ++i) t->nb[i] = t->nb[i - 1] * t->ne[i - 1];

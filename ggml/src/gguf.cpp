@@ -279,7 +279,13 @@ void read_tensor_info(gguf_reader & r, gguf_context & ctx, std::unordered_set<st
     const uint32_t type_id = r.read<uint32_t>("tensor type");
     if (type_id >= GGML_TYPE_COUNT) r.fail("invalid tensor type %" PRIu32 " at offset %" PRIu64, type_id, type_at);
     const ggml_type type = (ggml_type) type_id;
-    if (!ggml_type_is_supported(type)) r.fail("tensor type %" PRIu32 " is not supported", type_id);
+    if (!ggml_type_is_supported(type)) {
+        std::string names; // the supported ones, by ggml's names
+        for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+            if (ggml_type_is_supported((ggml_type) t)) names += std::string(names.empty() ? "" : ", ") + ggml_type_name((ggml_type) t);
+        }
+        r.fail("tensor type %" PRIu32 " is not supported (supported: %s)", type_id, names.c_str());
+    }
     const int64_t blck = ggml_blck_size(type);
     if (ne[0] % blck != 0) {
         r.fail("ne[0] = %" PRId64 " is not a multiple of the block size %" PRId64 " of type %s", ne[0], blck,

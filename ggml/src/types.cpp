@@ -141,6 +141,9 @@ static bool init_traits() {
     g_traits[GGML_TYPE_I16]  = {"i16", 1, 0, 2, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I64]  = {"i64", 1, 0, 8, false, nullptr, nullptr};
+    int n = 0;
+    const kvg::read_only_type * ro = kvg::read_only_types(&n);
+    for (int i = 0; i < n; ++i) g_traits[ro[i].type] = {ro[i].name, ro[i].blck_size, 0, ro[i].type_size, true, ro[i].to_float, nullptr};
     return true;
 }
 static const bool g_traits_ready = init_traits();

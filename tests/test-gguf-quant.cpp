@@ -1,0 +1,103 @@
+// llama.cpp's own quantized GGUF files (../shared/gguf-quant: one tiny llama model written
+// by llama-quantize in 11 types, mixed as that tool mixes them, with llama.cpp's logits for
+// 48 tokens): each loads and decodes; its argmax equals llama.cpp's at >= 46 of 48
+// positions, and its logits are no farther from llama.cpp's f32 logits than 1.1x the
+// distance of llama.cpp's own quantized logits to them.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "kvgraph.h"
+#include "test-common.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int N_TOKENS = 48, N_VOCAB = 512;
+
+std::string quant_path(const std::string & name) { return shared_dir() + "/gguf-quant/" + name; }
+
+std::vector<float> read_logits(const std::string & type) {
+    std::ifstream f(quant_path("tiny256-" + type + ".logits.f32"), std::ios::binary);
+    REQUIRE(f);
+    std::vector<float> v((size_t) N_TOKENS * N_VOCAB);
+    f.read((char *) v.data(), (std::streamsize) (v.size() * sizeof(float)));
+    REQUIRE(f);
+    return v;
+}
+
+std::vector<int> read_tokens() {
+    std::ifstream f(quant_path("tiny256.tokens.txt"));
+    REQUIRE(f);
+    std::vector<int> t;
+    for (int x; f >> x;) t.push_back(x);
+    REQUIRE(t.size() == N_TOKENS);
+    return t;
+}
+
+// kvgraph's logits, one token at a time from position 0, f16 KV cache (as llama.cpp's were made)
+std::vector<float> our_logits(const std::string & type, const std::vector<int> & tokens) {
+    char err[512] = "";
+    kvg_model * m = kvg_model_load(quant_path("tiny256-" + type + ".gguf").c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    INFO(err);
+    REQUIRE(m != nullptr);
+    REQUIRE(kvg_model_n_vocab(m) == N_VOCAB);
+    kvg_context_params p = kvg_context_default_params();
+    p.n_ctx = 64;
+    p.n_threads = 1;
+    p.kv_type = KVG_KV_F16;
+    kvg_context * c = kvg_context_new(m, p, err, sizeof err);
+    REQUIRE(c != nullptr);
+    std::vector<float> out;
+    for (int i = 0; i < N_TOKENS; ++i) {
+        const float * l = kvg_decode(c, &tokens[i], 1, i, err, sizeof err);
+        INFO(err);
+        REQUIRE(l != nullptr);
+        out.insert(out.end(), l, l + N_VOCAB);
+    }
+    kvg_context_free(c);
+    kvg_model_free(m);
+    return out;
+}
+
+double rms(const std::vector<float> & a, const std::vector<float> & b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += (double) (a[i] - b[i]) * (a[i] - b[i]);
+    return std::sqrt(s / (double) a.size());
+}
+
+int argmax_matches(const std::vector<float> & a, const std::vector<float> & b) {
+    int n = 0;
+    for (int t = 0; t < N_TOKENS; ++t) {
+        const int ia = kvg_argmax(a.data() + (size_t) t * N_VOCAB, N_VOCAB), ib = kvg_argmax(b.data() + (size_t) t * N_VOCAB, N_VOCAB);
+        n += ia == ib;
+    }
+    return n;
+}
+
+} // namespace
+
+TEST_CASE("llama.cpp's quantized files: same argmax, no farther from the f32 model than llama.cpp") {
+    const std::vector<int> tokens = read_tokens();
+    const std::vector<float> ref_f32 = read_logits("f32");
+    std::ostringstream table;
+    table << "type      argmax  rms(ours,f32)  rms(llama.cpp,f32)  ratio\n";
+    for (const char * type : {"f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl"}) {
+        CAPTURE(type);
+        const std::vector<float> ours = our_logits(type, tokens), theirs = read_logits(type);
+        const int same = argmax_matches(ours, theirs);
+        const double d_ours = rms(ours, ref_f32), d_theirs = rms(theirs, ref_f32);
+        char line[160];
+        snprintf(line, sizeof line, "%-8s  %2d/48  %13.4f  %18.4f  %5.2f\n", type, same, d_ours, d_theirs,
+                 d_theirs > 0 ? d_ours / d_theirs : 0.0);
+        table << line;
+        CHECK(same >= 46);
+        if (std::string(type) == "f32") CHECK(d_ours < 0.05);
+        else CHECK(d_ours <= 1.1 * d_theirs);
+    }
+    MESSAGE(table.str());
+}
