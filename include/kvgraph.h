@@ -41,6 +41,10 @@ struct kvg_model_params {
     // Scan every weight after loading: NaN/inf in f32/f16/bf16 tensors, non-finite block
     // scales in q8_0/q4_0 ones; the first one found fails the load (default false: reads all weights).
     bool   check_tensors;
+    // Load only the tokenizer (as llama.cpp's vocab_only): a GGUF file with or without
+    // tensors, e.g. llama.cpp's vocab-only files. kvg_tokenize / kvg_detokenize work on the
+    // model; creating a context from it fails (default false).
+    bool   vocab_only;
 };
 struct kvg_model_params kvg_model_default_params(void);
 

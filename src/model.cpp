@@ -422,15 +422,28 @@ static bool is_widened_type(ggml_type t) {
 // Bytes a type's kernels need the data aligned to.
 size_t type_alignment(ggml_type t) { return t == GGML_TYPE_F32 ? 4 : 2; }
 
+// tokenizer.ggml.merges of a byte-level BPE vocabulary: strings "left right", best first.
+bool read_merges(const GgufReader & r, std::vector<std::string> * merges) {
+    const int64_t id = r.key("tokenizer.ggml.merges");
+    if (id < 0) return fail(r.err, r.path + ": a 'gpt2' tokenizer needs tokenizer.ggml.merges");
+    if (gguf_get_kv_type(r.g, id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(r.g, id) != GGUF_TYPE_STRING) {
+        return fail(r.err, r.path + ": tokenizer.ggml.merges is not an array of strings");
+    }
+    const size_t n = gguf_get_arr_n(r.g, id);
+    merges->reserve(n);
+    for (size_t i = 0; i < n; ++i) merges->push_back(gguf_get_arr_str(r.g, id, i));
+    return true;
+}
+
 bool read_vocab(const GgufReader & r, Model & m) {
     const int64_t tok_id = r.key("tokenizer.ggml.tokens");
     if (tok_id < 0) return true; // token ids only
-    std::string model;
+    std::string model = "llama";
     if (r.key("tokenizer.ggml.model") >= 0) {
         if (!r.get_str("tokenizer.ggml.model", &model)) return false;
-        if (model != "llama") {
-            return fail(r.err, strfmt("%s: tokenizer.ggml.model is '%s'; only 'llama' (SentencePiece BPE) is supported",
-                                      r.path.c_str(), model.c_str()));
+        if (model != "llama" && model != "gpt2") {
+            return fail(r.err, strfmt("%s: tokenizer.ggml.model is '%s'; supported: 'llama' (SentencePiece BPE), "
+                                      "'gpt2' (byte-level BPE)", r.path.c_str(), model.c_str()));
         }
     }
     gguf_context * g = r.g;
@@ -472,7 +485,15 @@ bool read_vocab(const GgufReader & r, Model & m) {
         return false;
     }
     std::string verr;
-    if (!m.vocab.init(std::move(pieces), std::move(scores), std::move(types), bos, eos, unk, &verr)) {
+    if (model == "gpt2") {
+        std::vector<std::string> merges;
+        if (!read_merges(r, &merges)) return false;
+        std::string pre;
+        if (r.key("tokenizer.ggml.pre") >= 0 && !r.get_str("tokenizer.ggml.pre", &pre)) return false;
+        if (!m.vocab.init_bpe(std::move(pieces), std::move(types), merges, pre, bos, eos, &verr)) {
+            return fail(r.err, r.path + ": tokenizer: " + verr);
+        }
+    } else if (!m.vocab.init(std::move(pieces), std::move(scores), std::move(types), bos, eos, unk, &verr)) {
         return fail(r.err, r.path + ": tokenizer: " + verr);
     }
     m.has_vocab = true;
@@ -482,6 +503,24 @@ bool read_vocab(const GgufReader & r, Model & m) {
 }
 
 } // namespace
+
+// The tokenizer of any GGUF file (vocab_only): the vocabulary's size is its token count.
+static std::unique_ptr<Model> read_vocab_only(const GgufReader & r, std::unique_ptr<Model> m) {
+    const int64_t tok_id = r.key("tokenizer.ggml.tokens");
+    if (tok_id < 0) {
+        fail(r.err, r.path + ": no tokenizer (tokenizer.ggml.tokens) in the file");
+        return nullptr;
+    }
+    const size_t n = gguf_get_kv_type(r.g, tok_id) == GGUF_TYPE_ARRAY ? gguf_get_arr_n(r.g, tok_id) : 0;
+    if (n == 0 || n > (size_t) INT32_MAX) {
+        fail(r.err, r.path + ": tokenizer.ggml.tokens is empty or not an array");
+        return nullptr;
+    }
+    m->hp.n_vocab = (int) n;
+    if (!read_vocab(r, *m)) return nullptr;
+    m->desc = "gguf vocab only: " + std::to_string(n) + " tokens";
+    return m;
+}
 
 std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & opt, std::string * err) {
     std::string e;
@@ -500,6 +539,7 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
     struct guard { gguf_context * g; ~guard() { gguf_free(g); } } gguard{g};
     GgufReader r{g, path, err};
 
+    if (opt.vocab_only) return read_vocab_only(r, std::move(m));
     std::string arch;
     if (!r.get_str("general.architecture", &arch)) return nullptr;
     if (arch != "llama") {

@@ -81,6 +81,7 @@ struct Model {
 struct LoadOptions {
     bool use_mmap = true;
     bool check_tensors = false; // fail on NaN/inf weights or non-finite block scales (see check_tensor_data)
+    bool vocab_only = false;    // GGUF: read the tokenizer only (any file, tensors or not)
 };
 
 // Either format, chosen by the file's first bytes ("GGUF" magic or not). tokenizer_path

@@ -1,5 +1,7 @@
 #include "vocab.h"
 
+#include "vocab-bpe.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -91,7 +93,37 @@ std::string replace_all(const std::string& s, const char* from, size_t from_len,
 
 Vocab::Vocab() { clear(); }
 
+bool Vocab::init_bpe(std::vector<std::string> tokens, std::vector<int> types, const std::vector<std::string>& merges,
+                     const std::string& pre, int bos, int eos, std::string* err) {
+    clear();
+    if (tokens.empty()) {
+        set_err(err, "vocab has no tokens");
+        return false;
+    }
+    if (!types.empty() && types.size() != tokens.size()) {
+        set_err(err, "token types do not match the tokens");
+        return false;
+    }
+    auto bpe = std::make_shared<BpeTokenizer>();
+    if (!bpe->init(tokens, types, merges, pre, err)) return false;
+    const int n = (int)tokens.size();
+    if (bos >= n || eos >= n) {
+        set_err(err, "special token id out of range");
+        return false;
+    }
+    if (types.empty()) types.assign(tokens.size(), TOKEN_TYPE_NORMAL);
+    scores_.assign(tokens.size(), 0.0f);
+    for (size_t i = 0; i < tokens.size(); ++i) piece_to_id_.emplace(tokens[i], (int)i);
+    pieces_ = std::move(tokens);
+    types_ = std::move(types);
+    bos_ = bos;
+    eos_ = eos;
+    bpe_ = std::move(bpe);
+    return true;
+}
+
 void Vocab::clear() {
+    bpe_.reset();
     pieces_.clear();
     scores_.clear();
     types_.clear();
@@ -305,6 +337,11 @@ bool Vocab::is_mergeable(int id) const {
 std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
     std::vector<int> out;
     if (add_bos && bos_ >= 0) out.push_back(bos_);
+    if (bpe_) {
+        const std::vector<int> ids = bpe_->encode(text);
+        out.insert(out.end(), ids.begin(), ids.end());
+        return out;
+    }
     if (text.empty() || pieces_.empty()) return out;
 
     // Normalise: dummy prefix, then every space becomes "▁".
@@ -402,6 +439,7 @@ std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
 
 std::string Vocab::token_to_piece(int id) const {
     if (!valid_id(id)) return {};
+    if (bpe_) return bpe_->token_bytes(id);
     switch (types_[id]) {
         case TOKEN_TYPE_CONTROL:
             return {};
@@ -416,6 +454,7 @@ std::string Vocab::token_to_piece(int id) const {
 
 std::string Vocab::decode_next(int prev, int id) const {
     std::string p = token_to_piece(id);
+    if (bpe_) return p;  // no dummy prefix to drop
     // Only a text piece carries the dummy prefix; a byte token is literal.
     const bool text_piece = valid_id(id) && types_[id] != TOKEN_TYPE_BYTE && types_[id] != TOKEN_TYPE_UNKNOWN;
     if ((prev < 0 || prev == bos_) && text_piece && !p.empty() && p[0] == ' ') p.erase(0, 1);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,6 +28,8 @@ enum TokenType : int {
     TOKEN_TYPE_BYTE         = 6,
 };
 
+class BpeTokenizer;
+
 class Vocab {
 public:
     Vocab();
@@ -42,6 +45,12 @@ public:
     // bos/eos/unk may be -1 (absent). On failure the vocab is left empty.
     bool init(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types,
               int bos, int eos, int unk, std::string* err);
+
+    // Byte-level BPE (GGUF tokenizer.ggml.model = "gpt2", vocab-bpe.h): tokens in their
+    // byte-to-unicode form, merges "left right" best first, pre the pre-tokenizer name.
+    // encode / decode / token_to_piece then follow that scheme (no dummy prefix).
+    bool init_bpe(std::vector<std::string> tokens, std::vector<int> types, const std::vector<std::string>& merges,
+                  const std::string& pre, int bos, int eos, std::string* err);
 
     // Llama-2 SentencePiece encoding: dummy-prefix space, ' ' -> "▁", split into
     // UTF-8 characters, merge the best-scoring adjacent pair (leftmost on ties)
@@ -82,6 +91,7 @@ private:
     bool is_mergeable(int id) const;  // piece may be produced by encode's merges
     void clear();
 
+    std::shared_ptr<const BpeTokenizer> bpe_;  // set: a byte-level BPE vocabulary
     std::vector<std::string> pieces_;
     std::vector<float> scores_;
     std::vector<int> types_;

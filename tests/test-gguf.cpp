@@ -214,14 +214,16 @@ TEST_CASE("a GGUF file built byte by byte is read with its values, shapes and da
     }
 }
 
-TEST_CASE("a header with no tensors and no keys is valid once padded to the alignment") {
+TEST_CASE("a header with no tensors and no keys is valid, padded to the alignment or not") {
     auto l = load(header(0, 0).pad(32));
     REQUIRE_MESSAGE(l->g, l->err);
     CHECK(gguf_get_n_kv(l->g) == 0);
     CHECK(gguf_get_n_tensors(l->g) == 0);
     CHECK(gguf_get_data_offset(l->g) == 32);
-    // without the padding the data section would start past the end of the file
-    CHECK(contains(error_of(header(0, 0)), "data section at offset 24: starts at offset 32"));
+    // without tensors the file may end unpadded (llama.cpp's vocab-only files do; ggml accepts them)
+    auto u = load(header(0, 0));
+    REQUIRE_MESSAGE(u->g, u->err);
+    CHECK(gguf_get_n_tensors(u->g) == 0);
 }
 
 TEST_CASE("write and read back every KV type, arrays and F32/F16/Q8_0/Q4_0 tensors byte-exact") {

@@ -248,7 +248,14 @@ TEST_CASE("GGUF files with wrong metadata or tensors") {
         gguf_set_val_str(g, "tokenizer.ggml.model", "gpt2");
         add_all_tensors(g, d);
     });
-    CHECK(contains(load_error(p), "tokenizer.ggml.model is 'gpt2'"));
+    CHECK(contains(load_error(p), "a 'gpt2' tokenizer needs tokenizer.ggml.merges"));
+    std::remove(p.c_str());
+
+    p = edited_gguf("tokmodel2.gguf", [](gguf_context * g, ggml_context * d) {
+        gguf_set_val_str(g, "tokenizer.ggml.model", "bert");
+        add_all_tensors(g, d);
+    });
+    CHECK(contains(load_error(p), "tokenizer.ggml.model is 'bert'; supported: 'llama'"));
     std::remove(p.c_str());
 }
 

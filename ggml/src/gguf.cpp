@@ -421,10 +421,11 @@ gguf_context * parse(gguf_reader & r, gguf_init_params params, std::string & err
         ctx->info.reserve((size_t) std::min<uint64_t>(n_tensors, RESERVE_CAP));
         for (uint64_t i = 0; i < n_tensors; ++i) read_tensor_info(r, *ctx, seen, i, info_offs);
 
-        // the data section starts at the padded end of the metadata, even with no tensors
+        // the data section starts at the padded end of the metadata, even with no tensors;
+        // a file without tensors may end unpadded (llama.cpp's vocab-only files do), as ggml accepts
         const uint64_t meta_end = r.pos();
         ctx->offset = (size_t) pad_to(meta_end, ctx->alignment);
-        if (ctx->offset > r.size()) {
+        if (ctx->offset > r.size() && n_tensors > 0) {
             r.set_item("data section", meta_end);
             r.fail("starts at offset %zu (end of metadata padded to the alignment %zu), past end of file (%" PRIu64
                    " bytes)", ctx->offset, ctx->alignment, r.size());
