@@ -9,6 +9,7 @@
 //  - token_to_piece accepts any id, including out-of-range ones.
 #include "fuzz-common.h"
 
+#include "kvgraph.h"
 #include "vocab.h"
 
 namespace {
@@ -26,6 +27,38 @@ const kvg::Vocab & vocab() {
         return v;
     }();
     return *v;
+}
+
+// Llama 3's byte-level BPE vocabulary (llama.cpp's vocab-only file): any bytes round-trip.
+kvg_model * bpe_model() {
+    static kvg_model * m = [] {
+        const char * env = std::getenv("KVG_SHARED_DIR");
+        const std::string path = std::string(env && *env ? env : KVG_SHARED_DIR) + "/vocab/ggml-vocab-llama-bpe.gguf";
+        kvg_model_params p = kvg_model_default_params();
+        p.vocab_only = true;
+        char err[512];
+        kvg_model * model = kvg_model_load(path.c_str(), nullptr, p, err, sizeof err);
+        if (!model) {
+            std::fprintf(stderr, "fuzz-tokenize: cannot load %s: %s\n", path.c_str(), err);
+            std::abort();
+        }
+        return model;
+    }();
+    return m;
+}
+
+void check_bpe(const std::string & text) {
+    kvg_model * m = bpe_model();
+    const int32_t n = -kvg_tokenize(m, text.c_str(), false, nullptr, 0);
+    std::vector<kvg_token> ids((size_t) n + 1);
+    FUZZ_CHECK(kvg_tokenize(m, text.c_str(), false, ids.data(), (int32_t) ids.size()) == n, "bpe: token count changed");
+    for (int32_t i = 0; i < n; ++i) FUZZ_CHECK(ids[i] >= 0 && ids[i] < kvg_model_n_vocab(m), "bpe: bad id %d", ids[i]);
+    std::vector<char> buf(text.size() + 16);
+    const int32_t len = kvg_detokenize(m, ids.data(), n, buf.data(), (int32_t) buf.size());
+    // the C API stops at the first NUL, so compare with the text up to it
+    const std::string upto(text.c_str());
+    FUZZ_CHECK(len == (int32_t) upto.size() && std::memcmp(buf.data(), upto.data(), upto.size()) == 0,
+               "bpe: round trip of %zu bytes gave %d", upto.size(), len);
 }
 
 } // namespace
@@ -54,6 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     with_bos.erase(with_bos.begin());
     FUZZ_CHECK(with_bos == ids, "BOS changes the encoding");
     FUZZ_CHECK(v.decode(v.encode(text, true)) == back, "BOS changes the decoding");
+
+    check_bpe(text);
 
     // the bytes as token ids
     for (size_t i = 0; i + 4 <= size && i < 64; i += 4) {
