@@ -70,17 +70,22 @@ bool contains(const std::string & s, const std::string & part) { return s.find(p
 std::string temp_path(const std::string & name) { return ::temp_path("test-robust", name); }
 
 // kvg-generate: $KVG_GENERATE, else bin/ of the build tree (this test runs from <build>/tests).
-std::string generate_path() {
-    if (const char * e = std::getenv("KVG_GENERATE")) return e;
+// An example binary of the build tree (this test runs from <build>/tests), "" if not built.
+std::string example_path(const char * name) {
     char self[4096];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return "";
     self[n] = '\0';
     const std::filesystem::path dir = std::filesystem::path(self).parent_path();
-    for (const auto & p : {dir.parent_path() / "bin" / "kvg-generate", dir / "bin" / "kvg-generate"}) {
+    for (const auto & p : {dir.parent_path() / "bin" / name, dir / "bin" / name}) {
         if (std::filesystem::exists(p)) return p.string();
     }
     return "";
+}
+
+std::string generate_path() {
+    if (const char * e = std::getenv("KVG_GENERATE")) return e;
+    return example_path("kvg-generate");
 }
 
 ChildResult run_generate(const std::vector<std::string> & args) {
@@ -446,4 +451,22 @@ TEST_CASE("kvg-generate: long pieces, streaming --parallel with -n -1, and the c
         CHECK(n1 > 0);
         CHECK(n4 == 4 * n1);
     }
+}
+
+TEST_CASE("kvg-bench: an error after the model is loaded exits 1, the model freed (LeakSanitizer in CI)") {
+    const std::string exe = example_path("kvg-bench");
+    if (exe.empty()) {
+        MESSAGE("kvg-bench not built: skipped");
+        return;
+    }
+    const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    const ChildResult r = run_child([&] {
+        const char * argv[] = {exe.c_str(), "-m", model.c_str(), "-t", "99999", "-r", "1", nullptr};
+        execv(exe.c_str(), const_cast<char **>(argv));
+        _exit(127);
+    });
+    INFO(r.output);
+    CHECK(r.exited);
+    CHECK(r.code == 1); // a leak report would change the exit code under ASan
+    CHECK(contains(r.output, "n_threads = 99999 is invalid"));
 }

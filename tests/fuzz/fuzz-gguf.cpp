@@ -163,16 +163,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
 
     check_round_trip(g, data, size);
     const bool is_llama = gguf_find_key(g, "general.architecture") >= 0;
+    const bool has_tokens = gguf_find_key(g, "tokenizer.ggml.tokens") >= 0;
     gguf_free(g);
     ggml_free(meta);
 
-    // a llama model? (the loader reads from a path)
+    static fuzz::MemFile file;
+    if (has_tokens) { // the tokenizer alone (vocab_only), whatever the rest of the file
+        const std::string & path = file.write(data, size);
+        kvg_model_params vp = kvg_model_default_params();
+        vp.vocab_only = true;
+        kvg_model * v = kvg_model_load(path.c_str(), nullptr, vp, err, sizeof err);
+        FUZZ_CHECK(v || err[0] != '\0', "vocab-only load failed without a message");
+        if (v) {
+            kvg_token ids[64];
+            const int32_t n = kvg_tokenize(v, "Hello world, \xE2\x96\x81 \xff!", false, ids, 64);
+            char buf[512];
+            if (n > 0) FUZZ_CHECK(kvg_detokenize(v, ids, n, buf, sizeof buf) > -(1 << 20), "detokenize");
+            kvg_model_free(v);
+        }
+    }
+
+    // a llama model? (the loader reads from a path); the copying load also scans the weights
     if (is_llama) {
-        static fuzz::MemFile file;
         const std::string & path = file.write(data, size);
         for (bool mmap : {true, false}) {
             kvg_model_params mp = kvg_model_default_params();
             mp.use_mmap = mmap;
+            mp.check_tensors = !mmap;
             kvg_model * model = kvg_model_load(path.c_str(), nullptr, mp, err, sizeof err);
             if (!model) {
                 FUZZ_CHECK(err[0] != '\0', "model load failed without a message");
