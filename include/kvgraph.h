@@ -61,6 +61,7 @@ enum kvg_ftype {
     KVG_FTYPE_F16  = 1,
     KVG_FTYPE_Q8_0 = 2,
     KVG_FTYPE_Q4_0 = 3,
+    KVG_FTYPE_BF16 = 4,
 };
 // Writes the model (weights converted to ftype; 1-D norms stay f32, matrices whose rows are
 // not a multiple of 32 fall back to f16 for q8_0/q4_0) as a GGUF v3 llama file with

@@ -776,8 +776,9 @@ static bool write_replacing(gguf_context * g, const std::string & path, std::str
 }
 
 bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool placeholder_vocab, std::string * err) {
-    if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_Q8_0 && type != GGML_TYPE_Q4_0) {
-        return fail(err, strfmt("cannot write weights as %s (f32, f16, q8_0, q4_0)", ggml_type_name(type)));
+    if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16 && type != GGML_TYPE_Q8_0 &&
+        type != GGML_TYPE_Q4_0) {
+        return fail(err, strfmt("cannot write weights as %s (f32, f16, bf16, q8_0, q4_0)", ggml_type_name(type)));
     }
     const HParams & hp = m.hp;
     gguf_context * g = gguf_init_empty();
@@ -785,8 +786,9 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
 
     gguf_set_val_str(g, "general.architecture", "llama");
     gguf_set_val_str(g, "general.name", "kvgraph-converted");
-    // llama.cpp's file types: all f32, mostly f16, q4_0, q8_0
-    const uint32_t ftype = type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : type == GGML_TYPE_Q4_0 ? 2 : 7;
+    // llama.cpp's file types: all f32, mostly f16, q4_0, q8_0, bf16
+    const uint32_t ftype = type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : type == GGML_TYPE_Q4_0 ? 2
+                         : type == GGML_TYPE_BF16 ? 32 : 7;
     gguf_set_val_u32(g, "general.file_type", ftype);
     gguf_set_val_u32(g, "llama.context_length", hp.n_ctx_train);
     gguf_set_val_u32(g, "llama.embedding_length", hp.n_embd);

@@ -99,9 +99,11 @@ int main(int argc, char ** argv) {
     const Config tiny = {8, 16, 1, 2, 1, 16, 8};      // GQA, shared classifier
     const Config two = {32, 32, 2, 4, 2, -24, 16};    // separate classifier, rows of 32 for q8_0/q4_0
     const Config mha = {16, 24, 1, 4, 4, 267, 4};     // vocab of bytes267.bin
+    const Config kv32 = {64, 32, 1, 2, 1, 16, 8};     // K/V rows of 32: the grouped q8_0 KV cache path
     write_file(dir + "/llama2c/tiny.bin", checkpoint(tiny));
     write_file(dir + "/llama2c/two-layers.bin", checkpoint(two));
     write_file(dir + "/llama2c/mha.bin", checkpoint(mha));
+    write_file(dir + "/llama2c/kv32.bin", checkpoint(kv32));
 
     // GGUF versions of the same models, through the runtime's own writer
     const std::string tmp = dir + "/.seed-tmp.bin";
@@ -112,6 +114,7 @@ int main(int argc, char ** argv) {
         {"two-q8_0-no-vocab.gguf", two, nullptr, KVG_FTYPE_Q8_0, true},
         {"two-q4_0-no-vocab.gguf", two, nullptr, KVG_FTYPE_Q4_0, true},
         {"mha-f16-bytes-vocab.gguf", mha, "tokenizer-bin/bytes267.bin", KVG_FTYPE_F16, false},
+        {"kv32-bf16-vocab.gguf", kv32, "tokenizer-bin/tiny16.bin", KVG_FTYPE_BF16, false},
     };
     char err[512];
     for (const Out & o : outs) {
