@@ -36,8 +36,8 @@ struct ChildResult {
     std::string output;  // stdout + stderr
 };
 
-// Runs fn in a forked child with stdout and stderr captured.
-ChildResult run_child(const std::function<void()> & fn) {
+// Forks a child running fn with stdout and stderr into a pipe; *out is the pipe's read end.
+pid_t spawn(const std::function<void()> & fn, int * out) {
     int fds[2];
     REQUIRE(pipe(fds) == 0);
     std::fflush(nullptr);
@@ -53,11 +53,19 @@ ChildResult run_child(const std::function<void()> & fn) {
         _exit(0);
     }
     close(fds[1]);
+    *out = fds[0];
+    return pid;
+}
+
+// Runs fn in a forked child with stdout and stderr captured.
+ChildResult run_child(const std::function<void()> & fn) {
+    int fd = -1;
+    const pid_t pid = spawn(fn, &fd);
     ChildResult r;
     char buf[4096];
     ssize_t n;
-    while ((n = read(fds[0], buf, sizeof buf)) > 0) r.output.append(buf, (size_t) n);
-    close(fds[0]);
+    while ((n = read(fd, buf, sizeof buf)) > 0) r.output.append(buf, (size_t) n);
+    close(fd);
     int status = 0;
     REQUIRE(waitpid(pid, &status, 0) == pid);
     r.exited = WIFEXITED(status);
@@ -347,38 +355,30 @@ namespace {
 // Runs kvg-generate for at most `seconds`, then kills it; what it printed by then.
 std::string generate_output_within(const std::vector<std::string> & args, double seconds) {
     const std::string exe = generate_path();
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 1);
-        close(fds[1]);
+    int fd = -1;
+    const pid_t pid = spawn([&] {
         std::vector<char *> argv = {const_cast<char *>(exe.c_str())};
         for (const std::string & a : args) argv.push_back(const_cast<char *>(a.c_str()));
         argv.push_back(nullptr);
         execv(exe.c_str(), argv.data());
         _exit(127);
-    }
-    close(fds[1]);
+    }, &fd);
     std::string out;
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     for (;;) {
         const double left = std::chrono::duration<double>(end - std::chrono::steady_clock::now()).count();
         if (left <= 0) break;
-        pollfd p = {fds[0], POLLIN, 0};
+        pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, (int) (left * 1000) + 1) <= 0) break;
         char buf[4096];
-        const ssize_t n = read(fds[0], buf, sizeof buf);
+        const ssize_t n = read(fd, buf, sizeof buf);
         if (n <= 0) break;
         out.append(buf, (size_t) n);
     }
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
-    close(fds[0]);
+    close(fd);
     return out;
 }
 
