@@ -36,7 +36,7 @@ namespace {
 
 struct free_block {
     size_t offset, size;
-    std::vector<int> last_users; // nodes that touched the bytes last; must precede a new tenant
+    int users_off, n_users; // nodes that touched the bytes last (in planner::user_pool); must precede a new tenant
 };
 
 // Ops whose kernel computes dst[i] only from the same position (or the same row) of
@@ -180,11 +180,16 @@ struct planner {
         }
     }
 
+    std::vector<int> user_pool; // the free blocks' user lists; append-only, at most one per release
     bool can_reuse(const free_block & b, int i) const {
-        for (int u : b.last_users) {
-            if (u != i && !done_before(u, i)) return false;
+        for (int k = b.users_off; k < b.users_off + b.n_users; ++k) {
+            if (user_pool[k] != i && !done_before(user_pool[k], i)) return false;
         }
         return true;
+    }
+    bool same_users(const free_block & a, const free_block & b) const {
+        return a.n_users == b.n_users && std::equal(user_pool.begin() + a.users_off, user_pool.begin() + a.users_off + a.n_users,
+                                                    user_pool.begin() + b.users_off);
     }
 
     // Free space is a list of segments sorted by offset, each with the nodes that last
@@ -237,23 +242,25 @@ struct planner {
     // Frees [off, off + size) while node i runs the last access to them. A later tenant must
     // follow every user; users that are ancestors of i are represented by i itself, which
     // keeps the lists short (a chain's segments always have one user).
-    void release(size_t off, size_t size, std::vector<int> users, int i) {
-        users.erase(std::remove_if(users.begin(), users.end(), [&](int u) { return u == i || done_before(u, i); }), users.end());
-        users.push_back(i);
-        std::sort(users.begin(), users.end());
-        users.erase(std::unique(users.begin(), users.end()), users.end());
+    // The users are user_pool[first ..); they are filtered there and stay as the block's list.
+    void release(size_t off, size_t size, size_t first, int i) {
+        const auto begin = user_pool.begin() + (std::ptrdiff_t) first;
+        user_pool.erase(std::remove_if(begin, user_pool.end(), [&](int u) { return u == i || done_before(u, i); }), user_pool.end());
+        user_pool.push_back(i);
+        std::sort(user_pool.begin() + (std::ptrdiff_t) first, user_pool.end());
+        user_pool.erase(std::unique(user_pool.begin() + (std::ptrdiff_t) first, user_pool.end()), user_pool.end());
         auto it = std::lower_bound(free_list.begin(), free_list.end(), off,
                                    [](const free_block & b, size_t o) { return b.offset < o; });
-        it = free_list.insert(it, free_block{off, size, std::move(users)});
+        it = free_list.insert(it, free_block{off, size, (int) first, (int) (user_pool.size() - first)});
         // merge with neighbours that have the same users
         auto next = it + 1;
-        if (next != free_list.end() && it->offset + it->size == next->offset && next->last_users == it->last_users) {
+        if (next != free_list.end() && it->offset + it->size == next->offset && same_users(*next, *it)) {
             it->size += next->size;
             free_list.erase(next);
         }
         if (it != free_list.begin()) {
             auto prev = it - 1;
-            if (prev->offset + prev->size == it->offset && prev->last_users == it->last_users) {
+            if (prev->offset + prev->size == it->offset && same_users(*prev, *it)) {
                 prev->size += it->size;
                 free_list.erase(it);
             }
@@ -365,9 +372,10 @@ struct planner {
     // r may end an in-place chain: its bytes are also those of the sources it overwrote,
     // so every user of the chain must precede the next tenant.
     void release_chain(int r, int i) {
-        std::vector<int> users(acc.begin() + acc_off[r], acc.begin() + acc_off[r + 1]);
-        for (int base = alias[r]; base >= 0; base = alias[base]) users.insert(users.end(), acc.begin() + acc_off[base], acc.begin() + acc_off[base + 1]);
-        release(offset[r], GGML_PAD(ggml_nbytes(order[r]), ALLOC_ALIGN), std::move(users), i);
+        const size_t first = user_pool.size();
+        user_pool.insert(user_pool.end(), acc.begin() + acc_off[r], acc.begin() + acc_off[r + 1]);
+        for (int base = alias[r]; base >= 0; base = alias[base]) user_pool.insert(user_pool.end(), acc.begin() + acc_off[base], acc.begin() + acc_off[base + 1]);
+        release(offset[r], GGML_PAD(ggml_nbytes(order[r]), ALLOC_ALIGN), first, i);
     }
 };
 

@@ -32,21 +32,6 @@ int64_t ggml_time_ms(void) { return ggml_time_us() / 1000; }
 int64_t ggml_nelements(const ggml_tensor * t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
 int64_t ggml_nrows(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
 
-size_t ggml_nbytes(const ggml_tensor * t) {
-    for (int i = 0; i < GGML_MAX_DIMS; ++i) {
-        if (t->ne[i] <= 0) return 0;
-    }
-    const int64_t blck = ggml_blck_size(t->type);
-    size_t nbytes;
-    if (blck == 1) {
-        nbytes = ggml_type_size(t->type);
-        for (int i = 0; i < GGML_MAX_DIMS; ++i) nbytes += (t->ne[i] - 1) * t->nb[i];
-    } else {
-        nbytes = t->ne[0] * t->nb[0] / blck;
-        for (int i = 1; i < GGML_MAX_DIMS; ++i) nbytes += (t->ne[i] - 1) * t->nb[i];
-    }
-    return nbytes;
-}
 
 size_t ggml_row_size(enum ggml_type type, int64_t ne) {
     GGML_ASSERT(ne % ggml_blck_size(type) == 0);
@@ -70,18 +55,6 @@ int ggml_n_dims(const ggml_tensor * t) {
     return 1;
 }
 
-bool ggml_is_contiguous(const ggml_tensor * t) {
-    size_t next = ggml_type_size(t->type);
-    if (t->ne[0] != ggml_blck_size(t->type) && t->nb[0] != next) return false;
-    next *= t->ne[0] / ggml_blck_size(t->type);
-    for (int i = 1; i < GGML_MAX_DIMS; ++i) {
-        if (t->ne[i] != 1) {
-            if (t->nb[i] != next) return false;
-            next *= t->ne[i];
-        }
-    }
-    return true;
-}
 bool ggml_is_contiguous_rows(const ggml_tensor * t) {
     return t->ne[0] == ggml_blck_size(t->type) || t->nb[0] == ggml_type_size(t->type);
 }

@@ -37,14 +37,14 @@ void collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, gg
         if (index.put(g->nodes[i], (int) nodes.size()) == (int) nodes.size()) nodes.push_back(g->nodes[i]);
     }
     const int n = (int) nodes.size();
-    auto is_node = [&](const ggml_tensor * p) { return index.get(p) >= 0; };
+    int found = -1; // f is called right after is_node(p) holds for the same p: one lookup
+    auto is_node = [&](const ggml_tensor * p) { return (found = index.get(p)) >= 0; };
     off.assign(n + 1, 0);
-    for (int i = 0; i < n; ++i) ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor *, ggml_dep_kind) { off[i + 1]++; });
-    for (int i = 0; i < n; ++i) off[i + 1] += off[i];
-    preds.resize(off[n]);
+    preds.clear();
+    preds.reserve((size_t) n * 2);
     for (int i = 0; i < n; ++i) {
-        int k = off[i];
-        ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor * p, ggml_dep_kind) { preds[k++] = index.get(p); });
+        ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor *, ggml_dep_kind) { preds.push_back(found); });
+        off[i + 1] = (int) preds.size();
     }
 }
 
@@ -128,7 +128,7 @@ bool reads_through_data_edge(const ggml_tensor * t, const ggml_tensor * writer) 
 
 // Edges for the conflicting accesses of exec, in that order, by the same rules as at op
 // creation. Only roots where a conflict can lack a data edge go through the rules: those
-// written by two or more nodes, or by one that some reader reaches by no data edge.
+// written by two or more nodes, or by one that some other reader reaches by no data edge.
 // A root with one writer whose readers all read it through data edges (nearly every
 // intermediate result) has nothing to add, and a root nobody writes has no conflicts.
 void add_conflict_edges(const ggml_graph_sched * s, std::vector<std::pair<int, int>> & edges) {
@@ -151,7 +151,8 @@ void add_conflict_edges(const ggml_graph_sched * s, std::vector<std::pair<int, i
         for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) {
             const ggml_access & x = s->acc[a];
             const int id = ids[a];
-            if (n_writers[id] > 1 || (n_writers[id] == 1 && !x.write && !reads_through_data_edge(s->exec[k], writer[id]))) {
+            const bool ordered_read = x.write || writer[id] == s->exec[k] || reads_through_data_edge(s->exec[k], writer[id]);
+            if (n_writers[id] > 1 || (n_writers[id] == 1 && !ordered_read)) {
                 needs_rules[id] = 1;
                 any = true;
             }
@@ -177,20 +178,25 @@ void build(ggml_cgraph * g, ggml_graph_sched * s) {
     if (!s->ok) return;
 
     const int n = (int) nodes.size();
+    bool identity = true;
+    for (int k = 0; k < n && identity; ++k) identity = order[k] == k;
     std::vector<int> pos(n);
-    s->position = ggml_ptr_index((size_t) n);
+    if (identity) s->position = std::move(index); // node -> list position is node -> exec position
+    else s->position = ggml_ptr_index((size_t) n);
     s->acc_off.assign(n + 1, 0);
     s->acc.clear();
-    s->acc.reserve((size_t) n * 3);
+    s->acc.resize((size_t) n * 3 + GGML_MAX_ACCESSES);
+    s->exec.resize(n);
+    int n_acc = 0;
     for (int k = 0; k < n; ++k) {
         pos[order[k]] = k;
-        s->exec.push_back(nodes[order[k]]);
-        s->position.put(nodes[order[k]], k);
-        ggml_access a[GGML_MAX_ACCESSES];
-        const int na = ggml_op_accesses(nodes[order[k]], a);
-        s->acc.insert(s->acc.end(), a, a + na);
-        s->acc_off[k + 1] = (int) s->acc.size();
+        s->exec[k] = nodes[order[k]];
+        if (!identity) s->position.put(nodes[order[k]], k);
+        if (s->acc.size() < (size_t) n_acc + GGML_MAX_ACCESSES) s->acc.resize(s->acc.size() * 2);
+        n_acc += ggml_op_accesses(nodes[order[k]], s->acc.data() + n_acc);
+        s->acc_off[k + 1] = n_acc;
     }
+    s->acc.resize(n_acc);
     std::vector<std::pair<int, int>> edges;
     edges.reserve(preds.size() + 2 * (size_t) n);
     for (int i = 0; i < n; ++i) {

@@ -159,6 +159,34 @@ bool ggml_type_is_supported(enum ggml_type type) {
 }
 int64_t ggml_blck_size(enum ggml_type type) { return ggml_get_type_traits(type)->blck_size; }
 size_t ggml_type_size(enum ggml_type type) { return ggml_get_type_traits(type)->type_size; }
+// Tensor sizes read the table directly: the planner and the schedule call them per access.
+size_t ggml_nbytes(const ggml_tensor * t) {
+    for (int i = 0; i < GGML_MAX_DIMS; ++i) {
+        if (t->ne[i] <= 0) return 0;
+    }
+    const int64_t blck = g_traits[t->type].blck_size;
+    size_t nbytes;
+    if (blck == 1) {
+        nbytes = g_traits[t->type].type_size;
+        for (int i = 0; i < GGML_MAX_DIMS; ++i) nbytes += (t->ne[i] - 1) * t->nb[i];
+    } else {
+        nbytes = t->ne[0] * t->nb[0] / blck;
+        for (int i = 1; i < GGML_MAX_DIMS; ++i) nbytes += (t->ne[i] - 1) * t->nb[i];
+    }
+    return nbytes;
+}
+bool ggml_is_contiguous(const ggml_tensor * t) {
+    size_t next = g_traits[t->type].type_size;
+    if (t->ne[0] != g_traits[t->type].blck_size && t->nb[0] != next) return false;
+    next *= t->ne[0] / g_traits[t->type].blck_size;
+    for (int i = 1; i < GGML_MAX_DIMS; ++i) {
+        if (t->ne[i] != 1) {
+            if (t->nb[i] != next) return false;
+            next *= t->ne[i];
+        }
+    }
+    return true;
+}
 const char * ggml_type_name(enum ggml_type type) {
     return type >= 0 && type < GGML_TYPE_COUNT ? g_traits[type].type_name : "invalid";
 }
