@@ -170,6 +170,21 @@ static const char * non_finite(uint32_t bits, uint32_t exp_mask, uint32_t man_ma
     return (bits & sign_mask) ? "-inf" : "inf";
 }
 
+// A decoded row of a block type; the error names the first block with a non-finite value.
+static bool finite_row(const ggml_tensor * t, const uint8_t * row, int64_t r, std::string * err) {
+    const int64_t ne0 = t->ne[0], blk = ggml_blck_size(t->type);
+    std::vector<float> vals((size_t) ne0);
+    ggml_get_type_traits(t->type)->to_float(row, vals.data(), ne0);
+    for (int64_t i = 0; i < ne0; ++i) {
+        if (std::isfinite(vals[(size_t) i])) continue;
+        const int64_t b = i / blk;
+        return fail(err, strfmt("tensor '%s' (%s): block %" PRId64 " decodes to a non-finite value (a scale is inf or "
+                                "nan), elements %" PRId64 "..%" PRId64 " of row %" PRId64, t->name, ggml_type_name(t->type),
+                                r * (ne0 / blk) + b, r * ne0 + b * blk, r * ne0 + b * blk + blk - 1, r));
+    }
+    return true;
+}
+
 bool check_tensor_data(const Model & m, std::string * err) {
     for (const ggml_tensor * t : m.tensors()) {
         const int64_t ne0 = t->ne[0], n_rows = ggml_nrows(t);
@@ -197,7 +212,11 @@ bool check_tensor_data(const Model & m, std::string * err) {
                 }
                 continue;
             }
-            // the loaders admit only f32, f16, bf16 and the two block types above
+            if (ggml_is_quantized(t->type)) {
+                // other block types: a scale anywhere in the block can be non-finite; decode and look
+                if (!finite_row(t, row, r, err)) return false;
+                continue;
+            }
             for (int64_t i = 0; i < ne0; ++i) {
                 if (t->type == GGML_TYPE_F32) {
                     uint32_t x;
@@ -409,12 +428,13 @@ struct GgufReader {
     }
 };
 
+// Types the CPU matmul runs directly: f32, f16, bf16 and llama.cpp's block types
+// (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, iq4_nl).
 bool is_weight_type(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0;
+    return t >= 0 && t < GGML_TYPE_COUNT && ggml_get_type_traits_cpu(t)->vec_dot != nullptr;
 }
 
-// Block formats the library can read but has no kernels for (ggml/src/quants-dequant.cpp):
-// widened to f32 at load.
+// Block formats the library can read but has no kernels for: widened to f32 at load.
 static bool is_widened_type(ggml_type t) {
     return t >= 0 && t < GGML_TYPE_COUNT && !is_weight_type(t) && ggml_is_quantized(t) && ggml_get_type_traits(t)->to_float;
 }
@@ -588,9 +608,8 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
         }
         const bool widen_type = !is_weight_type(t->type); // read, then computed as f32
         if (widen_type && !is_widened_type(t->type)) {
-            fail(err, strfmt("%s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, and (widened to f32 "
-                             "when loaded) q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl", path.c_str(),
-                             name.c_str(), ggml_type_name(t->type)));
+            fail(err, strfmt("%s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                             "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl", path.c_str(), name.c_str(), ggml_type_name(t->type)));
             return nullptr;
         }
         const size_t begin = data_offset + gguf_get_tensor_offset(g, id);
@@ -603,8 +622,8 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
         const uint8_t * src = f.data + begin;
         const bool is_norm = ne1 == 1;
         if ((is_norm && t->type != GGML_TYPE_F32) || widen_type) {
-            // norms are applied with an f32 multiply, and the read-only formats have no
-            // kernels: widen them once here, row by row (exactly the values the file encodes)
+            // norms are applied with an f32 multiply, and a block format without kernels is
+            // widened once here, row by row (exactly the values the file encodes)
             auto buf = std::make_unique<uint8_t[]>((size_t) ne0 * ne1 * sizeof(float));
             const ggml_to_float_t to_float = ggml_get_type_traits(t->type)->to_float;
             for (int64_t r = 0; r < ne1; ++r) to_float(src + r * t->nb[1], (float *) buf.get() + r * ne0, ne0);

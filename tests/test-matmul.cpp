@@ -19,7 +19,9 @@
 
 namespace {
 
-const ggml_type ALL_TYPES[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+const ggml_type ALL_TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                               GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
+                               GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 
 // The SIMD paths this CPU runs (scalar always); leaves the best one active.
 std::vector<ggml_cpu_features> available_paths() {
@@ -43,6 +45,49 @@ struct Ctx {
 std::mt19937 rng(1234);
 float frand() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng); }
 
+// Byte offsets of the f16 scales in a block of the types kvgraph reads but does not encode
+// (ggml's layouts).
+std::vector<size_t> scale_offsets(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: return {0, 2};
+        case GGML_TYPE_Q5_0: case GGML_TYPE_IQ4_NL: return {0};
+        case GGML_TYPE_Q2_K: return {80, 82};
+        case GGML_TYPE_Q3_K: return {108};
+        case GGML_TYPE_Q6_K: return {208};
+        default: FAIL("no scale layout for " << ggml_type_name(t)); return {};
+    }
+}
+
+// A row of n values of type t: x itself, its reference encoding, or, for the types without
+// an encoder, random blocks (every bit pattern of the quants and packed scales is a valid
+// block) whose f16 scales are set to small finite values.
+void encode_row(ggml_type t, const float * x, void * dst, int64_t n) {
+    if (t == GGML_TYPE_F32) {
+        std::memcpy(dst, x, n * sizeof(float));
+        return;
+    }
+    if (ggml_get_type_traits(t)->from_float_ref) {
+        ggml_get_type_traits(t)->from_float_ref(x, dst, n);
+        return;
+    }
+    const size_t bs = ggml_type_size(t);
+    const int64_t nb = n / ggml_blck_size(t);
+    uint8_t * p = (uint8_t *) dst;
+    for (size_t i = 0; i < (size_t) nb * bs; ++i) p[i] = (uint8_t) (rng() & 0xFF);
+    for (int64_t b = 0; b < nb; ++b) {
+        for (size_t off : scale_offsets(t)) {
+            const ggml_fp16_t h = ggml_fp32_to_fp16(0.01f * frand());
+            std::memcpy(p + b * bs + off, &h, sizeof h);
+        }
+    }
+}
+
+// Values of a row of type t (f32 as is).
+void decode_row(ggml_type t, const void * src, float * y, int64_t n) {
+    if (t == GGML_TYPE_F32) std::memcpy(y, src, n * sizeof(float));
+    else ggml_get_type_traits(t)->to_float(src, y, n);
+}
+
 // Fills every row of a (root, contiguous) tensor with random values in its type.
 void fill_random(ggml_tensor * t) {
     REQUIRE(ggml_is_contiguous(t));
@@ -50,9 +95,7 @@ void fill_random(ggml_tensor * t) {
     std::vector<float> row(n0);
     for (int64_t r = 0; r < ggml_nrows(t); ++r) {
         for (auto & v : row) v = frand();
-        char * dst = (char *) t->data + r * t->nb[1];
-        if (t->type == GGML_TYPE_F32) std::memcpy(dst, row.data(), n0 * 4);
-        else ggml_get_type_traits(t->type)->from_float_ref(row.data(), dst, n0);
+        encode_row(t->type, row.data(), (char *) t->data + r * t->nb[1], n0);
     }
 }
 
@@ -69,12 +112,14 @@ std::vector<float> read_row(const ggml_tensor * t, int64_t i1, int64_t i2, int64
     return out;
 }
 
-// What the kernels see of an activation row: q8_0 round trip for quantized weights.
+// What the kernels see of an activation row: a round trip through the weight type's
+// vec_dot_type (q8_0 or q8_K for block types).
 std::vector<float> as_activation(std::vector<float> x, ggml_type wtype) {
-    if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0) {
-        std::vector<block_q8_0> q(x.size() / QK8_0);
-        quantize_row_q8_0_ref(x.data(), q.data(), (int64_t) x.size());
-        dequantize_row_q8_0(q.data(), x.data(), (int64_t) x.size());
+    const ggml_type vt = ggml_get_type_traits_cpu(wtype)->vec_dot_type;
+    if (vt != GGML_TYPE_F32) {
+        std::vector<uint8_t> q(ggml_row_size(vt, (int64_t) x.size()));
+        encode_row(vt, x.data(), q.data(), (int64_t) x.size());
+        decode_row(vt, q.data(), x.data(), (int64_t) x.size());
     }
     return x;
 }
@@ -193,9 +238,19 @@ TEST_CASE("cpu traits: vec_dot types and activation conversion") {
     CHECK(ggml_get_type_traits_cpu(GGML_TYPE_BF16)->vec_dot_type == GGML_TYPE_F32);
     CHECK(ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->vec_dot_type == GGML_TYPE_Q8_0);
     CHECK(ggml_get_type_traits_cpu(GGML_TYPE_Q4_0)->vec_dot_type == GGML_TYPE_Q8_0);
+    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL}) {
+        CHECK(ggml_get_type_traits_cpu(t)->vec_dot_type == GGML_TYPE_Q8_0);
+    }
+    for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+        CHECK(ggml_get_type_traits_cpu(t)->vec_dot_type == GGML_TYPE_Q8_K);
+    }
     for (ggml_type t : ALL_TYPES) {
         const ggml_type_traits_cpu * tr = ggml_get_type_traits_cpu(t);
         REQUIRE(bool(tr->vec_dot));
+        if (t != GGML_TYPE_F32 && !ggml_get_type_traits(t)->from_float_ref) { // read, not written
+            CHECK(!tr->from_float);
+            continue;
+        }
         REQUIRE(bool(tr->from_float));
         CHECK(tr->nrows == 1);
         // from_float must agree with the reference conversion of the type
@@ -235,6 +290,37 @@ TEST_CASE("q8_0 activation quantizer matches the reference bit for bit on every 
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
 }
 
+TEST_CASE("q8_K activation quantizer matches the reference bit for bit on every path") {
+    std::vector<float> x(QK_K * 6);
+    for (auto & v : x) v = frand();
+    // super-block 0: scale exactly 1 (ties and near-ties); 1: all zero; 2: one huge value
+    x[0] = 127.0f;
+    for (int j = 1; j < QK_K; ++j) x[j] = (float) ((j * 7) % 200 - 100) + 0.5f;
+    x[5] = 0.49999997f;
+    x[6] = -0.5f;
+    std::fill(x.begin() + QK_K, x.begin() + 2 * QK_K, 0.0f);
+    x[2 * QK_K + 17] = -3e4f;
+    std::vector<block_q8_K> want(6), got(6);
+    quantize_row_q8_K_ref(x.data(), want.data(), (int64_t) x.size());
+    // the reference itself: bsums are the sums of 16 quants, values within half a step
+    for (int b = 0; b < 6; ++b) {
+        for (int s = 0; s < QK_K / 16; ++s) {
+            int sum = 0;
+            for (int j = 0; j < 16; ++j) sum += want[b].qs[16 * s + j];
+            CHECK(want[b].bsums[s] == sum);
+        }
+        for (int j = 0; j < QK_K; ++j) CHECK(std::fabs(want[b].d * want[b].qs[j] - x[b * QK_K + j]) <= 0.5f * want[b].d + 1e-6f);
+    }
+    for (ggml_cpu_features path : available_paths()) {
+        ggml_cpu_set_features_limit(path);
+        CAPTURE((int) path);
+        std::memset(got.data(), 0, got.size() * sizeof(block_q8_K));
+        ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float(x.data(), got.data(), (int64_t) x.size());
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(block_q8_K)) == 0);
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
+
 TEST_CASE("each path's kernel table holds its own functions") {
     // GCC once gave the table fillers weak symbols, so unoptimized builds merged them and
     // the scalar table ran AVX-512 tiles; distinct tables must hold distinct functions
@@ -244,6 +330,11 @@ TEST_CASE("each path's kernel table holds its own functions") {
             if (!paths[a] || !paths[b]) continue;
             CAPTURE(a); CAPTURE(b);
             for (int t = 0; t < kvg::MM_TYPE_COUNT; ++t) {
+                // the block types after q4_0 have AVX2 tiles only, which the AVX-512 table shares
+                if (a == 1 && b == 2 && t >= kvg::MM_Q4_1) {
+                    CHECK((paths[a]->mm[t].tile[1][1] == paths[b]->mm[t].tile[1][1]));
+                    continue;
+                }
                 CHECK((paths[a]->mm[t].tile[1][1] != paths[b]->mm[t].tile[1][1]));
                 CHECK((paths[a]->mm[t].tile[paths[a]->mm[t].rows][paths[a]->mm[t].cols] !=
                        paths[b]->mm[t].tile[paths[b]->mm[t].rows][paths[b]->mm[t].cols]));
@@ -255,37 +346,44 @@ TEST_CASE("each path's kernel table holds its own functions") {
 }
 
 TEST_CASE("every register tile shape of every type on every path matches the scalar kernels") {
-    const std::pair<ggml_type, kvg::mm_type> types[] = {{GGML_TYPE_F32, kvg::MM_F32}, {GGML_TYPE_F16, kvg::MM_F16},
-        {GGML_TYPE_BF16, kvg::MM_BF16}, {GGML_TYPE_Q8_0, kvg::MM_Q8_0}, {GGML_TYPE_Q4_0, kvg::MM_Q4_0}};
     const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
     for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
         const kvg::cpu_kernels & kern = *paths[pi];
         const std::string path_str = kern.name;
         CAPTURE(path_str);
-        for (const auto & [t, mt] : types) {
+        for (ggml_type t : ALL_TYPES) {
+            const kvg::mm_type mt = kvg::mm_type_of(t);
             const std::string type_name = ggml_type_name(t);
             CAPTURE(type_name);
             const bool quant = ggml_is_quantized(t);
-            const ggml_type vt = quant ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
+            const int64_t u = ggml_blck_size(t);
+            const ggml_type vt = ggml_get_type_traits_cpu(t)->vec_dot_type;
             const kvg::mm_kernel & mk = kern.mm[mt];
             REQUIRE(mk.rows >= 1);
             REQUIRE(mk.cols >= 1);
-            for (int64_t K : quant ? std::vector<int64_t>{32, 96, 160} : std::vector<int64_t>{5, 16, 37, 100, 200}) {
+            for (int64_t K : quant ? std::vector<int64_t>{u, 3 * u, 5 * u} : std::vector<int64_t>{5, 16, 37, 100, 200}) {
                 CAPTURE(K);
                 // rows padded so the strides are not multiples of the vector width
                 const size_t ws = ggml_row_size(t, K) + ggml_type_size(t), xs = ggml_row_size(vt, K) + 4;
                 std::vector<uint8_t> w(ws * mk.rows), x(xs * mk.cols);
                 std::vector<float> row(K);
+                std::vector<std::vector<float>> wv(mk.rows, std::vector<float>(K)), xv(mk.cols, std::vector<float>(K));
                 for (int r = 0; r < mk.rows; ++r) {
                     for (auto & v : row) v = frand();
-                    if (t == GGML_TYPE_F32) std::memcpy(&w[r * ws], row.data(), K * 4);
-                    else ggml_get_type_traits(t)->from_float_ref(row.data(), &w[r * ws], K);
+                    encode_row(t, row.data(), &w[r * ws], K);
+                    decode_row(t, &w[r * ws], wv[r].data(), K);
                 }
                 for (int c = 0; c < mk.cols; ++c) {
                     for (auto & v : row) v = frand();
-                    if (vt == GGML_TYPE_F32) std::memcpy(&x[c * xs], row.data(), K * 4);
-                    else quantize_row_q8_0_ref(row.data(), (block_q8_0 *) &x[c * xs], K);
+                    encode_row(vt, row.data(), &x[c * xs], K);
+                    decode_row(vt, &x[c * xs], xv[c].data(), K);
                 }
+                // sum |w * x| of each pair: float rounding is relative to it
+                auto mag = [&](int r, int c) {
+                    double m = 0;
+                    for (int64_t i = 0; i < K; ++i) m += std::fabs((double) wv[r][i] * xv[c][i]);
+                    return m;
+                };
                 for (int R = 1; R <= mk.rows; ++R) {
                     for (int C = 1; C <= mk.cols; ++C) {
                         CAPTURE(R); CAPTURE(C);
@@ -300,8 +398,11 @@ TEST_CASE("every register tile shape of every type on every path matches the sca
                                 ref.tile[1][1]({K, wp + r * ws, ws, xp + c * xs, xs, &want[c * 11 + r], 11, true});
                             }
                         }
-                        for (size_t i = 0; i < got.size(); ++i) {
-                            CHECK(std::fabs(got[i] - want[i]) <= 1e-4 * (1.0 + std::fabs(want[i])));
+                        for (int r = 0; r < R; ++r) {
+                            for (int c = 0; c < C; ++c) {
+                                const size_t i = c * 11 + r;
+                                CHECK(std::fabs(got[i] - want[i]) <= 1e-4 * (1.0 + std::fabs(want[i])) + 1e-5 * mag(r, c));
+                            }
                         }
                         // overwrite mode leaves the other entries alone
                         std::vector<float> got2(11 * C, -7.0f);
@@ -309,7 +410,7 @@ TEST_CASE("every register tile shape of every type on every path matches the sca
                         for (int c = 0; c < C; ++c) {
                             for (int r = 0; r < 11; ++r) {
                                 if (r >= R) CHECK(got2[c * 11 + r] == -7.0f);
-                                else CHECK(std::fabs(got2[c * 11 + r] + 1.0f - got[c * 11 + r]) <= 1e-4 * (1.0 + std::fabs(got[c * 11 + r])));
+                                else CHECK(std::fabs(got2[c * 11 + r] + 1.0f - got[c * 11 + r]) <= 1e-4 * (1.0 + std::fabs(got[c * 11 + r])) + 1e-5 * mag(r, c));
                             }
                         }
                     }
@@ -330,22 +431,18 @@ TEST_CASE("vec_dot of every type matches a double-precision loop on every path")
             const ggml_type_traits_cpu * tr = ggml_get_type_traits_cpu(t);
             const bool quant = ggml_is_quantized(t);
             for (int n : {1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 96, 127, 255, 257, 1000, 1023, 4096, 4128}) {
-                if (quant && n % 32 != 0) continue;
+                if (quant && n % ggml_blck_size(t) != 0) continue;
                 CAPTURE(n);
                 std::vector<float> xf(n), yf(n);
                 for (auto & v : xf) v = frand();
                 for (auto & v : yf) v = frand();
                 std::vector<uint8_t> x(ggml_row_size(t, n)), y(ggml_row_size(tr->vec_dot_type, n));
-                if (t == GGML_TYPE_F32) std::memcpy(x.data(), xf.data(), x.size());
-                else ggml_get_type_traits(t)->from_float_ref(xf.data(), x.data(), n);
-                if (tr->vec_dot_type == GGML_TYPE_F32) std::memcpy(y.data(), yf.data(), y.size());
-                else quantize_row_q8_0_ref(yf.data(), (block_q8_0 *) y.data(), n);
+                encode_row(t, xf.data(), x.data(), n);
+                encode_row(tr->vec_dot_type, yf.data(), y.data(), n);
                 // reference on the values the kernel sees
                 std::vector<float> xv(n), yv(n);
-                if (t == GGML_TYPE_F32) xv = xf;
-                else ggml_get_type_traits(t)->to_float(x.data(), xv.data(), n);
-                if (tr->vec_dot_type == GGML_TYPE_F32) yv = yf;
-                else dequantize_row_q8_0((const block_q8_0 *) y.data(), yv.data(), n);
+                decode_row(t, x.data(), xv.data(), n);
+                decode_row(tr->vec_dot_type, y.data(), yv.data(), n);
                 double want = 0, mag = 0;
                 for (int i = 0; i < n; ++i) {
                     want += (double) xv[i] * yv[i];
@@ -365,9 +462,11 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
         const bool quant = ggml_is_quantized(t);
+        // K in blocks; the large K spans several K chunks of the tiles (2048 values)
+        const int64_t u = k_unit(t), big = u == 32 ? 4160 : 17 * u;
         struct Shape { int64_t K, N, M; };
         const std::vector<Shape> shapes = quant
-            ? std::vector<Shape>{{32, 5, 1}, {96, 13, 1}, {160, 7, 3}, {96, 71, 5}, {64, 9, 70}, {4160, 9, 6}, {4160, 37, 1}}
+            ? std::vector<Shape>{{u, 5, 1}, {3 * u, 13, 1}, {5 * u, 7, 3}, {3 * u, 71, 5}, {2 * u, 9, 70}, {big, 9, 6}, {big, 37, 1}}
             : std::vector<Shape>{{1, 3, 1}, {67, 13, 1}, {67, 5, 3}, {33, 71, 5}, {17, 9, 70}, {1100, 9, 6}, {1031, 37, 1},
                                  {65, 67, 33}}; // the last one is large enough for the OpenBLAS route (KVG_OPENBLAS)
         for (const Shape & s : shapes) {
@@ -438,7 +537,7 @@ TEST_CASE("mul_mat: non-contiguous activations (transposed, permuted, strided ro
     for (ggml_type t : ALL_TYPES) {
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
-        const int64_t K = ggml_is_quantized(t) ? 64 : 23;
+        const int64_t K = ggml_is_quantized(t) ? 2 * k_unit(t) : 23;
         Ctx c;
         ggml_tensor * a = ggml_new_tensor_3d(c.ctx, t, K, 10, 2);
         fill_random(a);

@@ -72,6 +72,7 @@ enum ggml_type {
     GGML_TYPE_Q4_K = 12,
     GGML_TYPE_Q5_K = 13,
     GGML_TYPE_Q6_K = 14,
+    GGML_TYPE_Q8_K = 15, // activations for the k-quants (not a file weight type)
     GGML_TYPE_IQ4_NL = 20,
     GGML_TYPE_I8   = 24,
     GGML_TYPE_I16  = 25,
@@ -83,6 +84,7 @@ enum ggml_type {
 
 #define QK4_0 32
 #define QK8_0 32
+#define QK_K 256 // values per k-quant super-block (q2_K..q6_K, q8_K)
 
 enum ggml_op {
     GGML_OP_NONE = 0,

@@ -17,12 +17,12 @@
 #include "ggml.h"
 #include "types.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
 namespace {
-
-constexpr int QK_K = 256;
 
 float half_at(const uint8_t * p) {
     ggml_fp16_t h;
@@ -188,15 +188,41 @@ void row_q6_k(const void * x, float * y, int64_t k) {
 
 } // namespace
 
+// Nearest int8 grid with the scale set by the largest magnitude (0 for an all-zero block).
+void quantize_row_q8_K_ref(const float * x, block_q8_K * y, int64_t k) {
+    for (int64_t i = 0; i < k / QK_K; ++i, x += QK_K) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK_K; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = d;
+        for (int j = 0; j < QK_K; ++j) y[i].qs[j] = (int8_t) std::max(-127.0f, std::min(127.0f, std::nearbyint(x[j] * id)));
+        for (int s = 0; s < QK_K / 16; ++s) {
+            int sum = 0;
+            for (int j = 0; j < 16; ++j) sum += y[i].qs[16 * s + j];
+            y[i].bsums[s] = (int16_t) sum;
+        }
+    }
+}
+void dequantize_row_q8_K(const block_q8_K * x, float * y, int64_t k) {
+    for (int64_t i = 0; i < k / QK_K; ++i) {
+        for (int j = 0; j < QK_K; ++j) *y++ = x[i].d * (float) x[i].qs[j];
+    }
+}
+
+namespace {
+void row_q8_k(const void * x, float * y, int64_t k) { dequantize_row_q8_K((const block_q8_K *) x, y, k); }
+void q8_k_from_float(const float * x, void * y, int64_t k) { quantize_row_q8_K_ref(x, (block_q8_K *) y, k); }
+} // namespace
+
 namespace kvg {
 
-const read_only_type * read_only_types(int * n) {
-    static const read_only_type types[] = {
-        {GGML_TYPE_Q4_1, "q4_1", 32, 20, row_q4_1},     {GGML_TYPE_Q5_0, "q5_0", 32, 22, row_q5_0},
-        {GGML_TYPE_Q5_1, "q5_1", 32, 24, row_q5_1},     {GGML_TYPE_Q2_K, "q2_K", QK_K, 84, row_q2_k},
-        {GGML_TYPE_Q3_K, "q3_K", QK_K, 110, row_q3_k},  {GGML_TYPE_Q4_K, "q4_K", QK_K, 144, row_q4_k},
-        {GGML_TYPE_Q5_K, "q5_K", QK_K, 176, row_q5_k},  {GGML_TYPE_Q6_K, "q6_K", QK_K, 210, row_q6_k},
-        {GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18, row_iq4_nl},
+const block_type_info * extra_block_types(int * n) {
+    static const block_type_info types[] = {
+        {GGML_TYPE_Q4_1, "q4_1", 32, 20, row_q4_1, nullptr},     {GGML_TYPE_Q5_0, "q5_0", 32, 22, row_q5_0, nullptr},
+        {GGML_TYPE_Q5_1, "q5_1", 32, 24, row_q5_1, nullptr},     {GGML_TYPE_Q2_K, "q2_K", QK_K, 84, row_q2_k, nullptr},
+        {GGML_TYPE_Q3_K, "q3_K", QK_K, 110, row_q3_k, nullptr},  {GGML_TYPE_Q4_K, "q4_K", QK_K, 144, row_q4_k, nullptr},
+        {GGML_TYPE_Q5_K, "q5_K", QK_K, 176, row_q5_k, nullptr},  {GGML_TYPE_Q6_K, "q6_K", QK_K, 210, row_q6_k, nullptr},
+        {GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18, row_iq4_nl, nullptr}, {GGML_TYPE_Q8_K, "q8_K", QK_K, 292, row_q8_k, q8_k_from_float},
     };
     *n = (int) (sizeof(types) / sizeof(types[0]));
     return types;

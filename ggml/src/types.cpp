@@ -142,8 +142,8 @@ static bool init_traits() {
     g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I64]  = {"i64", 1, 0, 8, false, nullptr, nullptr};
     int n = 0;
-    const kvg::read_only_type * ro = kvg::read_only_types(&n);
-    for (int i = 0; i < n; ++i) g_traits[ro[i].type] = {ro[i].name, ro[i].blck_size, 0, ro[i].type_size, true, ro[i].to_float, nullptr};
+    const kvg::block_type_info * ex = kvg::extra_block_types(&n);
+    for (int i = 0; i < n; ++i) g_traits[ex[i].type] = {ex[i].name, ex[i].blck_size, 0, ex[i].type_size, true, ex[i].to_float, ex[i].from_float};
     return true;
 }
 static const bool g_traits_ready = init_traits();

@@ -2,7 +2,7 @@
 // batch (i12, i13), src0 broadcast over dims 2/3.
 //
 // Phase 0 (only when needed) converts src1 into dense rows of the weights' vec_dot_type
-// in wdata: q8_0 for quantized weights, F32 rows when src1's rows are strided elements.
+// in wdata: q8_0 or q8_K for quantized weights, F32 rows when src1's rows are strided elements.
 // Phase 1 splits the output into blocks of weight rows x activation rows, hands each task
 // a contiguous range of blocks, and runs register tiles (simd.h) over K chunks, so a
 // weight vector loaded once is used for several activation rows and the chunk of
@@ -26,10 +26,6 @@ using namespace kvg;
 namespace {
 
 constexpr size_t ALIGN = 64; // cache line: converted rows start on one
-
-ggml_type vec_dot_type_of(ggml_type t) {
-    return (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0) ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
-}
 
 struct mm_info {
     const ggml_tensor * src0;
@@ -63,7 +59,7 @@ mm_info inspect(const ggml_tensor * dst) {
     mm_info info;
     info.src0 = a;
     info.src1 = b;
-    info.vdt = vec_dot_type_of(a->type);
+    info.vdt = mm_vec_dot_type(a->type);
     info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
     info.K = a->ne[0];
     info.N = a->ne[1];
@@ -110,6 +106,7 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
             row = g;
         }
         if (mi.vdt == GGML_TYPE_Q8_0) kern.quantize_q8_0(row, out, mi.K);
+        else if (mi.vdt == GGML_TYPE_Q8_K) kern.quantize_q8_K(row, out, mi.K);
         else if (row != (const float *) out) std::memcpy(out, row, mi.K * sizeof(float));
     }
 }

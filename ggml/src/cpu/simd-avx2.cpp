@@ -8,51 +8,15 @@
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-
-// GCC 12 reports its own _mm256_undefined_* placeholders (inside intrinsics) as
-// uninitialized when they are inlined into target-attributed functions.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#define KVG_TARGET __attribute__((target("avx2,fma,f16c")))
-#define KVG_INLINE KVG_TARGET inline __attribute__((always_inline))
+#include "simd-avx2.h"
 
 namespace {
 
 using namespace kvg;
+using namespace kvg::avx2;
 
 // Matrix-vector prefetch distance for one-row tiles (see simd-avx512.cpp).
 constexpr int PF_AHEAD = 4096;
-
-// Horizontal sums of 8 vectors at once: out[j] = sum of the lanes of v[j], lanes paired
-// (i, i+4), (i, i+2), (i, i+1) for every vector whatever shares the call.
-KVG_INLINE void reduce8(const __m256 * v, float * out) {
-    __m256 s[4], u[2];
-    for (int p = 0; p < 4; ++p) {
-        s[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20), _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
-    }
-    for (int q = 0; q < 2; ++q) {
-        u[q] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0x44), _mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0xEE));
-    }
-    const __m256 z = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], 0x88), _mm256_shuffle_ps(u[0], u[1], 0xDD));
-    alignas(32) float tmp[8];
-    _mm256_store_ps(tmp, z);
-    for (int j = 0; j < 8; ++j) out[j] = tmp[4 * (j % 2) + j / 2]; // z[4l + m] holds v[2m + l]
-}
-
-template <int R, int C>
-KVG_INLINE void finish_tile(const mm_tile_args & a, __m256 * acc) {
-    constexpr int G = (R * C + 7) / 8;
-    float sums[G * 8];
-    for (int g = 0; g < G; ++g) reduce8(acc + 8 * g, sums + 8 * g);
-    for (int c = 0; c < C; ++c) {
-        float * o = a.out + c * a.out_stride;
-        for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + sums[r * C + c] : sums[r * C + c];
-    }
-}
 
 // ---- float weights · f32 activations -------------------------------------------------------------
 // load(p, i): 8 elements from i; load_tail: the n < 8 left, zero padded.
@@ -364,6 +328,7 @@ cpu_kernels make_kernels() {
     k.mm[MM_BF16].mv_rows = 1;
     k.mm[MM_Q8_0].mv_rows = 1;
     k.quantize_q8_0 = quantize_q8_0;
+    add_block_quant_kernels_avx2(k);
     k.accum_f32 = accum<ld_f32>;
     k.accum_f16 = accum<ld_f16>;
     k.scale_f32 = scale_f32;

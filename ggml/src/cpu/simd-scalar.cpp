@@ -123,6 +123,7 @@ cpu_kernels make_kernels() {
     mm_fill<tile_q8_0, 4, 4>(k.mm[MM_Q8_0]);
     mm_fill<tile_q4_0, 4, 4>(k.mm[MM_Q4_0]);
     k.quantize_q8_0 = quantize_q8_0;
+    add_block_quant_kernels_scalar(k);
     k.accum_f32 = accum<float, load_f32>;
     k.accum_f16 = accum<ggml_fp16_t, load_f16>;
     k.scale_f32 = scale_f32;

@@ -28,8 +28,14 @@ struct mm_tile_args {
 };
 typedef void (*mm_tile_fn)(const mm_tile_args & a);
 
-// Weight types with a matmul kernel.
-enum mm_type { MM_F32 = 0, MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0, MM_TYPE_COUNT };
+// Weight types with a matmul kernel. The activations are the weight type's vec_dot_type:
+// F32 for float weights, Q8_K for the k-quants, Q8_0 for the other block types.
+enum mm_type {
+    MM_F32 = 0, MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0,
+    MM_Q4_1, MM_Q5_0, MM_Q5_1, MM_IQ4_NL,              // 32-value blocks, q8_0 activations
+    MM_Q2_K, MM_Q3_K, MM_Q4_K, MM_Q5_K, MM_Q6_K,      // 256-value super-blocks, q8_K activations
+    MM_TYPE_COUNT
+};
 
 struct mm_kernel {
     int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
@@ -42,6 +48,8 @@ struct cpu_kernels {
     mm_kernel mm[MM_TYPE_COUNT];
     // activations for q8_0/q4_0 weights (k multiple of 32)
     void (*quantize_q8_0)(const float * x, void * y, int64_t k);
+    // activations for k-quant weights (k multiple of 256)
+    void (*quantize_q8_K)(const float * x, void * y, int64_t k);
     // acc[c * acc_stride + i] += sum over j < n with active[j] of p[c * p_stride + j] * row_j[i],
     // for c < C (<= MM_MAX_COLS), i < dv; row_j at rows + j * row_stride (F32 or F16)
     void (*accum_f32)(int C, int64_t n, const float * p, int64_t p_stride, const uint8_t * active, const char * rows,
@@ -85,5 +93,12 @@ cpu_path cpu_active_path();
 const cpu_kernels & cpu_active_kernels();
 
 mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
+bool mm_has_kernel(enum ggml_type type);
+enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a weight type is dotted with
+
+// The kernels of the block types after q4_0 (quants-scalar.cpp, quants-avx2.cpp), added to
+// a path's table; the AVX-512 table takes the AVX2 ones.
+void add_block_quant_kernels_scalar(cpu_kernels & k);
+void add_block_quant_kernels_avx2(cpu_kernels & k); // no-op when not built for x86-64
 
 } // namespace kvg

@@ -4,8 +4,9 @@
 // Activations for float weights stay F32: F16 and BF16 weights are widened in registers
 // and dotted with F32 activations (f16·f32, bf16·f32). This avoids a conversion pass over
 // the activations, keeps them exact, and in a register tile the widening of one weight
-// vector is shared by all activation rows of the tile. Quantized weights (q8_0, q4_0)
-// use q8_0 activations, quantized once per activation row, so the inner loop is integer.
+// vector is shared by all activation rows of the tile. Quantized weights use quantized
+// activations (q8_0 for 32-value blocks, q8_K for the k-quants' 256-value super-blocks),
+// quantized once per activation row, so the inner loop is integer.
 #include "simd.h"
 #include "types.h"
 
@@ -91,15 +92,39 @@ const cpu_kernels & cpu_active_kernels() {
     }
 }
 
-mm_type mm_type_of(enum ggml_type type) {
+static int mm_index(enum ggml_type type) {
     switch (type) {
         case GGML_TYPE_F32: return MM_F32;
         case GGML_TYPE_F16: return MM_F16;
         case GGML_TYPE_BF16: return MM_BF16;
         case GGML_TYPE_Q8_0: return MM_Q8_0;
         case GGML_TYPE_Q4_0: return MM_Q4_0;
-        default: GGML_ABORT("no CPU matmul kernel for weight type %s", ggml_type_name(type));
+        case GGML_TYPE_Q4_1: return MM_Q4_1;
+        case GGML_TYPE_Q5_0: return MM_Q5_0;
+        case GGML_TYPE_Q5_1: return MM_Q5_1;
+        case GGML_TYPE_IQ4_NL: return MM_IQ4_NL;
+        case GGML_TYPE_Q2_K: return MM_Q2_K;
+        case GGML_TYPE_Q3_K: return MM_Q3_K;
+        case GGML_TYPE_Q4_K: return MM_Q4_K;
+        case GGML_TYPE_Q5_K: return MM_Q5_K;
+        case GGML_TYPE_Q6_K: return MM_Q6_K;
+        default: return -1;
     }
+}
+
+bool mm_has_kernel(enum ggml_type type) { return mm_index(type) >= 0; }
+
+mm_type mm_type_of(enum ggml_type type) {
+    const int i = mm_index(type);
+    if (i < 0) GGML_ABORT("no CPU matmul kernel for weight type %s", ggml_type_name(type));
+    return (mm_type) i;
+}
+
+enum ggml_type mm_vec_dot_type(enum ggml_type type) {
+    const int i = mm_index(type);
+    if (i >= MM_Q2_K) return GGML_TYPE_Q8_K;
+    if (i >= MM_Q8_0) return GGML_TYPE_Q8_0;
+    return GGML_TYPE_F32;
 }
 
 } // namespace kvg
@@ -120,7 +145,8 @@ template <mm_type T>
 static void vec_dot(int n, float * s, size_t bs, const void * x, size_t bx, const void * y, size_t by, int nrc) {
     GGML_UNUSED(bs); GGML_UNUSED(bx); GGML_UNUSED(by);
     if (nrc != 1) GGML_ABORT("vec_dot: nrc = %d, only 1 row per call is supported", nrc);
-    if ((T == MM_Q8_0 || T == MM_Q4_0) && n % QK8_0 != 0) GGML_ABORT("vec_dot: n = %d is not a multiple of 32", n);
+    const int64_t blck = T >= MM_Q2_K ? QK_K : T >= MM_Q8_0 ? QK8_0 : 1;
+    if (n % blck != 0) GGML_ABORT("vec_dot: n = %d is not a multiple of %lld", n, (long long) blck);
     mm_tile_args a = {n, (const char *) x, 0, (const char *) y, 0, s, 1, false};
     cpu_active_kernels().mm[T].tile[1][1](a);
 }
@@ -132,11 +158,19 @@ static void from_q8_0(const float * x, void * y, int64_t k) {
     GGML_ASSERT(k % QK8_0 == 0);
     cpu_active_kernels().quantize_q8_0(x, y, k);
 }
+static void from_q8_K(const float * x, void * y, int64_t k) {
+    GGML_ASSERT(k % QK_K == 0);
+    cpu_active_kernels().quantize_q8_K(x, y, k);
+}
 static void from_q4_0(const float * x, void * y, int64_t k) { quantize_row_q4_0_ref(x, (block_q4_0 *) y, k); }
 
 // ggml's conversion: C's float -> int (toward zero); f32 -> i32 ggml_cpy does the same
 static void from_i32(const float * x, void * y, int64_t k) {
     for (int64_t i = 0; i < k; ++i) ((int32_t *) y)[i] = (int32_t) x[i];
+}
+
+template <mm_type T> static void set_block_type(ggml_type_traits_cpu * t, ggml_type type) {
+    t[type] = {nullptr, vec_dot<T>, mm_vec_dot_type(type), 1};
 }
 
 static const ggml_type_traits_cpu * make_cpu_traits() {
@@ -146,6 +180,16 @@ static const ggml_type_traits_cpu * make_cpu_traits() {
     t[GGML_TYPE_BF16] = {from_bf16, vec_dot<MM_BF16>, GGML_TYPE_F32, 1};
     t[GGML_TYPE_Q8_0] = {from_q8_0, vec_dot<MM_Q8_0>, GGML_TYPE_Q8_0, 1};
     t[GGML_TYPE_Q4_0] = {from_q4_0, vec_dot<MM_Q4_0>, GGML_TYPE_Q8_0, 1};
+    set_block_type<MM_Q4_1>(t, GGML_TYPE_Q4_1);
+    set_block_type<MM_Q5_0>(t, GGML_TYPE_Q5_0);
+    set_block_type<MM_Q5_1>(t, GGML_TYPE_Q5_1);
+    set_block_type<MM_IQ4_NL>(t, GGML_TYPE_IQ4_NL);
+    set_block_type<MM_Q2_K>(t, GGML_TYPE_Q2_K);
+    set_block_type<MM_Q3_K>(t, GGML_TYPE_Q3_K);
+    set_block_type<MM_Q4_K>(t, GGML_TYPE_Q4_K);
+    set_block_type<MM_Q5_K>(t, GGML_TYPE_Q5_K);
+    set_block_type<MM_Q6_K>(t, GGML_TYPE_Q6_K);
+    t[GGML_TYPE_Q8_K] = {from_q8_K, nullptr, GGML_TYPE_Q8_K, 1};
     t[GGML_TYPE_I32]  = {from_i32, nullptr, GGML_TYPE_F32, 1};
     return t;
 }

@@ -1,0 +1,305 @@
+// AVX2 matmul tiles for the block types after q4_0, in integers.
+//
+// Every weight type is read as runs of 32 values in element order: a run32() gives the 32
+// quants of values 32j .. 32j+31 as unsigned bytes (iq4_nl: signed table values), and the
+// block's scales say what they are worth:
+//   k-quants (256 values):  value = d * sc[s] * q - dmin * mn[s], s = the 16-value sub-block
+//   32-value blocks:        value = d * q + off
+// so one tile loop serves each family: maddubs(q, x) pairs, madd with the sub-block scales,
+// an int32 sum per super-block, and the minimums through the activations' sums (q8_K's
+// bsums; for q8_0, the sum of the block's quants). Offsets such as q6_K's -32 or q5_0's
+// -16 are minimums too. Sums stay inside int16/int32: q < 64 (or |q| <= 127 for the
+// signed table), |x| <= 127, |sc| <= 127.
+#include "simd.h"
+#include "types.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include "simd-avx2.h"
+
+#include <cstring>
+
+namespace {
+
+using namespace kvg;
+using namespace kvg::avx2;
+
+KVG_INLINE float half_at(const uint8_t * p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+KVG_INLINE __m256i load32(const uint8_t * p) { return _mm256_loadu_si256((const __m256i *) p); }
+KVG_INLINE __m256i bits2(__m256i v, int shift) { return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(3)); }
+KVG_INLINE __m256i low4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+KVG_INLINE __m256i high4(__m256i v) { return low4(_mm256_srli_epi16(v, 4)); }
+// `value` in each byte whose `mask` bits are all set in v, else 0
+KVG_INLINE __m256i if_bits(__m256i v, __m256i mask, char value) {
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, mask), mask), _mm256_set1_epi8(value));
+}
+// 16 nibble bytes as 32 values: element j in the low nibble of byte j, j+16 in the high one
+KVG_INLINE __m256i nibbles32(const uint8_t * p) {
+    const __m128i q = _mm_loadu_si128((const __m128i *) p);
+    return low4(_mm256_set_m128i(_mm_srli_epi16(q, 4), q));
+}
+// bit j of a little-endian 32-bit mask as byte j: 16 where set
+KVG_INLINE __m256i fifth_bits(const uint8_t * p) {
+    uint32_t m;
+    std::memcpy(&m, p, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int) m),
+                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long) 0x8040201008040201ull);
+    return if_bits(spread, bit, 16);
+}
+
+// ---- k-quants: scales(b, sc, mn, d, dmin) and run32(b, j) ------------------------------------
+struct q2_k {
+    static constexpr size_t BYTES = 84;
+    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) {
+        for (int s = 0; s < 16; ++s) { sc[s] = b[s] & 0x0F; mn[s] = b[s] >> 4; }
+        d = half_at(b + 80);
+        dmin = half_at(b + 82);
+    }
+    static KVG_INLINE __m256i run32(const uint8_t * b, int j) { return bits2(load32(b + 16 + 32 * (j >> 2)), 2 * (j & 3)); }
+};
+
+struct q3_k {
+    static constexpr size_t BYTES = 110;
+    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) {
+        const uint8_t * p = b + 96;
+        for (int s = 0; s < 16; ++s) {
+            const int low = s < 8 ? p[s] & 0x0F : p[s - 8] >> 4;
+            const int high = (p[8 + s % 4] >> (2 * (s / 4))) & 3;
+            sc[s] = (int16_t) ((low | high << 4) - 32);
+            mn[s] = (int16_t) (4 * sc[s]); // quants stored as q + 4
+        }
+        d = dmin = half_at(b + 108);
+    }
+    static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
+        const __m256i low = bits2(load32(b + 32 + 32 * (j >> 2)), 2 * (j & 3));
+        return _mm256_or_si256(low, if_bits(load32(b), _mm256_set1_epi8((char) (1 << j)), 4));
+    }
+};
+
+// q4_K / q5_K: 6-bit scales and mins per 32 values, each given to both 16-value halves
+KVG_INLINE void k4_scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) {
+    const uint8_t * p = b + 4;
+    for (int j = 0; j < 8; ++j) {
+        const int s = j < 4 ? p[j] & 63 : (p[j + 4] & 0x0F) | (p[j - 4] >> 6) << 4;
+        const int m = j < 4 ? p[j + 4] & 63 : (p[j + 4] >> 4) | (p[j] >> 6) << 4;
+        sc[2 * j] = sc[2 * j + 1] = (int16_t) s;
+        mn[2 * j] = mn[2 * j + 1] = (int16_t) m;
+    }
+    d = half_at(b);
+    dmin = half_at(b + 2);
+}
+
+struct q4_k {
+    static constexpr size_t BYTES = 144;
+    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) { k4_scales(b, sc, mn, d, dmin); }
+    static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
+        const __m256i q = load32(b + 16 + 32 * (j >> 1));
+        return (j & 1) ? high4(q) : low4(q);
+    }
+};
+
+struct q5_k {
+    static constexpr size_t BYTES = 176;
+    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) { k4_scales(b, sc, mn, d, dmin); }
+    static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
+        const __m256i q = load32(b + 48 + 32 * (j >> 1));
+        const __m256i lo = (j & 1) ? high4(q) : low4(q);
+        return _mm256_or_si256(lo, if_bits(load32(b + 16), _mm256_set1_epi8((char) (1 << j)), 16));
+    }
+};
+
+struct q6_k {
+    static constexpr size_t BYTES = 210;
+    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) {
+        for (int s = 0; s < 16; ++s) {
+            sc[s] = (int8_t) b[192 + s];
+            mn[s] = (int16_t) (32 * sc[s]); // quants stored as q + 32
+        }
+        d = dmin = half_at(b + 208);
+    }
+    static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
+        const int h = j >> 2, t = j & 3;
+        const __m256i l = load32(b + 64 * h + 32 * (t & 1));
+        const __m256i lo = t >= 2 ? high4(l) : low4(l);
+        return _mm256_or_si256(lo, _mm256_slli_epi16(bits2(load32(b + 128 + 32 * h), 2 * t), 4));
+    }
+};
+
+// k-quant weights x q8_K activations, one super-block of 256 values per step
+template <typename T, int R, int C>
+KVG_INLINE void tile_k(const mm_tile_args & a) {
+    constexpr int G = (R * C + 7) / 8;
+    __m256 acc[G * 8];
+    float macc[R * C] = {};
+    for (int i = 0; i < G * 8; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < a.k / QK_K; ++b) {
+        const block_q8_K * x[C];
+        for (int c = 0; c < C; ++c) x[c] = (const block_q8_K *) (a.x + c * a.x_stride) + b;
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * w = (const uint8_t *) a.w + r * a.w_stride + b * T::BYTES;
+            if (C == 1) _mm_prefetch((const char *) w + (R == 1 ? 2048 : R * a.w_stride), _MM_HINT_T0);
+            alignas(32) int16_t sc[16], mn[16];
+            float d, dmin;
+            T::scales(w, sc, mn, d, dmin);
+            __m256i isum[C];
+            for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+            for (int j = 0; j < 8; ++j) {
+                const __m256i q = T::run32(w, j);
+                const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+                for (int c = 0; c < C; ++c) {
+                    const __m256i p = _mm256_maddubs_epi16(q, load32((const uint8_t *) x[c]->qs + 32 * j));
+                    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, scale));
+                }
+            }
+            const __m256i mins = _mm256_load_si256((const __m256i *) mn);
+            for (int c = 0; c < C; ++c) {
+                const __m256i m = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *) x[c]->bsums));
+                __m128i m4 = _mm_add_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+                m4 = _mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0x4E));
+                m4 = _mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0xB1));
+                acc[r * C + c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(d * x[c]->d), acc[r * C + c]);
+                macc[r * C + c] -= dmin * x[c]->d * (float) _mm_cvtsi128_si32(m4);
+            }
+        }
+    }
+    for (int i = 0; i < R * C; ++i) acc[i] = _mm256_add_ps(acc[i], _mm256_setr_ps(macc[i], 0, 0, 0, 0, 0, 0, 0));
+    finish_tile<R, C>(a, acc);
+}
+
+// ---- 32-value blocks: value = d * q + off --------------------------------------------------------
+struct q4_1 {
+    static constexpr size_t BYTES = 20;
+    static constexpr bool SIGNED = false;
+    static KVG_INLINE __m256i quants(const uint8_t * b, float & d, float & off) {
+        d = half_at(b);
+        off = half_at(b + 2);
+        return nibbles32(b + 4);
+    }
+};
+struct q5_0 {
+    static constexpr size_t BYTES = 22;
+    static constexpr bool SIGNED = false;
+    static KVG_INLINE __m256i quants(const uint8_t * b, float & d, float & off) {
+        d = half_at(b);
+        off = -16.0f * d;
+        return _mm256_or_si256(nibbles32(b + 6), fifth_bits(b + 2));
+    }
+};
+struct q5_1 {
+    static constexpr size_t BYTES = 24;
+    static constexpr bool SIGNED = false;
+    static KVG_INLINE __m256i quants(const uint8_t * b, float & d, float & off) {
+        d = half_at(b);
+        off = half_at(b + 2);
+        return _mm256_or_si256(nibbles32(b + 8), fifth_bits(b + 4));
+    }
+};
+struct iq4_nl {
+    static constexpr size_t BYTES = 18;
+    static constexpr bool SIGNED = true;
+    static KVG_INLINE __m256i quants(const uint8_t * b, float & d, float & off) {
+        const __m256i levels = _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+                                                -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+        d = half_at(b);
+        off = 0.0f;
+        return _mm256_shuffle_epi8(levels, nibbles32(b + 2));
+    }
+};
+
+template <typename T, int R, int C>
+KVG_INLINE void tile_32(const mm_tile_args & a) {
+    constexpr int G = (R * C + 7) / 8;
+    __m256 acc[G * 8];
+    for (int i = 0; i < G * 8; ++i) acc[i] = _mm256_setzero_ps();
+    const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < a.k / QK8_0; ++b) {
+        __m256i xq[C];
+        __m256 xsum[C];
+        float xd[C];
+        for (int c = 0; c < C; ++c) {
+            const block_q8_0 & xb = ((const block_q8_0 *) (a.x + c * a.x_stride))[b];
+            xq[c] = load32((const uint8_t *) xb.qs);
+            xd[c] = _cvtsh_ss(xb.d);
+            if (!T::SIGNED) xsum[c] = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xq[c]), ones16));
+        }
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * w = (const uint8_t *) a.w + r * a.w_stride + b * T::BYTES;
+            if (C == 1) _mm_prefetch((const char *) w + (R == 1 ? 1024 : R * a.w_stride), _MM_HINT_T0);
+            float d, off;
+            const __m256i q = T::quants(w, d, off);
+            for (int c = 0; c < C; ++c) {
+                const __m256i p16 = T::SIGNED ? _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq[c], q))
+                                              : _mm256_maddubs_epi16(q, xq[c]);
+                const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones16));
+                acc[r * C + c] = _mm256_fmadd_ps(p, _mm256_set1_ps(d * xd[c]), acc[r * C + c]);
+                if (!T::SIGNED) acc[r * C + c] = _mm256_fmadd_ps(xsum[c], _mm256_set1_ps(off * xd[c]), acc[r * C + c]);
+            }
+        }
+    }
+    finish_tile<R, C>(a, acc);
+}
+
+template <int R, int C> struct t_q2_k { static KVG_TARGET void run(const mm_tile_args & a) { tile_k<q2_k, R, C>(a); } };
+template <int R, int C> struct t_q3_k { static KVG_TARGET void run(const mm_tile_args & a) { tile_k<q3_k, R, C>(a); } };
+template <int R, int C> struct t_q4_k { static KVG_TARGET void run(const mm_tile_args & a) { tile_k<q4_k, R, C>(a); } };
+template <int R, int C> struct t_q5_k { static KVG_TARGET void run(const mm_tile_args & a) { tile_k<q5_k, R, C>(a); } };
+template <int R, int C> struct t_q6_k { static KVG_TARGET void run(const mm_tile_args & a) { tile_k<q6_k, R, C>(a); } };
+template <int R, int C> struct t_q4_1 { static KVG_TARGET void run(const mm_tile_args & a) { tile_32<q4_1, R, C>(a); } };
+template <int R, int C> struct t_q5_0 { static KVG_TARGET void run(const mm_tile_args & a) { tile_32<q5_0, R, C>(a); } };
+template <int R, int C> struct t_q5_1 { static KVG_TARGET void run(const mm_tile_args & a) { tile_32<q5_1, R, C>(a); } };
+template <int R, int C> struct t_iq4_nl { static KVG_TARGET void run(const mm_tile_args & a) { tile_32<iq4_nl, R, C>(a); } };
+
+// q8_K activations: the scale from the largest magnitude, then round to nearest (as the
+// reference quantizer; bit-identical results)
+KVG_TARGET void quantize_q8_K(const float * x, void * vy, int64_t k) {
+    block_q8_K * y = (block_q8_K *) vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / QK_K; ++i, x += QK_K) {
+        __m256 vmax = _mm256_setzero_ps();
+        for (int j = 0; j < QK_K; j += 8) vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        alignas(32) float m8[8];
+        _mm256_store_ps(m8, vmax);
+        float amax = 0.0f;
+        for (float v : m8) amax = amax > v ? amax : v;
+        const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = d;
+        const __m256 vid = _mm256_set1_ps(id);
+        for (int j = 0; j < QK_K; j += 16) {
+            const __m256i a = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            const __m256i b = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            const __m256i s16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8); // 16 int16 in order
+            const __m128i s8 = _mm_packs_epi16(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
+            _mm_storeu_si128((__m128i *) (y[i].qs + j), s8);
+            __m256i t = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+            __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+            t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0x4E));
+            t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0xB1));
+            y[i].bsums[j / 16] = (int16_t) _mm_cvtsi128_si32(t4);
+        }
+    }
+}
+
+} // namespace
+
+void kvg::add_block_quant_kernels_avx2(cpu_kernels & k) {
+    mm_fill<t_q4_1, 4, 2>(k.mm[MM_Q4_1]);
+    mm_fill<t_q5_0, 4, 2>(k.mm[MM_Q5_0]);
+    mm_fill<t_q5_1, 4, 2>(k.mm[MM_Q5_1]);
+    mm_fill<t_iq4_nl, 4, 2>(k.mm[MM_IQ4_NL]);
+    mm_fill<t_q2_k, 4, 2>(k.mm[MM_Q2_K]);
+    mm_fill<t_q3_k, 4, 2>(k.mm[MM_Q3_K]);
+    mm_fill<t_q4_k, 4, 2>(k.mm[MM_Q4_K]);
+    mm_fill<t_q5_k, 4, 2>(k.mm[MM_Q5_K]);
+    mm_fill<t_q6_k, 4, 2>(k.mm[MM_Q6_K]);
+    for (int t = MM_Q4_1; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1; // one row streams best
+    k.quantize_q8_K = quantize_q8_K;
+}
+
+#else
+void kvg::add_block_quant_kernels_avx2(cpu_kernels &) {}
+#endif

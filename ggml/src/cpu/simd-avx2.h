@@ -1,0 +1,50 @@
+// AVX2 helpers shared by the AVX2 kernel files (simd-avx2.cpp, quants-avx2.cpp): the
+// target attribute and the horizontal sums that end a register tile. Include inside
+// #if KVG_X86_SIMD only.
+#pragma once
+
+#include "simd.h"
+
+#include <immintrin.h>
+
+// GCC 12 reports its own _mm256_undefined_* placeholders (inside intrinsics) as
+// uninitialized when they are inlined into target-attributed functions.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define KVG_TARGET __attribute__((target("avx2,fma,f16c")))
+#define KVG_INLINE KVG_TARGET inline __attribute__((always_inline))
+
+namespace kvg::avx2 {
+
+// Horizontal sums of 8 vectors at once: out[j] = sum of the lanes of v[j], lanes paired
+// (i, i+4), (i, i+2), (i, i+1) for every vector whatever shares the call.
+KVG_INLINE void reduce8(const __m256 * v, float * out) {
+    __m256 s[4], u[2];
+    for (int p = 0; p < 4; ++p) {
+        s[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20), _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    }
+    for (int q = 0; q < 2; ++q) {
+        u[q] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0x44), _mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0xEE));
+    }
+    const __m256 z = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], 0x88), _mm256_shuffle_ps(u[0], u[1], 0xDD));
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, z);
+    for (int j = 0; j < 8; ++j) out[j] = tmp[4 * (j % 2) + j / 2]; // z[4l + m] holds v[2m + l]
+}
+
+// Stores tile (r, c) = the lane sum of acc[r * C + c] (acc holds a multiple of 8 vectors).
+template <int R, int C>
+KVG_INLINE void finish_tile(const mm_tile_args & a, __m256 * acc) {
+    constexpr int G = (R * C + 7) / 8;
+    float sums[G * 8];
+    for (int g = 0; g < G; ++g) reduce8(acc + 8 * g, sums + 8 * g);
+    for (int c = 0; c < C; ++c) {
+        float * o = a.out + c * a.out_stride;
+        for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + sums[r * C + c] : sums[r * C + c];
+    }
+}
+
+} // namespace kvg::avx2
