@@ -4,6 +4,9 @@
 //   gpt-2:  's|'t|'re|'ve|'m|'ll|'d | ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ | \s+(?!\S) | \s+
 //   llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,3}
 //           | ?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+//   qwen2:  llama3 with \p{N} (one digit per piece)
+//   starcoder (and refact, command-r, smollm, ...): every digit alone (\p{N}), then gpt-2
+//           within the text between digits
 #include "vocab-bpe.h"
 
 #include "unicode.h"
@@ -56,11 +59,11 @@ size_t match_gpt2(const chars & c, size_t i) {
     return spaces(c, i);
 }
 
-size_t match_llama3(const chars & c, size_t i) {
+size_t match_llama3(const chars & c, size_t i, size_t max_digits) {
     if (size_t n = contraction(c, i, true)) return n;
     if (size_t n = run(c, i, letter)) return n;
     if (!newline(c, i) && !letter(c, i) && !number(c, i) && letter(c, i + 1)) return 1 + run(c, i + 1, letter);
-    if (size_t n = run(c, i, number)) return n < 3 ? n : 3;
+    if (size_t n = run(c, i, number)) return n < max_digits ? n : max_digits;
     const size_t sp = c[i].cp == ' ' ? 1 : 0;
     if (size_t n = run(c, i + sp, other)) return sp + n + run(c, i + sp + n, newline);
     const size_t ws = run(c, i, space); // \s*[\r\n]+: up to the last newline of the run
@@ -74,10 +77,23 @@ size_t match_llama3(const chars & c, size_t i) {
 
 bool BpeTokenizer::init(const std::vector<std::string> & tokens, const std::vector<int> & types,
                         const std::vector<std::string> & merges, const std::string & pre, std::string * err) {
-    if (pre == "llama-bpe" || pre == "llama3") pre_ = Pre::Llama3;
-    else if (pre == "default" || pre == "gpt-2" || pre == "gpt2" || pre.empty()) pre_ = Pre::Gpt2;
-    else {
-        if (err) *err = "pre-tokenizer '" + pre + "' is not supported (llama-bpe, llama3, default, gpt-2)";
+    static const std::pair<const char *, Pre> names[] = {
+        {"llama-bpe", Pre::Llama3}, {"llama3", Pre::Llama3}, {"qwen2", Pre::Qwen2}, {"deepseek-r1-qwen", Pre::Qwen2},
+        {"default", Pre::Gpt2}, {"gpt-2", Pre::Gpt2}, {"gpt2", Pre::Gpt2}, {"", Pre::Gpt2}, {"mpt", Pre::Gpt2},
+        {"olmo", Pre::Gpt2}, {"jais", Pre::Gpt2}, {"starcoder", Pre::Digits}, {"refact", Pre::Digits},
+        {"command-r", Pre::Digits}, {"smollm", Pre::Digits}, {"codeshell", Pre::Digits}, {"exaone", Pre::Digits},
+        {"minerva-7b", Pre::Digits}};
+    bool known = false;
+    for (const auto & n : names) {
+        if (pre == n.first) { pre_ = n.second; known = true; break; }
+    }
+    if (!known) {
+        if (err) {
+            *err = "pre-tokenizer '" + pre + "' is not supported (";
+            for (const auto & n : names) *err += std::string(n.first) + (*n.first ? ", " : "");
+            err->resize(err->size() - 2);
+            *err += ")";
+        }
         return false;
     }
     // GPT-2's map: printable Latin-1 bytes stand for themselves, the others take U+0100...
@@ -104,13 +120,24 @@ bool BpeTokenizer::init(const std::vector<std::string> & tokens, const std::vect
 }
 
 std::vector<std::pair<size_t, size_t>> BpeTokenizer::split(const std::string & text) const {
-    const chars c = utf8_chars(text);
+    const chars all = utf8_chars(text);
     std::vector<std::pair<size_t, size_t>> out;
-    for (size_t i = 0; i < c.size();) {
-        size_t n = pre_ == Pre::Llama3 ? match_llama3(c, i) : match_gpt2(c, i);
-        if (n == 0) n = 1; // cannot happen: \s+ or a single other character always matches
-        out.emplace_back(c[i].begin, c[i + n - 1].begin + c[i + n - 1].len);
-        i += n;
+    // Digits: the text between digits is split on its own (the gpt-2 lookahead ends there)
+    for (size_t seg = 0; seg < all.size();) {
+        size_t end = all.size();
+        if (pre_ == Pre::Digits) {
+            end = seg;
+            if (number(all, seg)) end = seg + 1;
+            else while (end < all.size() && !number(all, end)) ++end;
+        }
+        const chars c(all.begin() + (long) seg, all.begin() + (long) end);
+        for (size_t i = 0; i < c.size();) {
+            size_t n = pre_ == Pre::Llama3 ? match_llama3(c, i, 3) : pre_ == Pre::Qwen2 ? match_llama3(c, i, 1) : match_gpt2(c, i);
+            if (n == 0) n = 1; // cannot happen: \s+ or a single other character always matches
+            out.emplace_back(c[i].begin, c[i + n - 1].begin + c[i + n - 1].len);
+            i += n;
+        }
+        seg = end;
     }
     return out;
 }

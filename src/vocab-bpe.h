@@ -17,14 +17,15 @@ class BpeTokenizer {
 public:
     // tokens: the vocabulary in its byte-to-unicode form; types as in vocab.h (control
     // tokens decode to ""); merges: "left right" pairs, best first; pre: the pre-tokenizer
-    // ("llama-bpe"/"llama3" or "default"/"gpt-2"/"gpt2"). false + message on bad input.
+    // (tokenizer.ggml.pre: llama-bpe, qwen2, gpt-2/default, mpt, starcoder, refact, command-r,
+    // smollm, ... see vocab-bpe.cpp). false + message on bad input or an unknown pre-tokenizer.
     bool init(const std::vector<std::string> & tokens, const std::vector<int> & types,
               const std::vector<std::string> & merges, const std::string & pre, std::string * err);
     std::vector<int> encode(const std::string & text) const; // no BOS
     const std::string & token_bytes(int id) const;            // what id decodes to; "" if out of range
 
 private:
-    enum class Pre { Llama3, Gpt2 };
+    enum class Pre { Llama3, Qwen2, Gpt2, Digits }; // Digits: each digit alone, gpt-2 between them
     Pre pre_ = Pre::Gpt2;
     std::unordered_map<std::string, int> token_id_;
     std::unordered_map<std::string, int> merge_rank_; // "left right" -> rank

@@ -119,6 +119,10 @@ bool Vocab::init_bpe(std::vector<std::string> tokens, std::vector<int> types, co
     bos_ = bos;
     eos_ = eos;
     bpe_ = std::move(bpe);
+    // user-defined tokens (MPT's runs of spaces, ...) are found in the text by what they decode to
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+        if (types_[i] == TOKEN_TYPE_USER_DEFINED && !bpe_->token_bytes((int)i).empty()) add_user_defined((int)i, bpe_->token_bytes((int)i));
+    }
     return true;
 }
 
@@ -135,14 +139,20 @@ void Vocab::clear() {
     user_trie_id_.assign(1, -1);
 }
 
-void Vocab::add_user_defined(int id) {
+void Vocab::add_user_defined(int id, const std::string& text) {
     int node = 0;
-    for (unsigned char c : pieces_[id]) {
+    for (unsigned char c : text) {
         const auto edge = user_trie_.emplace((uint64_t)node << 8 | c, (int)user_trie_id_.size());
         if (edge.second) user_trie_id_.push_back(-1);
         node = edge.first->second;
     }
     if (user_trie_id_[node] < 0) user_trie_id_[node] = id;
+}
+
+int Vocab::user_defined_at(const std::string& text, size_t pos, size_t len) const {
+    int node = 0;
+    for (size_t k = pos; k < pos + len; ++k) node = user_trie_.find((uint64_t)node << 8 | (unsigned char)text[k])->second;
+    return user_trie_id_[node];
 }
 
 size_t Vocab::match_user_defined(const std::string& text, size_t pos) const {
@@ -321,7 +331,7 @@ bool Vocab::init(std::vector<std::string> pieces, std::vector<float> scores, std
     scores_ = std::move(scores);
     types_ = std::move(types);
     for (size_t i = 0; i < pieces_.size(); ++i) {
-        if (types_[i] == TOKEN_TYPE_USER_DEFINED && !pieces_[i].empty()) add_user_defined((int)i);
+        if (types_[i] == TOKEN_TYPE_USER_DEFINED && !pieces_[i].empty()) add_user_defined((int)i, pieces_[i]);
     }
     bos_ = bos;
     eos_ = eos;
@@ -338,8 +348,21 @@ std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
     std::vector<int> out;
     if (add_bos && bos_ >= 0) out.push_back(bos_);
     if (bpe_) {
-        const std::vector<int> ids = bpe_->encode(text);
-        out.insert(out.end(), ids.begin(), ids.end());
+        // user-defined tokens first (leftmost, longest), the text between them through BPE
+        size_t start = 0;
+        auto flush = [&](size_t end) {
+            const std::vector<int> ids = bpe_->encode(text.substr(start, end - start));
+            out.insert(out.end(), ids.begin(), ids.end());
+        };
+        for (size_t pos = 0; pos < text.size();) {
+            const size_t len = user_trie_.empty() ? 0 : match_user_defined(text, pos);
+            if (len == 0) { ++pos; continue; }
+            if (pos > start) flush(pos);
+            out.push_back(user_defined_at(text, pos, len));
+            pos += len;
+            start = pos;
+        }
+        if (start < text.size()) flush(text.size());
         return out;
     }
     if (text.empty() || pieces_.empty()) return out;

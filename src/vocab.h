@@ -104,8 +104,9 @@ private:
     // whatever the number of pieces (a linear scan was quadratic on crafted vocabularies).
     std::unordered_map<uint64_t, int> user_trie_;  // (node << 8 | byte) -> child; node 0 is the root
     std::vector<int> user_trie_id_{-1};            // node -> token ending there (first on duplicates), -1
-    void add_user_defined(int id);
+    void add_user_defined(int id, const std::string& text);                  // text: what it matches
     size_t match_user_defined(const std::string& text, size_t pos) const;  // bytes matched, 0 if none
+    int user_defined_at(const std::string& text, size_t pos, size_t len) const; // the token of a match
 };
 
 }  // namespace kvg
