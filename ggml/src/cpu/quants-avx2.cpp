@@ -52,51 +52,89 @@ KVG_INLINE __m256i fifth_bits(const uint8_t * p) {
     return if_bits(spread, bit, 16);
 }
 
-// ---- k-quants: scales(b, sc, mn, d, dmin) and run32(b, j) ------------------------------------
+// ---- k-quants: prepare(b, s) and run32(b, j) ----------------------------------------------------
+// A super-block's scales as the tile wants them: int16 vectors, so that scale(j) is one
+// shuffle giving run j's scales (first 16 values in the low 128-bit lane, next 16 in the
+// high one: the lanes of maddubs' pairs), and the minimums per 16 values for the bsums.
+struct kscales {
+    __m256i lo, hi; // sub-block scales 0..7 and 8..15 (per-32 types: lo holds the 8 scales), each in both lanes
+    __m256i mins;   // 16 int16 minimums, one per 16 values
+    float d, dmin;
+};
+KVG_INLINE uint32_t u32_at(const uint8_t * p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+KVG_INLINE __m256i both_lanes(__m128i v) { return _mm256_broadcastsi128_si256(v); }
+// 16 int16 scales (one per 16 values) into lo/hi
+KVG_INLINE void per16(__m256i sc16, kscales & s) {
+    s.lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+    s.hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+}
+// run j of a per-16 type: scales 2j (low lane) and 2j + 1 (high lane)
+KVG_INLINE __m256i scale16(const kscales & s, int j) {
+    const int k = j & 3; // int16 index within the 8 of lo or hi
+    const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((short) ((4 * k + 2) | (4 * k + 3) << 8)),
+                                          _mm_set1_epi16((short) ((4 * k) | (4 * k + 1) << 8)));
+    return _mm256_shuffle_epi8(j < 4 ? s.lo : s.hi, pick);
+}
+// run j of a per-32 type: scale j in every lane
+KVG_INLINE __m256i scale32(const kscales & s, int j) {
+    return _mm256_shuffle_epi8(s.lo, _mm256_set1_epi16((short) ((2 * j) | (2 * j + 1) << 8)));
+}
+
 struct q2_k {
     static constexpr size_t BYTES = 84;
-    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) {
-        for (int s = 0; s < 16; ++s) { sc[s] = b[s] & 0x0F; mn[s] = b[s] >> 4; }
-        d = half_at(b + 80);
-        dmin = half_at(b + 82);
+    static KVG_INLINE void prepare(const uint8_t * b, kscales & s) {
+        const __m128i v = _mm_loadu_si128((const __m128i *) b); // scale in the low nibble, minimum in the high one
+        per16(_mm256_cvtepu8_epi16(_mm_and_si128(v, _mm_set1_epi8(0x0F))), s);
+        s.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)));
+        s.d = half_at(b + 80);
+        s.dmin = half_at(b + 82);
     }
+    static KVG_INLINE __m256i scale(const kscales & s, int j) { return scale16(s, j); }
     static KVG_INLINE __m256i run32(const uint8_t * b, int j) { return bits2(load32(b + 16 + 32 * (j >> 2)), 2 * (j & 3)); }
 };
 
 struct q3_k {
     static constexpr size_t BYTES = 110;
-    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) {
-        const uint8_t * p = b + 96;
-        for (int s = 0; s < 16; ++s) {
-            const int low = s < 8 ? p[s] & 0x0F : p[s - 8] >> 4;
-            const int high = (p[8 + s % 4] >> (2 * (s / 4))) & 3;
-            sc[s] = (int16_t) ((low | high << 4) - 32);
-            mn[s] = (int16_t) (4 * sc[s]); // quants stored as q + 4
-        }
-        d = dmin = half_at(b + 108);
+    // 16 6-bit scales: low nibbles from bytes 0..7, top 2 bits from bytes 8..11; minus 32
+    static KVG_INLINE void prepare(const uint8_t * b, kscales & s) {
+        const uint32_t a = u32_at(b + 96), c = u32_at(b + 100), h = u32_at(b + 104);
+        const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+        const __m128i sc = _mm_setr_epi32((int) ((a & m4) | (h & m2) << 4), (int) ((c & m4) | (h >> 2 & m2) << 4),
+                                          (int) ((a >> 4 & m4) | (h >> 4 & m2) << 4), (int) ((c >> 4 & m4) | (h >> 6 & m2) << 4));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(sc, _mm_set1_epi8(32)));
+        per16(sc16, s);
+        s.mins = _mm256_slli_epi16(sc16, 2); // quants stored as q + 4
+        s.d = s.dmin = half_at(b + 108);
     }
+    static KVG_INLINE __m256i scale(const kscales & s, int j) { return scale16(s, j); }
     static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
         const __m256i low = bits2(load32(b + 32 + 32 * (j >> 2)), 2 * (j & 3));
         return _mm256_or_si256(low, if_bits(load32(b), _mm256_set1_epi8((char) (1 << j)), 4));
     }
 };
 
-// q4_K / q5_K: 6-bit scales and mins per 32 values, each given to both 16-value halves
-KVG_INLINE void k4_scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) {
-    const uint8_t * p = b + 4;
-    for (int j = 0; j < 8; ++j) {
-        const int s = j < 4 ? p[j] & 63 : (p[j + 4] & 0x0F) | (p[j - 4] >> 6) << 4;
-        const int m = j < 4 ? p[j + 4] & 63 : (p[j + 4] >> 4) | (p[j] >> 6) << 4;
-        sc[2 * j] = sc[2 * j + 1] = (int16_t) s;
-        mn[2 * j] = mn[2 * j + 1] = (int16_t) m;
-    }
-    d = half_at(b);
-    dmin = half_at(b + 2);
+// q4_K / q5_K: 8 6-bit scales and mins per 32 values in 12 bytes; the minimums are given to
+// both 16-value halves
+KVG_INLINE void k4_prepare(const uint8_t * b, kscales & s) {
+    const uint32_t a = u32_at(b + 4), c = u32_at(b + 8), h = u32_at(b + 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    const __m128i sm = _mm_setr_epi32((int) (a & m6), (int) ((h & m4) | (a >> 6 & m2) << 4), (int) (c & m6),
+                                      (int) ((h >> 4 & m4) | (c >> 6 & m2) << 4));
+    const __m128i sc = _mm_cvtepu8_epi16(sm), mn = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+    s.lo = both_lanes(sc);
+    s.mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
+    s.d = half_at(b);
+    s.dmin = half_at(b + 2);
 }
 
 struct q4_k {
     static constexpr size_t BYTES = 144;
-    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) { k4_scales(b, sc, mn, d, dmin); }
+    static KVG_INLINE void prepare(const uint8_t * b, kscales & s) { k4_prepare(b, s); }
+    static KVG_INLINE __m256i scale(const kscales & s, int j) { return scale32(s, j); }
     static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
         const __m256i q = load32(b + 16 + 32 * (j >> 1));
         return (j & 1) ? high4(q) : low4(q);
@@ -105,7 +143,8 @@ struct q4_k {
 
 struct q5_k {
     static constexpr size_t BYTES = 176;
-    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) { k4_scales(b, sc, mn, d, dmin); }
+    static KVG_INLINE void prepare(const uint8_t * b, kscales & s) { k4_prepare(b, s); }
+    static KVG_INLINE __m256i scale(const kscales & s, int j) { return scale32(s, j); }
     static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
         const __m256i q = load32(b + 48 + 32 * (j >> 1));
         const __m256i lo = (j & 1) ? high4(q) : low4(q);
@@ -115,13 +154,13 @@ struct q5_k {
 
 struct q6_k {
     static constexpr size_t BYTES = 210;
-    static KVG_INLINE void scales(const uint8_t * b, int16_t * sc, int16_t * mn, float & d, float & dmin) {
-        for (int s = 0; s < 16; ++s) {
-            sc[s] = (int8_t) b[192 + s];
-            mn[s] = (int16_t) (32 * sc[s]); // quants stored as q + 32
-        }
-        d = dmin = half_at(b + 208);
+    static KVG_INLINE void prepare(const uint8_t * b, kscales & s) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (b + 192)));
+        per16(sc16, s);
+        s.mins = _mm256_slli_epi16(sc16, 5); // quants stored as q + 32
+        s.d = s.dmin = half_at(b + 208);
     }
+    static KVG_INLINE __m256i scale(const kscales & s, int j) { return scale16(s, j); }
     static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
         const int h = j >> 2, t = j & 3;
         const __m256i l = load32(b + 64 * h + 32 * (t & 1));
@@ -135,7 +174,6 @@ template <typename T, int R, int C>
 KVG_INLINE void tile_k(const mm_tile_args & a) {
     constexpr int G = (R * C + 7) / 8;
     __m256 acc[G * 8];
-    float macc[R * C] = {};
     for (int i = 0; i < G * 8; ++i) acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < a.k / QK_K; ++b) {
         const block_q8_K * x[C];
@@ -143,31 +181,25 @@ KVG_INLINE void tile_k(const mm_tile_args & a) {
         for (int r = 0; r < R; ++r) {
             const uint8_t * w = (const uint8_t *) a.w + r * a.w_stride + b * T::BYTES;
             if (C == 1) _mm_prefetch((const char *) w + (R == 1 ? 2048 : R * a.w_stride), _MM_HINT_T0);
-            alignas(32) int16_t sc[16], mn[16];
-            float d, dmin;
-            T::scales(w, sc, mn, d, dmin);
+            kscales s;
+            T::prepare(w, s);
             __m256i isum[C];
             for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
             for (int j = 0; j < 8; ++j) {
-                const __m256i q = T::run32(w, j);
-                const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+                const __m256i q = T::run32(w, j), scale = T::scale(s, j);
                 for (int c = 0; c < C; ++c) {
                     const __m256i p = _mm256_maddubs_epi16(q, load32((const uint8_t *) x[c]->qs + 32 * j));
                     isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, scale));
                 }
             }
-            const __m256i mins = _mm256_load_si256((const __m256i *) mn);
             for (int c = 0; c < C; ++c) {
-                const __m256i m = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *) x[c]->bsums));
-                __m128i m4 = _mm_add_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-                m4 = _mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0x4E));
-                m4 = _mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0xB1));
-                acc[r * C + c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(d * x[c]->d), acc[r * C + c]);
-                macc[r * C + c] -= dmin * x[c]->d * (float) _mm_cvtsi128_si32(m4);
+                const __m256i m = _mm256_madd_epi16(s.mins, _mm256_loadu_si256((const __m256i *) x[c]->bsums));
+                __m256 & o = acc[r * C + c];
+                o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(s.d * x[c]->d), o);
+                o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(-s.dmin * x[c]->d), o);
             }
         }
     }
-    for (int i = 0; i < R * C; ++i) acc[i] = _mm256_add_ps(acc[i], _mm256_setr_ps(macc[i], 0, 0, 0, 0, 0, 0, 0));
     finish_tile<R, C>(a, acc);
 }
 
@@ -291,12 +323,14 @@ void kvg::add_block_quant_kernels_avx2(cpu_kernels & k) {
     mm_fill<t_q5_0, 4, 2>(k.mm[MM_Q5_0]);
     mm_fill<t_q5_1, 4, 2>(k.mm[MM_Q5_1]);
     mm_fill<t_iq4_nl, 4, 2>(k.mm[MM_IQ4_NL]);
-    mm_fill<t_q2_k, 4, 2>(k.mm[MM_Q2_K]);
-    mm_fill<t_q3_k, 4, 2>(k.mm[MM_Q3_K]);
-    mm_fill<t_q4_k, 4, 2>(k.mm[MM_Q4_K]);
-    mm_fill<t_q5_k, 4, 2>(k.mm[MM_Q5_K]);
-    mm_fill<t_q6_k, 4, 2>(k.mm[MM_Q6_K]);
-    for (int t = MM_Q4_1; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1; // one row streams best
+    mm_fill<t_q2_k, 1, 8>(k.mm[MM_Q2_K]);
+    mm_fill<t_q3_k, 1, 8>(k.mm[MM_Q3_K]);
+    mm_fill<t_q4_k, 1, 8>(k.mm[MM_Q4_K]);
+    mm_fill<t_q5_k, 1, 8>(k.mm[MM_Q5_K]);
+    mm_fill<t_q6_k, 1, 8>(k.mm[MM_Q6_K]);
+    // k-quants: one weight row against up to 8 activation rows (the unpacking of a super-block
+    // is the cost to share); one row streams best for matrix-vector products
+    for (int t = MM_Q4_1; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
     k.quantize_q8_K = quantize_q8_K;
 }
 
