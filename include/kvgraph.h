@@ -39,7 +39,7 @@ struct kvg_model_params {
     bool   use_mmap;         // map the file and point weights into it (default true); false copies them
     size_t max_weight_bytes; // refuse models whose weights need more bytes (0: no limit)
     // Scan every weight after loading: NaN/inf in f32/f16/bf16 tensors, non-finite block
-    // scales in q8_0/q4_0 ones; the first one found fails the load (default false: reads all weights).
+    // scales in the block types; the first one found fails the load (default false: reads all weights).
     bool   check_tensors;
     // Load only the tokenizer (as llama.cpp's vocab_only): a GGUF file with or without
     // tensors, e.g. llama.cpp's vocab-only files. kvg_tokenize / kvg_detokenize work on the
@@ -114,7 +114,8 @@ enum kvg_attn_impl {
     KVG_ATTN_MATMUL = 1, // mul_mat + soft_max_ext + mul_mat
 };
 struct kvg_context_params {
-    int32_t n_ctx;     // KV-cache slots per sequence; 0 is an error, > the model's context length too
+    int32_t n_ctx;     // KV-cache slots per sequence; 0: the model's context length (as llama.cpp);
+                       // more than the model's context length is an error
     int32_t n_threads;
     int32_t n_batch;   // max tokens per graph chunk
     enum kvg_kv_type kv_type;
@@ -134,7 +135,7 @@ struct kvg_context_params {
     // kvg_kv_cache_bytes would report (0: no limit).
     size_t max_kv_bytes;
 };
-// n_ctx = 512, n_threads = 4, n_batch = 512, kv f32, flash attention, last logits only,
+// n_ctx = 0 (the model's), n_threads = 4, n_batch = 512, kv f32, flash attention, last logits only,
 // one sequence, linear cache, dynamic residency, no KV memory limit.
 struct kvg_context_params kvg_context_default_params(void);
 
@@ -173,17 +174,33 @@ int32_t kvg_seq_n_past(const struct kvg_context * ctx, int32_t seq);
 int32_t kvg_n_seq_max(const struct kvg_context * ctx);
 
 // ---- sampling ---------------------------------------------------------------------------------------
+// The steps, in order (llama.cpp's meanings): penalties on the recently accepted tokens,
+// then greedy (temp <= 0) or top-k, min-p, temperature softmax, top-p and a seeded draw.
 struct kvg_sampler_params {
     float temp;    // <= 0: greedy
     int32_t top_k; // <= 0: off
     float top_p;   // >= 1: off
     uint64_t seed;
+    float min_p;   // <= 0: off; keeps tokens with probability >= min_p x the top token's
+    // Over the last repeat_last_n accepted tokens (-1: all, 0: none): a token seen there has
+    // its logit divided by repeat_penalty (multiplied when negative), then lowered by
+    // frequency_penalty x its count and by presence_penalty once.
+    float repeat_penalty;    // 1: off
+    int32_t repeat_last_n;
+    float frequency_penalty; // 0: off
+    float presence_penalty;  // 0: off
 };
-struct kvg_sampler_params kvg_sampler_default_params(void); // temp 0.8, top-k 40, top-p 0.95
+// temp 0.8, top-k 40, top-p 0.95, min-p off, penalties off (repeat_last_n 64)
+struct kvg_sampler_params kvg_sampler_default_params(void);
 struct kvg_sampler * kvg_sampler_new(struct kvg_sampler_params params); // NULL if out of memory
 void kvg_sampler_free(struct kvg_sampler * sampler);
-// -1 if sampler or logits is NULL or n_vocab <= 0.
+// Samples a token and accepts it (as llama.cpp's llama_sampler_sample). -1 if sampler or
+// logits is NULL or n_vocab <= 0.
 kvg_token kvg_sampler_sample(struct kvg_sampler * sampler, const float * logits, int32_t n_vocab);
+// Tells the penalties about a token of the text that was not sampled (the prompt's).
+void kvg_sampler_accept(struct kvg_sampler * sampler, kvg_token token);
+// Forgets the accepted tokens and restarts the random numbers from the seed.
+void kvg_sampler_reset(struct kvg_sampler * sampler);
 // Index of the largest logit (the first of ties); -1 if logits is NULL or n_vocab <= 0.
 kvg_token kvg_argmax(const float * logits, int32_t n_vocab);
 

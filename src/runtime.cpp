@@ -202,7 +202,7 @@ int32_t kvg_detokenize(const kvg_model * model, const kvg_token * tokens, int32_
 
 kvg_context_params kvg_context_default_params(void) {
     kvg_context_params p;
-    p.n_ctx = 512;
+    p.n_ctx = 0;
     p.n_threads = 4;
     p.n_batch = 512;
     p.kv_type = KVG_KV_F32;
@@ -224,9 +224,10 @@ kvg_context * kvg_context_new(const kvg_model * model, kvg_context_params params
         return nullptr;
     }
     const kvg::HParams & hp = model->m->hp;
+    if (params.n_ctx == 0) params.n_ctx = hp.n_ctx_train; // llama.cpp's meaning
     if (params.n_ctx <= 0 || params.n_ctx > hp.n_ctx_train) {
         set_err(err, err_size, "n_ctx = " + std::to_string(params.n_ctx) + " is invalid: it must be in 1.." +
-                                   std::to_string(hp.n_ctx_train) + " (the model's context length)");
+                                   std::to_string(hp.n_ctx_train) + " (the model's context length), or 0 for that length");
         return nullptr;
     }
     if (params.n_threads <= 0 || params.n_threads > GGML_MAX_N_THREADS) {
@@ -528,6 +529,11 @@ kvg_sampler_params kvg_sampler_default_params(void) {
     p.top_k = d.top_k;
     p.top_p = d.top_p;
     p.seed = d.seed;
+    p.min_p = d.min_p;
+    p.repeat_penalty = d.repeat_penalty;
+    p.repeat_last_n = d.repeat_last_n;
+    p.frequency_penalty = d.frequency_penalty;
+    p.presence_penalty = d.presence_penalty;
     return p;
 }
 
@@ -537,6 +543,11 @@ kvg_sampler * kvg_sampler_new(kvg_sampler_params params) try {
     p.top_k = params.top_k;
     p.top_p = params.top_p;
     p.seed = params.seed;
+    p.min_p = params.min_p;
+    p.repeat_penalty = params.repeat_penalty;
+    p.repeat_last_n = params.repeat_last_n;
+    p.frequency_penalty = params.frequency_penalty;
+    p.presence_penalty = params.presence_penalty;
     return new kvg_sampler{kvg::Sampler(p)};
 } catch (...) {
     return nullptr;
@@ -545,9 +556,21 @@ kvg_sampler * kvg_sampler_new(kvg_sampler_params params) try {
 void kvg_sampler_free(kvg_sampler * sampler) { delete sampler; }
 
 kvg_token kvg_sampler_sample(kvg_sampler * sampler, const float * logits, int32_t n_vocab) try {
-    return sampler && logits && n_vocab > 0 ? sampler->s.sample(logits, n_vocab) : -1;
+    if (!sampler || !logits || n_vocab <= 0) return -1;
+    const kvg_token t = sampler->s.sample(logits, n_vocab);
+    sampler->s.accept(t);
+    return t;
 } catch (...) {
     return -1;
+}
+
+void kvg_sampler_accept(kvg_sampler * sampler, kvg_token token) try {
+    if (sampler) sampler->s.accept(token);
+} catch (...) {
+}
+
+void kvg_sampler_reset(kvg_sampler * sampler) {
+    if (sampler) sampler->s.reset();
 }
 
 kvg_token kvg_argmax(const float * logits, int32_t n_vocab) { return logits && n_vocab > 0 ? kvg::Sampler::argmax(logits, n_vocab) : -1; }

@@ -21,6 +21,37 @@ double Rng::next_double() {
 
 Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
 
+void Sampler::accept(int token) {
+    const int keep = params_.repeat_last_n;
+    if (keep == 0) return;
+    recent_.push_back(token);
+    if (keep > 0 && (int)recent_.size() > keep) recent_.erase(recent_.begin(), recent_.end() - keep);
+}
+
+void Sampler::reset() {
+    recent_.clear();
+    rng_.seed(params_.seed);
+}
+
+const float* Sampler::penalized(const float* logits, int n) {
+    const bool on = params_.repeat_penalty != 1.0f || params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+    if (!on || recent_.empty()) return logits;
+    pen_.assign(logits, logits + n);
+    std::vector<int> ids(recent_);
+    std::sort(ids.begin(), ids.end());
+    for (size_t i = 0; i < ids.size();) {
+        size_t j = i;
+        while (j < ids.size() && ids[j] == ids[i]) ++j;
+        const int id = ids[i], count = (int)(j - i);
+        i = j;
+        if (id < 0 || id >= n) continue;
+        float& l = pen_[(size_t)id];
+        l = l <= 0.0f ? l * params_.repeat_penalty : l / params_.repeat_penalty;
+        l -= (float)count * params_.frequency_penalty + params_.presence_penalty;
+    }
+    return pen_.data();
+}
+
 int Sampler::argmax(const float* logits, int n) {
     if (!logits || n <= 0) return -1;
     int best = 0;
@@ -65,6 +96,11 @@ double Sampler::prepare(const float* logits, int n) {
         cand_.resize((size_t)k);
         sorted = true;
     }
+    if (params_.min_p > 0.0f) { // p >= min_p * p_top  <=>  logit >= top logit + log(min_p)
+        const double floor = (double)max_logit + std::log((double)std::min(params_.min_p, 1.0f));
+        cand_.erase(std::remove_if(cand_.begin(), cand_.end(), [&](const Cand& c) { return (double)c.logit < floor; }),
+                    cand_.end());
+    }
 
     double sum = 0.0;
     for (Cand& c : cand_) {
@@ -108,6 +144,7 @@ double Sampler::prepare(const float* logits, int n) {
 
 int Sampler::sample(const float* logits, int n_vocab) {
     if (!logits || n_vocab <= 0) return -1;
+    logits = penalized(logits, n_vocab);
     const double sum = prepare(logits, n_vocab);
     if (sum < 0.0) return argmax(logits, n_vocab);
 
@@ -125,6 +162,7 @@ int Sampler::sample(const float* logits, int n_vocab) {
 
 std::vector<TokenProb> Sampler::distribution(const float* logits, int n_vocab) {
     if (!logits || n_vocab <= 0) return {};
+    logits = penalized(logits, n_vocab);
     const double sum = prepare(logits, n_vocab);
     if (sum < 0.0) return {{argmax(logits, n_vocab), 1.0f}};
     std::vector<TokenProb> out;

@@ -1,4 +1,5 @@
-// Token sampling: greedy, or top-k -> temperature softmax -> top-p -> draw.
+// Token sampling: penalties on the recent tokens, then greedy, or top-k -> min-p ->
+// temperature softmax -> top-p -> draw.
 //
 // Results depend only on the logits, the params and the seed: the RNG is
 // spelled out here (splitmix64) and candidate order is a total order (logit
@@ -28,6 +29,14 @@ struct SamplerParams {
     float temp = 0.8f;   // <= 0: greedy
     int top_k = 40;      // <= 0 or >= n_vocab: disabled
     float top_p = 0.95f; // >= 1: disabled; <= 0 keeps only the top token
+    float min_p = 0.0f;  // <= 0: disabled; keeps tokens whose probability is >= min_p x the top one's
+    // llama.cpp's penalties over the last repeat_last_n accepted tokens: a token seen there
+    // has its logit divided by repeat_penalty (multiplied if negative), then lowered by
+    // frequency_penalty x its count and presence_penalty once.
+    float repeat_penalty = 1.0f; // 1: off
+    int repeat_last_n = 64;      // 0: off, -1: every accepted token
+    float frequency_penalty = 0.0f;
+    float presence_penalty = 0.0f;
     uint64_t seed = 0x6b7667ull;
 };
 
@@ -52,6 +61,10 @@ public:
     std::vector<TokenProb> distribution(const float* logits, int n_vocab);
 
     void reseed(uint64_t seed) { rng_.seed(seed); }
+    // A token that joined the text (sampled, or from the prompt): what the penalties see.
+    void accept(int token);
+    // Forgets the accepted tokens and restarts the RNG from the params' seed.
+    void reset();
     const SamplerParams& params() const { return params_; }
 
     // Index of the largest logit, lowest index on ties, NaN skipped; 0 if all
@@ -67,10 +80,14 @@ private:
     // Fills cand_ with the kept candidates and their weights; returns their
     // total weight, or a negative value when the choice is greedy.
     double prepare(const float* logits, int n_vocab);
+    // logits with the penalties applied (a copy in pen_), or logits itself when none apply.
+    const float* penalized(const float* logits, int n_vocab);
 
     SamplerParams params_;
     Rng rng_;
     std::vector<Cand> cand_;  // scratch reused across calls
+    std::vector<int> recent_; // accepted tokens, oldest first, at most repeat_last_n
+    std::vector<float> pen_;  // scratch: penalized logits
 };
 
 }  // namespace kvg

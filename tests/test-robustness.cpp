@@ -306,11 +306,14 @@ TEST_CASE("kvg-generate: a malformed value for any numeric option fails at once,
     }
     const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
     const std::vector<std::string> options = {"-n", "-t", "-c", "-b", "--parallel", "--window", "--sink", "--top-k",
-                                              "--temp", "--top-p", "--seed", "--max-weights-mib", "--max-kv-mib"};
+                                              "--temp", "--top-p", "--seed", "--max-weights-mib", "--max-kv-mib",
+                                              "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
+                                              "--frequency-penalty", "--n-predict", "--threads", "--ctx-size"};
     const std::vector<std::string> bad = {"abc", "nan", "1e20", "-7", "", "3x", "inf", "99999999999999999999999"};
     for (const std::string & opt : options) {
         for (const std::string & v : bad) {
-            if (opt == "--temp" && v == "-7") continue; // any finite temperature is valid (<= 0: greedy)
+            // any finite temperature is valid (<= 0: greedy), and so is any finite additive penalty
+            if ((opt == "--temp" || opt == "--presence-penalty" || opt == "--frequency-penalty") && v == "-7") continue;
             CAPTURE(opt);
             CAPTURE(v);
             const auto t0 = std::chrono::steady_clock::now();
@@ -324,6 +327,76 @@ TEST_CASE("kvg-generate: a malformed value for any numeric option fails at once,
     const ChildResult r = run_generate({"-m", model, "-n", "1", "-t", "1", "--seed", "-1"});
     CHECK(r.code == 0);
     CHECK(contains(r.output, "seed: "));
+}
+
+namespace {
+// The generated text of a greedy run (stdout and stderr together), which must succeed.
+std::string greedy_text(std::vector<std::string> args) {
+    args.insert(args.end(), {"--temp", "0", "-t", "1"});
+    const ChildResult r = run_generate(args);
+    INFO(r.output);
+    CHECK(r.exited);
+    CHECK(r.code == 0);
+    return r.output;
+}
+size_t count_of(const std::string & s, const std::string & part) {
+    size_t n = 0;
+    for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+    return n;
+}
+} // namespace
+
+TEST_CASE("kvg-generate: llama.cpp's flags (long names, -f, -e, stop strings, penalties, ignore-eos, help)") {
+    if (generate_path().empty()) {
+        MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
+        return;
+    }
+    const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    const ChildResult help = run_child([&] {
+        // stdout only: --help prints there (stderr closed)
+        close(2);
+        const std::string exe = generate_path();
+        execl(exe.c_str(), exe.c_str(), "--help", (char *) nullptr);
+        _exit(127);
+    });
+    CHECK(help.code == 0);
+    CHECK(contains(help.output, "--repeat-penalty"));
+    CHECK(contains(help.output, "--n-predict"));
+    // long names mean what the short ones do
+    const std::string shorts = greedy_text({"-m", model, "-p", "And God said", "-n", "40", "-c", "128"});
+    const std::string longs = greedy_text({"--model", model, "--prompt", "And God said", "--n-predict", "40", "--ctx-size", "128",
+                                           "--threads", "1", "--batch-size", "64"});
+    auto text_of = [](const std::string & out) { return out.substr(out.find("And"), out.find("prompt:") - out.find("And")); };
+    CHECK(text_of(shorts) == text_of(longs));
+    // the greedy text loops; a repeat penalty breaks the loop
+    const std::string phrase = "thou shalt not be a stranger";
+    const std::string loop = greedy_text({"-m", model, "-p", "And God said", "-n", "120"});
+    const std::string pen = greedy_text({"-m", model, "-p", "And God said", "-n", "120", "--repeat-penalty", "1.5"});
+    CHECK(count_of(loop, phrase) >= 3);
+    CHECK(count_of(pen, phrase) < count_of(loop, phrase));
+    // -r: the text stops right after the stop string
+    const std::string stopped = greedy_text({"-m", model, "-p", "And God said", "-n", "-1", "-r", "parable"});
+    CHECK(contains(stopped, "parable\n"));
+    CHECK(contains(stopped, "(stop string)"));
+    CHECK_FALSE(contains(stopped, "midst"));
+    // -f: one prompt from a file, -e its escapes; --no-display-prompt: only the new text
+    const std::string pf = temp_path("prompt.txt");
+    { std::ofstream(pf) << "And God\\nsaid"; }
+    const std::string esc = greedy_text({"-m", model, "-f", pf, "-e", "-n", "3"});
+    CHECK(contains(esc, "And God\nsaid"));
+    const std::string quiet = greedy_text({"-m", model, "-f", pf, "-n", "3", "--no-display-prompt"});
+    CHECK_FALSE(contains(quiet, "And God"));
+    // -n -1 ends at a full context; with --ignore-eos the end of text does not stop it either
+    const std::string full = greedy_text({"-m", model, "-p", "And", "-n", "-1", "-c", "24", "--ignore-eos"});
+    CHECK(contains(full, "(context full)"));
+    // a sample from a printed clock seed is reproduced by passing that seed
+    const ChildResult a = run_generate({"-m", model, "-p", "And", "-n", "12", "-t", "1"});
+    const size_t at = a.output.find("seed: ");
+    REQUIRE(at != std::string::npos);
+    const std::string seed = a.output.substr(at + 6, a.output.find('\n', at) - at - 6);
+    const ChildResult b = run_generate({"-m", model, "-p", "And", "-n", "12", "-t", "1", "--seed", seed});
+    CHECK(text_of(a.output) == text_of(b.output));
+    std::remove(pf.c_str());
 }
 
 TEST_CASE("kvg-generate: weights that are all NaN or infinite run to the end without a crash") {

@@ -263,9 +263,16 @@ TEST_CASE("context parameters") {
     kvg_model * m = load_ok(model_path("aidreams260K.bin"), model_path("tok512.bin").c_str());
     char err[512];
     kvg_context_params p = kvg_context_default_params();
-    p.n_ctx = 0;
+    CHECK(p.n_ctx == 0); // the default: the model's context, as llama.cpp
+    kvg_context * c0 = kvg_context_new(m, p, err, sizeof err);
+    INFO(err);
+    REQUIRE(c0 != nullptr);
+    CHECK(kvg_n_ctx(c0) == kvg_model_n_ctx_train(m));
+    CHECK(kvg_n_ctx(c0) == 128);
+    kvg_context_free(c0);
+    p.n_ctx = -1;
     CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
-    CHECK(contains(err, "n_ctx = 0 is invalid"));
+    CHECK(contains(err, "n_ctx = -1 is invalid"));
     p.n_ctx = 129; // the model's context is 128
     CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
     CHECK(contains(err, "1..128"));

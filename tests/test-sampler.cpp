@@ -295,3 +295,57 @@ TEST_CASE("temperature -> 0+ approaches greedy") {
     }
     CHECK(prev_freq == 1.0);
 }
+
+TEST_CASE("penalties: llama.cpp's repeat / frequency / presence rules on the accepted tokens") {
+    kvg::SamplerParams p;
+    p.temp = 0.0f; // greedy on the penalized logits
+    p.repeat_penalty = 2.0f;
+    p.frequency_penalty = 0.25f;
+    p.presence_penalty = 0.5f;
+    p.repeat_last_n = 3;
+    kvg::Sampler s(p);
+    const std::vector<float> logits = {3.0f, 2.5f, -1.0f, 1.0f};
+    CHECK(s.sample(logits.data(), 4) == 0); // nothing accepted: plain argmax
+    s.accept(0);
+    s.accept(0);
+    // token 0: 3 / 2 - 2 * 0.25 - 0.5 = 0.5; token 1 untouched (2.5) wins
+    CHECK(s.sample(logits.data(), 4) == 1);
+    auto d = s.distribution(logits.data(), 4);
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].id == 1);
+    s.accept(1); // history 0 0 1: token 1 -> 2.5 / 2 - 0.25 - 0.5 = 0.5, token 3 (1.0) wins
+    CHECK(s.sample(logits.data(), 4) == 3);
+    s.accept(3); // window of 3: 0 1 3 -> 0: 3/2 - .75 = 0.75, 1: 0.5, 3: 1/2 - .75 = -0.25, 2: -1: token 0
+    CHECK(s.sample(logits.data(), 4) == 0);
+    s.accept(2); // window: 1 3 2 -> token 0 no longer penalized
+    CHECK(s.sample(logits.data(), 4) == 0);
+    // a negative logit is multiplied: token 2 = -1 * 2 - .75 = -2.75 (below every other)
+    p.repeat_last_n = -1;
+    kvg::Sampler all(p);
+    for (int t : {0, 1, 3}) all.accept(t);
+    const std::vector<float> l2 = {1.0f, 1.0f, -0.1f, 1.0f};
+    CHECK(all.sample(l2.data(), 4) == 2); // 0,1,3: 1/2 - .75 = -0.25 each; 2: -0.1 untouched
+    all.reset();
+    CHECK(all.sample(l2.data(), 4) == 0);
+}
+
+TEST_CASE("min-p keeps the tokens at least min_p times as likely as the top one") {
+    kvg::SamplerParams p;
+    p.temp = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.3f;
+    kvg::Sampler s(p);
+    // probabilities relative to the top: 1, e^-1 = 0.37, e^-2 = 0.14, e^-0.5 = 0.61
+    const std::vector<float> logits = {0.0f, -1.0f, -2.0f, -0.5f};
+    const auto d = s.distribution(logits.data(), 4);
+    REQUIRE(d.size() == 3);
+    std::set<int> ids;
+    double total = 0, z = 1 + std::exp(-1.0) + std::exp(-0.5);
+    for (const auto & t : d) { ids.insert(t.id); total += t.p; }
+    CHECK(ids == std::set<int>{0, 1, 3});
+    CHECK(total == doctest::Approx(1.0));
+    CHECK(d[0].id == 0);
+    CHECK(d[0].p == doctest::Approx(1.0 / z).epsilon(1e-5));
+    for (int i = 0; i < 2000; ++i) CHECK(s.sample(logits.data(), 4) != 2);
+}

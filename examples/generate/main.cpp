@@ -13,9 +13,9 @@
 // Every numeric option is checked (integers as integers, in range, the option named in the
 // message) before anything is loaded or allocated.
 #include "kvgraph.h"
+#include "options.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -23,68 +23,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
 
-static void usage(const char * argv0) {
-    fprintf(stderr,
-            "usage: %s -m MODEL [options]\n"
-            "  -m PATH           model: GGUF (llama) or llama2.c checkpoint (.bin)\n"
-            "  -z PATH           llama2.c tokenizer.bin (for .bin checkpoints)\n"
-            "  -p TEXT           prompt (default: empty, generation starts after BOS)\n"
-            "  -n N              tokens to generate (default 128; -1: until end of text or a full context)\n"
-            "  -t N              threads (default: hardware threads, at most 4)\n"
-            "  -c N              context length (default: the model's, at most 4096)\n"
-            "  -b N              prompt batch size (default 512)\n"
-            "  --temp T          temperature, 0 = greedy (default 0.8)\n"
-            "  --top-k K         (default 40, 0 = off)\n"
-            "  --top-p P         (default 0.95, 1 = off)\n"
-            "  --seed S          sampling seed, 0..2^64-1 (default or -1: from the clock, printed)\n"
-            "  --kv-type T       f32, f16 or q8_0 (default f32)\n"
-            "  --kv-mode M       linear or ring (default linear)\n"
-            "  --window W        ring: positions attended besides the sinks (default: -c minus sinks)\n"
-            "  --sink S          ring: first positions always attended (default 0)\n"
-            "  --kv-static       commit the whole cache's memory at start (default: as tokens are written)\n"
-            "  --max-weights-mib N  refuse models whose weights need more than N MiB\n"
-            "  --max-kv-mib N    refuse a KV cache of more than N MiB (all sequences)\n"
-            "  --check-tensors   refuse models with NaN/inf weights or non-finite q8_0/q4_0 scales\n"
-            "  --parallel N      decode N prompts at once (lines of -f; reused in turn if fewer)\n"
-            "  -f FILE           prompts, one per line (with --parallel)\n"
-            "  --attn A          flash or matmul (default flash)\n"
-            "  --no-mmap         read the weights instead of mapping the file\n",
-            argv0);
-}
-
 static double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// A positive limit in MiB as bytes: at least 1 (0 would mean no limit), saturating.
-static size_t mib_to_bytes(double mib) {
-    if (!(mib > 0)) return 0;
-    const double b = mib * 1024 * 1024;
-    return b >= 1.8e19 ? SIZE_MAX : std::max<size_t>(1, (size_t) b);
-}
-
-// The value named t among an option's choices; false (with a message listing them) if none.
-template <typename E>
-static bool choose(const char * opt, const std::string & t, std::initializer_list<std::pair<const char *, E>> choices, E * out) {
-    std::string names; // "a, b or c"
-    size_t i = 0;
-    for (const auto & [name, value] : choices) {
-        if (t == name) {
-            *out = value;
-            return true;
-        }
-        if (i > 0) names += i + 1 == choices.size() ? " or " : ", ";
-        names += name;
-        ++i;
-    }
-    fprintf(stderr, "error: %s must be %s, not '%s'\n", opt, names.c_str(), t.c_str());
-    return false;
 }
 
 static const char * kv_type_name(kvg_kv_type t) { return t == KVG_KV_F16 ? "f16" : t == KVG_KV_Q8_0 ? "q8_0" : "f32"; }
@@ -123,17 +67,35 @@ static void report_cache(kvg_context * ctx, kvg_kv_type kv_type) {
             kv_type_name(kv_type), kvg_n_ctx(ctx), kvg_n_seq_max(ctx));
 }
 
+// Does text end with one of the stop strings?
+static bool ends_with_stop(const std::string & text, const std::vector<std::string> & stop) {
+    for (const std::string & s : stop) {
+        if (!s.empty() && text.size() >= s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0) return true;
+    }
+    return false;
+}
+
+// The next token: the penalties know the text so far; --ignore-eos takes EOS out of the choice.
+static kvg_token next_token(kvg_sampler * smpl, const float * logits, int n_vocab, kvg_token eos, bool ignore_eos,
+                            std::vector<float> * scratch) {
+    if (ignore_eos && eos >= 0 && eos < n_vocab) {
+        scratch->assign(logits, logits + n_vocab);
+        (*scratch)[(size_t) eos] = -INFINITY;
+        logits = scratch->data();
+    }
+    return kvg_sampler_sample(smpl, logits, n_vocab);
+}
+
 // One prompt, streamed.
-static int generate_one(kvg_model * model, kvg_context * ctx, const std::string & prompt, int n_gen,
-                        const kvg_sampler_params & sp, bool ring) {
+static int generate_one(kvg_model * model, kvg_context * ctx, const options & o, bool ring) {
     std::vector<kvg_token> tokens;
-    if (!prompt_tokens(model, prompt, &tokens)) return 1;
+    if (!prompt_tokens(model, o.prompt, &tokens)) return 1;
     const int n_prompt = (int) tokens.size();
     if (!ring && n_prompt > kvg_n_ctx(ctx)) {
         fprintf(stderr, "error: the prompt has %d tokens but the context holds only %d (use -c)\n", n_prompt, kvg_n_ctx(ctx));
         return 1;
     }
-    if (kvg_model_has_vocab(model)) {
+    if (kvg_model_has_vocab(model) && o.display_prompt) {
         for (int i = 0; i < n_prompt; ++i) fputs(piece(model, i ? tokens[i - 1] : -1, tokens[i]).c_str(), stdout);
         fflush(stdout);
     }
@@ -147,22 +109,31 @@ static int generate_one(kvg_model * model, kvg_context * ctx, const std::string 
     }
     const double t_prompt = now_s() - t0;
 
-    kvg_sampler * smpl = kvg_sampler_new(sp);
-    const int n_vocab = kvg_model_n_vocab(model);
+    kvg_sampler * smpl = kvg_sampler_new(o.sp);
+    for (kvg_token t : tokens) kvg_sampler_accept(smpl, t); // the penalties see the prompt too
+    const int n_vocab = kvg_model_n_vocab(model), n_gen = o.n_gen;
     int n_generated = 0;
     kvg_token prev = tokens.back();
+    std::string text; // generated so far, for the stop strings
+    std::vector<float> scratch;
     const double t1 = now_s();
     const char * stop = "";
     for (int pos = n_prompt; n_gen < 0 || n_generated < n_gen; ++pos) {
-        const kvg_token tok = kvg_sampler_sample(smpl, logits, n_vocab);
+        const kvg_token tok = next_token(smpl, logits, n_vocab, kvg_model_eos(model), o.ignore_eos, &scratch);
         if (tok == kvg_model_eos(model)) {
             stop = " (end of text)";
             break;
         }
-        fputs(piece(model, prev, tok).c_str(), stdout);
+        const std::string p = piece(model, prev, tok);
+        fputs(p.c_str(), stdout);
         fflush(stdout);
         prev = tok;
         ++n_generated;
+        text += p;
+        if (ends_with_stop(text, o.stop)) {
+            stop = " (stop string)";
+            break;
+        }
         if (n_generated == n_gen) break;
         if (!ring && pos >= kvg_n_ctx(ctx)) {
             stop = " (context full)";
@@ -289,173 +260,6 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
     return 0;
 }
 
-struct options {
-    std::string model_path, tok_path, prompt, prompt_file;
-    int n_gen = 128, n_threads = (int) std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
-    int n_ctx = 0, n_batch = 512, n_parallel = 0, n_window = 0, n_sink = 0;
-    kvg_sampler_params sp = kvg_sampler_default_params();
-    bool clock_seed = true;
-    kvg_kv_type kv_type = KVG_KV_F32;
-    kvg_kv_mode kv_mode = KVG_KV_LINEAR;
-    kvg_attn_impl attn = KVG_ATTN_FLASH;
-    bool use_mmap = true, kv_static = false, check_tensors = false;
-    double max_weights_mib = 0, max_kv_mib = 0;
-};
-
-// An integer in [lo, hi]: the whole text, no fraction, no overflow; false with a message.
-static bool parse_int(const char * opt, const char * s, long long lo, long long hi, int * out) {
-    char * end = nullptr;
-    errno = 0;
-    const long long v = strtoll(s, &end, 10);
-    if (end == s || *end != '\0') {
-        fprintf(stderr, "error: %s: '%s' is not a number (an integer in %lld..%lld)\n", opt, s, lo, hi);
-        return false;
-    }
-    if (errno == ERANGE || v < lo || v > hi) {
-        fprintf(stderr, "error: %s: %s is out of range (%lld..%lld)\n", opt, s, lo, hi);
-        return false;
-    }
-    *out = (int) v;
-    return true;
-}
-
-// A finite number in [lo, hi] (lo_open: lo itself excluded); false with a message.
-static bool parse_real(const char * opt, const char * s, double lo, double hi, bool lo_open, double * out) {
-    char * end = nullptr;
-    const double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !std::isfinite(v)) {
-        fprintf(stderr, "error: %s: '%s' is not a number (a finite one)\n", opt, s);
-        return false;
-    }
-    if (v < lo || v > hi || (lo_open && v == lo)) {
-        fprintf(stderr, "error: %s: %s is out of range (%s%g..%g)\n", opt, s, lo_open ? "above " : "", lo, hi);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-// The seed: 0..2^64-1, or -1 for one from the clock.
-static bool parse_seed(const char * s, options * o) {
-    if (std::strcmp(s, "-1") == 0) {
-        o->clock_seed = true;
-        return true;
-    }
-    char * end = nullptr;
-    errno = 0;
-    const unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || *end != '\0' || errno == ERANGE || std::strchr(s, '-')) {
-        fprintf(stderr, "error: --seed: '%s' is not a seed (an integer in 0..18446744073709551615, or -1)\n", s);
-        return false;
-    }
-    o->sp.seed = v;
-    o->clock_seed = false;
-    return true;
-}
-
-// Options with a numeric value: name -> how to parse it.
-static bool parse_number_option(const std::string & a, const char * v, options * o, bool * known) {
-    double d = 0;
-    *known = true;
-    if (a == "-n") return parse_int("-n", v, -1, INT32_MAX, &o->n_gen);
-    if (a == "-t") return parse_int("-t", v, 1, 1024, &o->n_threads);
-    if (a == "-c") return parse_int("-c", v, 1, INT32_MAX, &o->n_ctx);
-    if (a == "-b") return parse_int("-b", v, 1, INT32_MAX, &o->n_batch);
-    if (a == "--parallel") return parse_int("--parallel", v, 1, 256, &o->n_parallel);
-    if (a == "--window") return parse_int("--window", v, 0, INT32_MAX, &o->n_window);
-    if (a == "--sink") return parse_int("--sink", v, 0, INT32_MAX, &o->n_sink);
-    if (a == "--top-k") return parse_int("--top-k", v, 0, INT32_MAX, &o->sp.top_k);
-    if (a == "--seed") return parse_seed(v, o);
-    if (a == "--temp" || a == "--top-p") {
-        const bool temp = a == "--temp";
-        if (!parse_real(a.c_str(), v, temp ? -1e9 : 0.0, temp ? 1e9 : 1.0, false, &d)) return false;
-        (temp ? o->sp.temp : o->sp.top_p) = (float) d;
-        return true;
-    }
-    if (a == "--max-weights-mib") return parse_real("--max-weights-mib", v, 0.0, 1e12, true, &o->max_weights_mib);
-    if (a == "--max-kv-mib") {
-        if (strtod(v, nullptr) <= 0) { // the usual mistake gets its own words
-            fprintf(stderr, "error: --max-kv-mib must be a positive number of MiB, not '%s'\n", v);
-            return false;
-        }
-        return parse_real("--max-kv-mib", v, 0.0, 1e12, true, &o->max_kv_mib);
-    }
-    *known = false;
-    return true;
-}
-
-// 0: parsed; 1: error (message printed); 2: help printed.
-static int parse_args(int argc, char ** argv, options * o) {
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        static const char * const with_value[] = {"-m", "-z", "-p", "-f", "-n", "-t", "-c", "-b", "--temp", "--top-k",
-                                                  "--top-p", "--seed", "--kv-type", "--kv-mode", "--window", "--sink",
-                                                  "--max-weights-mib", "--max-kv-mib", "--parallel", "--attn"};
-        bool takes_value = false;
-        for (const char * w : with_value) takes_value = takes_value || a == w;
-        if (takes_value && i + 1 >= argc) {
-            fprintf(stderr, "error: %s needs a value\n", a.c_str());
-            return 1;
-        }
-        const char * v = takes_value ? argv[i + 1] : nullptr;
-        i += takes_value ? 1 : 0;
-        bool known = false;
-        if (takes_value && !parse_number_option(a, v, o, &known)) return 1;
-        if (known) continue;
-        if (a == "-m") o->model_path = v;
-        else if (a == "-z") o->tok_path = v;
-        else if (a == "-p") o->prompt = v;
-        else if (a == "-f") o->prompt_file = v;
-        else if (a == "--no-mmap") o->use_mmap = false;
-        else if (a == "--kv-static") o->kv_static = true;
-        else if (a == "--check-tensors") o->check_tensors = true;
-        else if (a == "--kv-type") {
-            if (!choose("--kv-type", v, {{"q8_0", KVG_KV_Q8_0}, {"f32", KVG_KV_F32}, {"f16", KVG_KV_F16}}, &o->kv_type)) return 1;
-        } else if (a == "--kv-mode") {
-            if (!choose("--kv-mode", v, {{"linear", KVG_KV_LINEAR}, {"ring", KVG_KV_RING}}, &o->kv_mode)) return 1;
-        } else if (a == "--attn") {
-            if (!choose("--attn", v, {{"flash", KVG_ATTN_FLASH}, {"matmul", KVG_ATTN_MATMUL}}, &o->attn)) return 1;
-        } else if (a == "-h" || a == "--help") {
-            usage(argv[0]);
-            return 2;
-        } else {
-            fprintf(stderr, "error: unknown argument '%s'\n", a.c_str());
-            usage(argv[0]);
-            return 1;
-        }
-    }
-    if (o->model_path.empty()) {
-        usage(argv[0]);
-        return 1;
-    }
-    return 0;
-}
-
-// The prompts of --parallel: lines of -f (reused in turn if fewer), or -p for all.
-static bool parallel_prompts(const options & o, std::vector<std::string> * prompts) {
-    if (!o.prompt_file.empty()) {
-        std::ifstream f(o.prompt_file);
-        if (!f) {
-            fprintf(stderr, "error: cannot read prompt file '%s'\n", o.prompt_file.c_str());
-            return false;
-        }
-        for (std::string line; std::getline(f, line);) {
-            if (!line.empty() && line.back() == '\r') line.pop_back();
-            prompts->push_back(line);
-        }
-        if (prompts->empty()) {
-            fprintf(stderr, "error: prompt file '%s' is empty\n", o.prompt_file.c_str());
-            return false;
-        }
-    } else {
-        prompts->push_back(o.prompt);
-    }
-    const size_t n_lines = prompts->size();
-    for (size_t s = n_lines; s < (size_t) o.n_parallel; ++s) prompts->push_back((*prompts)[s % n_lines]);
-    prompts->resize(o.n_parallel);
-    return true;
-}
-
 int main(int argc, char ** argv) {
     options o;
     const int parsed = parse_args(argc, argv, &o);
@@ -467,9 +271,6 @@ int main(int argc, char ** argv) {
     std::vector<std::string> prompts;
     if (o.n_parallel > 0) {
         if (!parallel_prompts(o, &prompts)) return 1;
-    } else if (!o.prompt_file.empty()) {
-        fprintf(stderr, "error: -f needs --parallel N (one prompt per sequence)\n");
-        return 1;
     }
 
     char err[1024];
@@ -504,7 +305,7 @@ int main(int argc, char ** argv) {
     }
     const bool ring = o.kv_mode == KVG_KV_RING;
     const int rc = o.n_parallel > 0 ? generate_parallel(model, ctx, prompts, o.n_gen, o.sp, ring)
-                                    : generate_one(model, ctx, o.prompt, o.n_gen, o.sp, ring);
+                                    : generate_one(model, ctx, o, ring);
     if (rc == 0) {
         report_cache(ctx, o.kv_type);
         fprintf(stderr, "weights:   %zu bytes\n", kvg_model_weight_bytes(model));

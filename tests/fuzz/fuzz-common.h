@@ -76,8 +76,8 @@ inline void exercise_model(kvg_model * model) {
     char err[512];
     kvg_context_params cp = kvg_context_default_params();
     cp.n_threads = 1;
-    cp.n_ctx = 0;
-    FUZZ_CHECK(!kvg_context_new(model, cp, err, sizeof err) && err[0], "n_ctx 0 accepted");
+    cp.n_ctx = -1; // (0 means the model's context length)
+    FUZZ_CHECK(!kvg_context_new(model, cp, err, sizeof err) && err[0], "n_ctx -1 accepted");
     if (n_ctx_train < INT32_MAX) {
         cp.n_ctx = n_ctx_train + 1;
         FUZZ_CHECK(!kvg_context_new(model, cp, err, sizeof err) && err[0], "n_ctx beyond the model accepted");
