@@ -252,8 +252,8 @@ std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string 
     static const char * const fields[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
     static const int32_t limits[7] = {1 << 16, 1 << 20, 1 << 10, 1 << 12, 1 << 12, 1 << 22, 1 << 24};
     if (f.size < 28) {
-        fail(err, strfmt("%s: truncated llama2.c header: file is %zu bytes, the header needs 28 (offset %zu)",
-                         path.c_str(), f.size, f.size));
+        fail(err, strfmt("%s: neither a GGUF file (no 'GGUF' magic at offset 0) nor a llama2.c checkpoint (file is %zu "
+                         "bytes, its header alone needs 28)", path.c_str(), f.size));
         return nullptr;
     }
     int32_t h[7];

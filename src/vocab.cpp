@@ -240,8 +240,21 @@ bool Vocab::load_llama2c(const std::string& path, std::string* err, int expected
         off += (size_t)len;
     }
     if (off != n) {
-        set_err(err, where + std::to_string(n - off) + " trailing bytes after " + std::to_string(pieces.size()) +
-                         " tokens at byte offset " + std::to_string(off));
+        // the usual cause: a tokenizer of another model; say how many tokens it really has
+        size_t at = off, more = 0;
+        while (n - at >= 8) {
+            const int32_t len = (int32_t)read_u32_le(buf.data() + at + 4);
+            if (len < 0 || len > kMaxPieceBytes || n - at - 8 < (size_t)len) break;
+            at += 8 + (size_t)len;
+            ++more;
+        }
+        if (at == n) {
+            set_err(err, where + "the tokenizer has " + std::to_string(pieces.size() + more) + " tokens, the model " +
+                             std::to_string(pieces.size()) + " (a tokenizer of another model?)");
+        } else {
+            set_err(err, where + std::to_string(n - off) + " trailing bytes after " + std::to_string(pieces.size()) +
+                             " tokens at byte offset " + std::to_string(off));
+        }
         return false;
     }
     if (pieces.size() < 3) {

@@ -106,8 +106,8 @@ TEST_CASE("damaged llama2.c checkpoints") {
 
     write_file(path, good.substr(0, 10));
     std::string e = load_error(path);
-    CHECK(contains(e, "truncated llama2.c header"));
-    CHECK(contains(e, "offset 10"));
+    CHECK(contains(e, "neither a GGUF file (no 'GGUF' magic"));
+    CHECK(contains(e, "file is 10 bytes"));
 
     // cut inside the token embedding, inside layer weights, inside the RoPE tables
     for (size_t cut : {1000ul, 300000ul, 931000ul}) {
@@ -154,8 +154,8 @@ TEST_CASE("damaged llama2.c checkpoints") {
 TEST_CASE("bad tokenizer files") {
     // the Llama-2 vocabulary has 32000 tokens, the model 512
     std::string e = load_error(model_path("aidreams260K.bin"), model_path("tokenizer.bin").c_str());
-    CHECK_FALSE(e.empty());
     CHECK(contains(e, "tokenizer.bin"));
+    CHECK(contains(e, "the tokenizer has 32000 tokens, the model 512"));
     e = load_error(model_path("aidreams260K.bin"), "/nonexistent/tok.bin");
     CHECK(contains(e, "/nonexistent/tok.bin"));
     const std::string tok = temp_path("tok.bin");
