@@ -543,3 +543,60 @@ TEST_CASE("kvg-bench: an error after the model is loaded exits 1, the model free
     CHECK(r.code == 1); // a leak report would change the exit code under ASan
     CHECK(contains(r.output, "n_threads = 99999 is invalid"));
 }
+
+TEST_CASE("kvg-perplexity: llama.cpp's definition, against token-by-token decoding through the API") {
+    const std::string exe = example_path("kvg-perplexity");
+    if (exe.empty()) {
+        MESSAGE("kvg-perplexity not built: skipped");
+        return;
+    }
+    const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    const std::string text = "In the beginning God created the heaven and the earth. And the earth was without form, and "
+                             "void; and darkness was upon the face of the deep. And God said, Let there be light.";
+    const std::string path = temp_path("ppl.txt");
+    { std::ofstream(path) << text; }
+    const int n_ctx = 16;
+    const ChildResult r = run_child([&] {
+        execl(exe.c_str(), exe.c_str(), "-m", model.c_str(), "-f", path.c_str(), "-c", "16", "-t", "1", (char *) nullptr);
+        _exit(127);
+    });
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    const size_t at = r.output.find("PPL = ");
+    REQUIRE(at != std::string::npos);
+    const double got = std::strtod(r.output.c_str() + at + 6, nullptr);
+
+    // the same by hand: each chunk from position 0 with BOS first, one token per decode call
+    char err[512];
+    kvg_model * m = kvg_model_load(model.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    REQUIRE(m);
+    std::vector<kvg_token> toks(512);
+    toks.resize((size_t) kvg_tokenize(m, text.c_str(), true, toks.data(), (int32_t) toks.size()));
+    kvg_context_params cp = kvg_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = 1;
+    kvg_context * c = kvg_context_new(m, cp, err, sizeof err);
+    REQUIRE(c);
+    const int n_vocab = kvg_model_n_vocab(m);
+    double sum = 0;
+    int count = 0;
+    for (size_t chunk = 0; chunk + 1 <= toks.size() / n_ctx; ++chunk) {
+        for (int j = 0; j < n_ctx - 1; ++j) {
+            const kvg_token t = j == 0 ? kvg_model_bos(m) : toks[chunk * n_ctx + j];
+            const float * l = kvg_decode(c, &t, 1, j, err, sizeof err);
+            REQUIRE(l);
+            if (j < n_ctx / 2) continue;
+            double mx = -1e30, z = 0;
+            for (int i = 0; i < n_vocab; ++i) mx = std::max(mx, (double) l[i]);
+            for (int i = 0; i < n_vocab; ++i) z += std::exp((double) l[i] - mx);
+            sum += std::log(z) + mx - l[toks[chunk * n_ctx + j + 1]];
+            ++count;
+        }
+    }
+    REQUIRE(count > 0);
+    CHECK(contains(r.output, "over " + std::to_string(count) + " tokens"));
+    CHECK(got == doctest::Approx(std::exp(sum / count)).epsilon(1e-3));
+    kvg_context_free(c);
+    kvg_model_free(m);
+    std::remove(path.c_str());
+}
