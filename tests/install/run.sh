@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds and runs two consumers against it:
-# one with CMake find_package(kvgraph), one with a plain compiler line from pkg-config.
+# a C-only CMake project with find_package(kvgraph), and a plain compiler line from pkg-config.
 # usage: run.sh BUILD_DIR SOURCE_DIR MODEL GREEDY_FIXTURE (the first 8 ids are expected)
 set -euo pipefail
 build=$1; src=$2; model=$3
@@ -20,4 +20,8 @@ got=$("$work/pc-consumer" "$model")
 echo "tokens: $got"
 [ "$(echo $got)" = "$(echo $expected)" ] || { echo "expected: $expected"; exit 1; }
 test -x "$work/prefix/bin/kvg-generate"
+# headers and libraries under their own names, beside where upstream ggml installs its own
+test -f "$work/prefix/include/kvgraph/ggml.h"
+test ! -e "$work/prefix/include/ggml.h"
+ls "$work/prefix"/lib*/libkvgraph-ggml.* >/dev/null
 echo "install consumers OK"
