@@ -3,7 +3,10 @@
 //   kvg-bench -m ../shared/models/stories260K.bin -t 1,2 --kv-type f32,f16 -r 5
 //
 // pp N: N prompt tokens decoded in one batch at position 0 (tok/s).
-// tg N: N tokens decoded one per step from position 0 (tok/s).
+// tg N: N tokens decoded one per step from position 0 (tok/s); next to it the weight bytes
+// one token reads (every matrix; the embedding table only when it is also the output), the
+// rate that makes (GB/s), and that rate as a share of the streaming-read bandwidth measured
+// in the same run with the same thread count (the limit token generation runs into).
 // Each test runs once to warm up (graphs built, pages mapped), then -r times: mean ± stddev.
 // KV write: the cost of writing one token's K and V rows (all layers) into the cache at
 // positions 64, 256, 1024, ... up to n_ctx, timed alone with a graph of just the set_rows
@@ -36,6 +39,7 @@
 #include <string>
 #include <unistd.h>
 #include <memory>
+#include <thread>
 #include <vector>
 
 static double now_s() {
@@ -415,6 +419,57 @@ static void bench_residency(const std::string & path, const Options & opt) {
     }
 }
 
+// Streaming-read bandwidth with n threads: each sums its share of a buffer far larger than
+// the caches; best of 3 passes, GB/s. The same run's figure is the yardstick of tg rows.
+static double stream_gbps(int n_threads);
+// measured once per thread count per run
+static double stream_at(int n_threads) {
+    static std::vector<double> cache(1025, -1.0);
+    if (n_threads < 1 || n_threads > 1024) return 0;
+    if (cache[(size_t) n_threads] < 0) cache[(size_t) n_threads] = stream_gbps(n_threads);
+    return cache[(size_t) n_threads];
+}
+static double stream_gbps(int n_threads) {
+    static std::vector<uint64_t> buf;
+    const size_t words = (size_t) 1 << 27; // 1 GiB
+    if (buf.empty()) buf.assign(words, 1);
+    double best = 0;
+    for (int pass = 0; pass < 3; ++pass) {
+        std::vector<uint64_t> sums((size_t) n_threads * 8, 0);
+        const double t0 = now_s();
+        std::vector<std::thread> th;
+        for (int t = 0; t < n_threads; ++t) {
+            th.emplace_back([&, t] {
+                const size_t b = words * t / n_threads, e = words * (t + 1) / n_threads;
+                uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+                for (size_t i = b; i + 4 <= e; i += 4) { a0 += buf[i]; a1 += buf[i + 1]; a2 += buf[i + 2]; a3 += buf[i + 3]; }
+                sums[(size_t) t * 8] = a0 + a1 + a2 + a3;
+            });
+        }
+        for (auto & x : th) x.join();
+        const double dt = now_s() - t0;
+        uint64_t total = 0;
+        for (uint64_t v : sums) total += v;
+        if (total != words) fprintf(stderr, "stream: bad sum\n"); // keeps the reads alive
+        best = std::max(best, (double) words * 8 / dt / 1e9);
+    }
+    return best;
+}
+
+// Weight bytes one token's decode reads: every matrix and norm, the embedding table only
+// when it is also the output projection (else one row of it).
+static double bytes_per_token(const std::string & path) {
+    std::string err;
+    const auto m = kvg::load_model(path, "", kvg::LoadOptions(), &err);
+    if (!m) return 0;
+    double bytes = 0;
+    for (const ggml_tensor * t : m->tensors()) {
+        if (t == m->tok_embd && m->output != m->tok_embd) bytes += (double) t->nb[1];
+        else bytes += (double) ggml_nbytes(t);
+    }
+    return bytes;
+}
+
 // One model's rows of the pp/tg table; false (message printed) on an error. The model and
 // contexts are owned by unique_ptrs, so no error path leaks them.
 static bool bench_table(const std::string & path, const Options & opt) {
@@ -432,6 +487,7 @@ static bool bench_table(const std::string & path, const Options & opt) {
     const std::vector<kvg_token> pp_toks = random_tokens(n_pp, kvg_model_n_vocab(model.get()), 1);
     const std::vector<kvg_token> tg_toks = random_tokens(n_tg, kvg_model_n_vocab(model.get()), 2);
     const std::string name = path.substr(path.find_last_of('/') + 1);
+    const double bytes = bytes_per_token(path);
     for (kvg_kv_type kt : opt.kv_types) {
         for (int nt : opt.threads) {
             kvg_context_params cp = kvg_context_default_params();
@@ -458,8 +514,16 @@ static bool bench_table(const std::string & path, const Options & opt) {
                 double mean, sd;
                 mean_std(ts, &mean, &sd);
                 const std::string tname = (pp ? "pp" : "tg") + std::to_string(pp ? n_pp : n_tg);
-                printf("| %-24s | %4s | %6s | %7d | %6s | %11.2f ± %6.2f |\n", name.c_str(), kv_name(kt),
-                       opt.attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt, tname.c_str(), mean, sd);
+                std::string limit = "|            |            |          |";
+                if (!pp) {
+                    const double gbps = bytes * mean / 1e9, stream = stream_at(nt);
+                    char b[128];
+                    snprintf(b, sizeof b, "| %10.1f | %10.1f | %7.0f%% |", bytes / 1e6, gbps,
+                             stream > 0 ? 100.0 * gbps / stream : 0.0);
+                    limit = b;
+                }
+                printf("| %-24s | %4s | %6s | %7d | %6s | %11.2f ± %6.2f %s\n", name.c_str(), kv_name(kt),
+                       opt.attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt, tname.c_str(), mean, sd, limit.c_str());
                 fflush(stdout);
             }
         }
@@ -516,8 +580,10 @@ int main(int argc, char ** argv) {
     }
 
     if (!opt.only_kv) {
-        printf("| %-24s | %4s | %6s | %7s | %6s | %20s |\n", "model", "kv", "attn", "threads", "test", "t/s");
-        printf("| %-24s | %4s | %6s | %7s | %6s | %20s |\n", "---", "---", "---", "------:", "---", "------------------:");
+        printf("| %-24s | %4s | %6s | %7s | %6s | %20s | %10s | %10s | %8s |\n", "model", "kv", "attn", "threads", "test",
+               "t/s", "MB/token", "GB/s", "% stream");
+        printf("| %-24s | %4s | %6s | %7s | %6s | %20s | %10s | %10s | %8s |\n", "---", "---", "---", "------:", "---",
+               "------------------:", "---------:", "---------:", "-------:");
     }
     for (const std::string & path : opt.models) {
         if (opt.only_kv) break;
