@@ -96,9 +96,10 @@ mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
 bool mm_has_kernel(enum ggml_type type);
 enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a weight type is dotted with
 
-// The kernels of the block types after q4_0 (quants-scalar.cpp, quants-avx2.cpp), added to
-// a path's table; the AVX-512 table takes the AVX2 ones.
+// The kernels of the block types after q4_0 (quants-scalar.cpp, quants-x86.cpp), added to
+// a path's table; the AVX-512 table has its own k-quant tiles and the AVX2 ones of the rest.
 void add_block_quant_kernels_scalar(cpu_kernels & k);
-void add_block_quant_kernels_avx2(cpu_kernels & k); // no-op when not built for x86-64
+void add_block_quant_kernels_avx2(cpu_kernels & k);   // no-op when not built for x86-64
+void add_block_quant_kernels_avx512(cpu_kernels & k); // no-op when not built for x86-64
 
 } // namespace kvg

@@ -1,4 +1,4 @@
-// AVX2 matmul tiles for the block types after q4_0, in integers.
+// AVX2 and AVX-512 matmul tiles for the block types after q4_0, in integers.
 //
 // Every weight type is read as runs of 32 values in element order: a run32() gives the 32
 // quants of values 32j .. 32j+31 as unsigned bytes (iq4_nl: signed table values), and the
@@ -17,6 +17,7 @@
 #include "simd-avx2.h"
 
 #include <cstring>
+#include <type_traits>
 
 namespace {
 
@@ -58,6 +59,7 @@ KVG_INLINE __m256i fifth_bits(const uint8_t * p) {
 // high one: the lanes of maddubs' pairs), and the minimums per 16 values for the bsums.
 struct kscales {
     __m256i lo, hi; // sub-block scales 0..7 and 8..15 (per-32 types: lo holds the 8 scales), each in both lanes
+    __m256i all;    // the 16 (per-16 types) or 8 (per-32 types) scales in order, for the AVX-512 tiles
     __m256i mins;   // 16 int16 minimums, one per 16 values
     float d, dmin;
 };
@@ -69,6 +71,7 @@ KVG_INLINE uint32_t u32_at(const uint8_t * p) {
 KVG_INLINE __m256i both_lanes(__m128i v) { return _mm256_broadcastsi128_si256(v); }
 // 16 int16 scales (one per 16 values) into lo/hi
 KVG_INLINE void per16(__m256i sc16, kscales & s) {
+    s.all = sc16;
     s.lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);
     s.hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
 }
@@ -86,6 +89,7 @@ KVG_INLINE __m256i scale32(const kscales & s, int j) {
 
 struct q2_k {
     static constexpr size_t BYTES = 84;
+    static constexpr bool PER32 = false;
     static KVG_INLINE void prepare(const uint8_t * b, kscales & s) {
         const __m128i v = _mm_loadu_si128((const __m128i *) b); // scale in the low nibble, minimum in the high one
         per16(_mm256_cvtepu8_epi16(_mm_and_si128(v, _mm_set1_epi8(0x0F))), s);
@@ -99,6 +103,7 @@ struct q2_k {
 
 struct q3_k {
     static constexpr size_t BYTES = 110;
+    static constexpr bool PER32 = false;
     // 16 6-bit scales: low nibbles from bytes 0..7, top 2 bits from bytes 8..11; minus 32
     static KVG_INLINE void prepare(const uint8_t * b, kscales & s) {
         const uint32_t a = u32_at(b + 96), c = u32_at(b + 100), h = u32_at(b + 104);
@@ -126,6 +131,7 @@ KVG_INLINE void k4_prepare(const uint8_t * b, kscales & s) {
                                       (int) ((h >> 4 & m4) | (c >> 6 & m2) << 4));
     const __m128i sc = _mm_cvtepu8_epi16(sm), mn = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     s.lo = both_lanes(sc);
+    s.all = _mm256_castsi128_si256(sc);
     s.mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
     s.d = half_at(b);
     s.dmin = half_at(b + 2);
@@ -133,6 +139,7 @@ KVG_INLINE void k4_prepare(const uint8_t * b, kscales & s) {
 
 struct q4_k {
     static constexpr size_t BYTES = 144;
+    static constexpr bool PER32 = true;
     static KVG_INLINE void prepare(const uint8_t * b, kscales & s) { k4_prepare(b, s); }
     static KVG_INLINE __m256i scale(const kscales & s, int j) { return scale32(s, j); }
     static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
@@ -143,6 +150,7 @@ struct q4_k {
 
 struct q5_k {
     static constexpr size_t BYTES = 176;
+    static constexpr bool PER32 = true;
     static KVG_INLINE void prepare(const uint8_t * b, kscales & s) { k4_prepare(b, s); }
     static KVG_INLINE __m256i scale(const kscales & s, int j) { return scale32(s, j); }
     static KVG_INLINE __m256i run32(const uint8_t * b, int j) {
@@ -154,6 +162,7 @@ struct q5_k {
 
 struct q6_k {
     static constexpr size_t BYTES = 210;
+    static constexpr bool PER32 = false;
     static KVG_INLINE void prepare(const uint8_t * b, kscales & s) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (b + 192)));
         per16(sc16, s);
@@ -334,6 +343,105 @@ void kvg::add_block_quant_kernels_avx2(cpu_kernels & k) {
     k.quantize_q8_K = quantize_q8_K;
 }
 
+namespace {
+
+// ---- AVX-512: two runs (64 values) per vector ---------------------------------------------------
+// The k-quant tile again with 512-bit vectors: runs 2m and 2m+1 side by side (the 64
+// activation bytes at 64m), their scales placed per 128-bit lane with one vpermw. q4_K,
+// q5_K and q6_K unpack 64 values at once; the others pair their AVX2 runs.
+#define KVG_TARGET512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define KVG_INLINE512 KVG_TARGET512 inline __attribute__((always_inline))
+
+KVG_INLINE512 __m512i pair256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+KVG_INLINE512 __m512i low4_512(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+
+template <typename T> KVG_INLINE512 __m512i run64(const uint8_t * b, int m) {
+    if constexpr (std::is_same_v<T, q4_k> || std::is_same_v<T, q5_k>) {
+        constexpr size_t QS = std::is_same_v<T, q4_k> ? 16 : 48;
+        const __m256i q = load32(b + QS + 32 * m); // low nibbles: run 2m, high: run 2m + 1
+        __m512i v = low4_512(pair256(q, _mm256_srli_epi16(q, 4)));
+        if constexpr (std::is_same_v<T, q5_k>) {
+            const __m256i h = load32(b + 16); // bit j of byte l: the 5th bit of value l of run j
+            const __m512i hb = pair256(h, _mm256_srli_epi16(h, 1));
+            const __m512i bit = _mm512_and_si512(_mm512_srli_epi16(hb, 2 * m), _mm512_set1_epi8(1));
+            v = _mm512_or_si512(v, _mm512_slli_epi16(bit, 4));
+        }
+        return v;
+    } else if constexpr (std::is_same_v<T, q6_k>) {
+        const int h = m >> 1, p = m & 1; // runs 4h + 2p and 4h + 2p + 1
+        const __m512i l = _mm512_loadu_si512((const void *) (b + 64 * h));
+        const __m512i lo = low4_512(p ? _mm512_srli_epi16(l, 4) : l);
+        const __m256i qh = load32(b + 128 + 32 * h);
+        const __m512i hq = pair256(qh, _mm256_srli_epi16(qh, 2)); // bits 4p and 4p + 2 of each byte
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(hq, 4 * p), _mm512_set1_epi8(3));
+        return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+    } else {
+        return pair256(T::run32(b, 2 * m), T::run32(b, 2 * m + 1));
+    }
+}
+
+// lane L of runs 2m, 2m+1 holds values 32m + 16L ..: sub-block 4m + L (per-16 scales) or
+// 2m + L/2 (per-32)
+template <typename T> KVG_INLINE512 __m512i scale64(const kscales & s, int m) {
+    const __m512i idx = T::PER32 ? _mm512_inserti64x4(_mm512_set1_epi16((short) (2 * m)), _mm256_set1_epi16((short) (2 * m + 1)), 1)
+                                 : _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16((short) (4 * m + 1)), _mm_set1_epi16((short) (4 * m)))),
+                                                      _mm256_set_m128i(_mm_set1_epi16((short) (4 * m + 3)), _mm_set1_epi16((short) (4 * m + 2))), 1);
+    return _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(s.all));
+}
+
+template <typename T, int R, int C>
+KVG_INLINE512 void tile_k512(const mm_tile_args & a) {
+    constexpr int G = (R * C + 7) / 8;
+    __m256 acc[G * 8];
+    for (int i = 0; i < G * 8; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < a.k / QK_K; ++b) {
+        const block_q8_K * x[C];
+        for (int c = 0; c < C; ++c) x[c] = (const block_q8_K *) (a.x + c * a.x_stride) + b;
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * w = (const uint8_t *) a.w + r * a.w_stride + b * T::BYTES;
+            if (C == 1) _mm_prefetch((const char *) w + (R == 1 ? 2048 : R * a.w_stride), _MM_HINT_T0);
+            kscales s;
+            T::prepare(w, s);
+            __m512i isum[C];
+            for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+            for (int m = 0; m < 4; ++m) {
+                const __m512i q = run64<T>(w, m), scale = scale64<T>(s, m);
+                for (int c = 0; c < C; ++c) {
+                    const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *) (x[c]->qs + 64 * m)));
+                    isum[c] = _mm512_add_epi32(isum[c], _mm512_madd_epi16(p, scale));
+                }
+            }
+            for (int c = 0; c < C; ++c) {
+                const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum[c]), _mm512_extracti64x4_epi64(isum[c], 1));
+                const __m256i mn = _mm256_madd_epi16(s.mins, _mm256_loadu_si256((const __m256i *) x[c]->bsums));
+                __m256 & o = acc[r * C + c];
+                o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8), _mm256_set1_ps(s.d * x[c]->d), o);
+                o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_set1_ps(-s.dmin * x[c]->d), o);
+            }
+        }
+    }
+    finish_tile<R, C>(a, acc);
+}
+
+template <int R, int C> struct z_q2_k { static KVG_TARGET512 void run(const mm_tile_args & a) { tile_k512<q2_k, R, C>(a); } };
+template <int R, int C> struct z_q3_k { static KVG_TARGET512 void run(const mm_tile_args & a) { tile_k512<q3_k, R, C>(a); } };
+template <int R, int C> struct z_q4_k { static KVG_TARGET512 void run(const mm_tile_args & a) { tile_k512<q4_k, R, C>(a); } };
+template <int R, int C> struct z_q5_k { static KVG_TARGET512 void run(const mm_tile_args & a) { tile_k512<q5_k, R, C>(a); } };
+template <int R, int C> struct z_q6_k { static KVG_TARGET512 void run(const mm_tile_args & a) { tile_k512<q6_k, R, C>(a); } };
+
+} // namespace
+
+void kvg::add_block_quant_kernels_avx512(cpu_kernels & k) {
+    add_block_quant_kernels_avx2(k); // the 32-value block types and q8_K activations
+    mm_fill<z_q2_k, 1, 8>(k.mm[MM_Q2_K]);
+    mm_fill<z_q3_k, 1, 8>(k.mm[MM_Q3_K]);
+    mm_fill<z_q4_k, 1, 8>(k.mm[MM_Q4_K]);
+    mm_fill<z_q5_k, 1, 8>(k.mm[MM_Q5_K]);
+    mm_fill<z_q6_k, 1, 8>(k.mm[MM_Q6_K]);
+    for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
+}
+
 #else
 void kvg::add_block_quant_kernels_avx2(cpu_kernels &) {}
+void kvg::add_block_quant_kernels_avx512(cpu_kernels &) {}
 #endif
