@@ -178,6 +178,13 @@ struct q6_k {
     }
 };
 
+// o += the super-block's dot: d * dx * (sum of scaled quant dots) - dmin * dx * (minimums . bsums)
+KVG_INLINE void add_superblock(__m256 & o, __m256i isum, const kscales & s, const block_q8_K & x) {
+    const __m256i m = _mm256_madd_epi16(s.mins, _mm256_loadu_si256((const __m256i *) x.bsums));
+    o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(s.d * x.d), o);
+    o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(-s.dmin * x.d), o);
+}
+
 // k-quant weights x q8_K activations, one super-block of 256 values per step
 template <typename T, int R, int C>
 KVG_INLINE void tile_k(const mm_tile_args & a) {
@@ -201,12 +208,7 @@ KVG_INLINE void tile_k(const mm_tile_args & a) {
                     isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, scale));
                 }
             }
-            for (int c = 0; c < C; ++c) {
-                const __m256i m = _mm256_madd_epi16(s.mins, _mm256_loadu_si256((const __m256i *) x[c]->bsums));
-                __m256 & o = acc[r * C + c];
-                o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(s.d * x[c]->d), o);
-                o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(-s.dmin * x[c]->d), o);
-            }
+            for (int c = 0; c < C; ++c) add_superblock(acc[r * C + c], isum[c], s, *x[c]);
         }
     }
     finish_tile<R, C>(a, acc);
@@ -413,10 +415,7 @@ KVG_INLINE512 void tile_k512(const mm_tile_args & a) {
             }
             for (int c = 0; c < C; ++c) {
                 const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum[c]), _mm512_extracti64x4_epi64(isum[c], 1));
-                const __m256i mn = _mm256_madd_epi16(s.mins, _mm256_loadu_si256((const __m256i *) x[c]->bsums));
-                __m256 & o = acc[r * C + c];
-                o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8), _mm256_set1_ps(s.d * x[c]->d), o);
-                o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_set1_ps(-s.dmin * x[c]->d), o);
+                add_superblock(acc[r * C + c], i8, s, *x[c]);
             }
         }
     }
