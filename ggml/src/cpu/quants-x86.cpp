@@ -178,6 +178,13 @@ struct q6_k {
     }
 };
 
+// Matrix-vector products stream the weights once: every cache line of the block PF_DIST
+// bytes ahead is requested (a super-block spans 2-4 lines).
+constexpr int PF_DIST = 4096;
+template <size_t BYTES> KVG_INLINE void prefetch_block(const char * p) {
+    for (size_t off = 0; off < BYTES; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
 // o += the super-block's dot: d * dx * (sum of scaled quant dots) - dmin * dx * (minimums . bsums)
 KVG_INLINE void add_superblock(__m256 & o, __m256i isum, const kscales & s, const block_q8_K & x) {
     const __m256i m = _mm256_madd_epi16(s.mins, _mm256_loadu_si256((const __m256i *) x.bsums));
@@ -196,7 +203,7 @@ KVG_INLINE void tile_k(const mm_tile_args & a) {
         for (int c = 0; c < C; ++c) x[c] = (const block_q8_K *) (a.x + c * a.x_stride) + b;
         for (int r = 0; r < R; ++r) {
             const uint8_t * w = (const uint8_t *) a.w + r * a.w_stride + b * T::BYTES;
-            if (C == 1) _mm_prefetch((const char *) w + (R == 1 ? 2048 : R * a.w_stride), _MM_HINT_T0);
+            if (C == 1) prefetch_block<T::BYTES>((const char *) w + (R == 1 ? PF_DIST : R * a.w_stride));
             kscales s;
             T::prepare(w, s);
             __m256i isum[C];
@@ -401,7 +408,7 @@ KVG_INLINE512 void tile_k512(const mm_tile_args & a) {
         for (int c = 0; c < C; ++c) x[c] = (const block_q8_K *) (a.x + c * a.x_stride) + b;
         for (int r = 0; r < R; ++r) {
             const uint8_t * w = (const uint8_t *) a.w + r * a.w_stride + b * T::BYTES;
-            if (C == 1) _mm_prefetch((const char *) w + (R == 1 ? 2048 : R * a.w_stride), _MM_HINT_T0);
+            if (C == 1) prefetch_block<T::BYTES>((const char *) w + (R == 1 ? PF_DIST : R * a.w_stride));
             kscales s;
             T::prepare(w, s);
             __m512i isum[C];
