@@ -20,7 +20,7 @@ static const int KV_BUCKET = 256;
 // by the planner, which reuses the bytes of tensors that are dead (it follows the
 // control edges too, so a cache read is never moved past its write).
 static bool alloc_graph_memory(ggml_cgraph * gf, ggml_gallocr_t * galloc) {
-    *galloc = ggml_gallocr_new();
+    *galloc = ggml_gallocr_new(NULL);
     return *galloc && ggml_gallocr_alloc_graph(*galloc, gf);
 }
 

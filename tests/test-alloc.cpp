@@ -177,7 +177,7 @@ TEST_CASE("random graphs: planned buffer gives the same results as separate memo
 
         ggml_context * ctx = new_ctx(true);
         program p = build_program(ctx, seed);
-        ggml_gallocr_t ga = ggml_gallocr_new();
+        ggml_gallocr_t ga = ggml_gallocr_new(NULL);
         REQUIRE(ggml_gallocr_alloc_graph(ga, p.graph));
         fill_inputs(p, seed);
         ggml_context * work = new_ctx(false);
@@ -210,7 +210,7 @@ TEST_CASE("random graphs: planned buffer gives the same results as separate memo
 TEST_CASE("reuse across computes: plan once, replay while the graph is unchanged") {
     ggml_context * ctx = new_ctx(true);
     program p = build_program(ctx, 7);
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(NULL);
     REQUIRE(ggml_gallocr_reserve(ga, p.graph));
     const size_t size = ggml_gallocr_get_buffer_size(ga, 0);
     ggml_context * work = new_ctx(false);
@@ -257,7 +257,7 @@ TEST_CASE("order-only reuse is unsafe for the DAG executor; edge-aware reuse is 
         ggml_context * ctx = new_ctx(true);
         std::vector<ggml_tensor *> ins;
         ggml_cgraph * g = two_branches(ctx, ins);
-        ggml_gallocr_t ga = ggml_gallocr_new();
+        ggml_gallocr_t ga = ggml_gallocr_new(NULL);
         ggml_gallocr_set_order_only(ga, order_only);
         ggml_gallocr_set_inplace(ga, false);
         REQUIRE(ggml_gallocr_alloc_graph(ga, g));
@@ -289,7 +289,7 @@ TEST_CASE("in-place: a reader listed after the candidate blocks it; the node lis
     ggml_build_forward_expand(g, r);
     std::vector<ggml_tensor *> before(ggml_graph_nodes(g), ggml_graph_nodes(g) + ggml_graph_n_nodes(g));
     const int deps_before = ggml_n_control_deps(c);
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(NULL);
     REQUIRE(ggml_gallocr_alloc_graph(ga, g));
     CHECK(c->data != x->data);
     CHECK(ggml_n_control_deps(c) == deps_before);
@@ -332,7 +332,7 @@ TEST_CASE("KV-cache write through set_rows keeps its source alive and is read af
     ggml_set_output(t);
     ggml_cgraph * g = ggml_new_graph(ctx);
     ggml_build_forward_expand(g, t);
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(NULL);
     REQUIRE(ggml_gallocr_alloc_graph(ga, g));
     for (int i = 0; i < N * 2; ++i) ((float *) in->data)[i] = 1.0f;
     ((int32_t *) idx->data)[0] = 2;

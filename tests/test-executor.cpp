@@ -791,7 +791,7 @@ TEST_CASE("real ops: a graph placed by the memory planner computes the same unde
         ggml_set_output(out);
         ggml_cgraph * gf = ggml_new_graph(gctx);
         ggml_build_forward_expand(gf, out);
-        ggml_gallocr_t galloc = ggml_gallocr_new();
+        ggml_gallocr_t galloc = ggml_gallocr_new(NULL);
         REQUIRE(ggml_gallocr_alloc_graph(galloc, gf));
         REQUIRE(out->data != nullptr);
         const ggml_gallocr_stats stats = ggml_gallocr_get_stats(galloc);

@@ -22,7 +22,7 @@ static void outputs_and_sinks_are_kept(int run) {
     struct ggml_tensor * x = ggml_new_tensor_1d(data, GGML_TYPE_F32, N);
     struct ggml_tensor *h, *hv, *h2, *cur, *c2, *sink, *t, *u;
     struct ggml_cgraph * gf;
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(NULL);
     int inplace, i;
     fill_f32(x, 5);
     for (inplace = 0; inplace < 2; ++inplace) {
@@ -75,7 +75,7 @@ static void one_allocator_two_graphs(int run) {
     struct ggml_tensor * b = ggml_scale(ctx, ggml_scale(ctx, big, 2.0f), 0.5f);
     struct ggml_cgraph * ga_graph = ggml_new_graph(ctx);
     struct ggml_cgraph * gb_graph = ggml_new_graph(ctx);
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(NULL);
     int i;
     fill_f32(x, 6);
     fill_f32(big, 7);
@@ -116,7 +116,7 @@ static void reserve_then_allocate(int run) {
     struct ggml_tensor * y = ggml_new_tensor_1d(data, GGML_TYPE_F32, N);
     struct ggml_tensor * cache = ggml_new_tensor_2d(data, GGML_TYPE_F32, N, 4);
     struct ggml_tensor * r;
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(NULL);
     int i, j;
     fill_f32(x, 8);
     fill_f32(y, 9);
@@ -175,7 +175,7 @@ static void edges_outlive_their_context(int run) {
     struct ggml_tensor * dep = ggml_scale(model, x, 3.0f);
     struct ggml_tensor *last, *last_after;
     struct ggml_cgraph * gf;
-    ggml_gallocr_t ga = ggml_gallocr_new();
+    ggml_gallocr_t ga = ggml_gallocr_new(NULL);
     int i;
     fill_f32(x, 10);
     ggml_add_control_dep(step, t, dep);

@@ -126,7 +126,7 @@ static void hand_built_without_views(int run) {
         ggml_graph_add_node(gf, c);
         ggml_graph_add_node(gf, d);
         if (planned) {
-            ga = ggml_gallocr_new();
+            ga = ggml_gallocr_new(NULL);
             EXPECT(ggml_gallocr_alloc_graph(ga, gf), "run %d", run);
         }
         for (rep = 0; rep < 10; ++rep) {

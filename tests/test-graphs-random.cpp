@@ -79,7 +79,7 @@ struct tester {
         }
         inp = ggml_set_name(ggml_new_tensor_1d(data, GGML_TYPE_F32, INP_N), "inp");
         ref.inp.assign(INP_N, 0.0f);
-        if (cfg.planner) ga = ggml_gallocr_new();
+        if (cfg.planner) ga = ggml_gallocr_new(NULL);
     }
     ~tester() {
         ggml_gallocr_free(ga);

@@ -548,7 +548,11 @@ TEST_CASE("malformed tokenizer files give errors, not crashes") {
     SUBCASE("wrong expected size") {
         write_file(path, good);
         CHECK_FALSE(v.load_llama2c(path, &err, 511));
-        CHECK(err.find("trailing") != std::string::npos);
+        CHECK(err.find("the tokenizer has 512 tokens, the model 511") != std::string::npos);
+        write_file(path, good + "xyz"); // bytes that are no token
+        CHECK_FALSE(v.load_llama2c(path, &err, 512));
+        CHECK(err.find("3 trailing bytes") != std::string::npos);
+        write_file(path, good);
         CHECK_FALSE(v.load_llama2c(path, &err, 513));
         CHECK(err.find("truncated") != std::string::npos);
         CHECK(v.load_llama2c(path, &err, 512));

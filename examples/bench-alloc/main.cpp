@@ -76,14 +76,14 @@ int main() {
         int64_t plan_us = 0;
         ggml_gallocr_stats st = {};
         for (int r = 0; r < reps; ++r) {
-            ggml_gallocr_t ga = ggml_gallocr_new();
+            ggml_gallocr_t ga = ggml_gallocr_new(NULL);
             ggml_gallocr_reserve(ga, g);
             st = ggml_gallocr_get_stats(ga);
             plan_us += st.plan_time_us;
             ggml_gallocr_free(ga);
         }
         // replay: the same graph allocated again without re-planning
-        ggml_gallocr_t ga = ggml_gallocr_new();
+        ggml_gallocr_t ga = ggml_gallocr_new(NULL);
         ggml_gallocr_alloc_graph(ga, g);
         const int64_t t0 = ggml_time_us();
         for (int r = 0; r < reps; ++r) ggml_gallocr_alloc_graph(ga, g);

@@ -14,7 +14,7 @@ static ggml_gallocr_t new_allocator() { return ggml_gallocr_new(ggml_backend_cpu
 static void alloc_leafs(ggml_context * ctx) { ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type()); }
 #else
 #define PLANNER_NAME "kvgraph"
-static ggml_gallocr_t new_allocator() { return ggml_gallocr_new(); }
+static ggml_gallocr_t new_allocator() { return ggml_gallocr_new(NULL); }
 static void alloc_leafs(ggml_context * ctx) { ggml_cpu_alloc_ctx_tensors(ctx); }
 #endif
 

@@ -8,10 +8,28 @@
 extern "C" {
 #endif
 
+typedef struct ggml_backend_buffer_type * ggml_backend_buffer_type_t;
+typedef struct ggml_backend_buffer * ggml_backend_buffer_t;
+typedef struct ggml_backend * ggml_backend_t;
+
+// Tensor allocator: tensors placed one after another in a buffer (ggml-backend.h).
+struct ggml_tallocr {
+    ggml_backend_buffer_t buffer;
+    void * base;
+    size_t alignment;
+    size_t offset;
+};
+GGML_API struct ggml_tallocr ggml_tallocr_new(ggml_backend_buffer_t buffer);
+// GGML_STATUS_ALLOC_FAILED (with a message) when the tensor does not fit in what is left.
+GGML_API enum ggml_status    ggml_tallocr_alloc(struct ggml_tallocr * talloc, struct ggml_tensor * tensor);
+
 typedef struct ggml_gallocr * ggml_gallocr_t;
 
-// kvgraph has one backend (CPU memory), so there is no buffer type argument.
-GGML_API ggml_gallocr_t ggml_gallocr_new(void);
+// buft: the memory the compute buffer comes from; kvgraph has one kind (CPU memory:
+// ggml_backend_cpu_buffer_type(), or NULL for the same).
+GGML_API ggml_gallocr_t ggml_gallocr_new(ggml_backend_buffer_type_t buft);
+// Several buffer types are one here: the first is used.
+GGML_API ggml_gallocr_t ggml_gallocr_new_n(ggml_backend_buffer_type_t * bufts, int n_bufs);
 GGML_API void           ggml_gallocr_free(ggml_gallocr_t galloc);
 
 // Plans the graph and grows the buffer to fit it (call with the largest graph shape).

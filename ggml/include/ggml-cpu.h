@@ -2,12 +2,25 @@
 #pragma once
 
 #include "ggml.h"
+#include "ggml-backend.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 struct ggml_threadpool; // persistent worker threads, reused across computes; grows when a compute asks for more
+typedef struct ggml_threadpool * ggml_threadpool_t;
+
+// ggml's CPU backend (ggml-backend.h): computes with n_threads (default: the hardware's,
+// at most 4... as ggml's default GGML_DEFAULT_N_THREADS = 4) on the process-wide pool or
+// the one set.
+GGML_API ggml_backend_t ggml_backend_cpu_init(void);
+GGML_API bool ggml_backend_is_cpu                (ggml_backend_t backend);
+GGML_API void ggml_backend_cpu_set_n_threads     (ggml_backend_t backend_cpu, int n_threads);
+GGML_API void ggml_backend_cpu_set_threadpool    (ggml_backend_t backend_cpu, ggml_threadpool_t threadpool);
+GGML_API void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_callback abort_callback, void * abort_callback_data);
+// ggml's one-time CPU setup; nothing to do here (tables are built on first use).
+GGML_API void ggml_cpu_init(void);
 
 struct ggml_cplan {
     size_t    work_size; // bytes of scratch the graph needs

@@ -153,7 +153,7 @@ struct ggml_dep {
 
 struct ggml_tensor {
     enum ggml_type type;
-    void * buffer; // unused on the CPU-only library; kept for layout familiarity
+    struct ggml_backend_buffer * buffer; // the backend buffer holding data (ggml-backend.h), or NULL
 
     int64_t ne[GGML_MAX_DIMS]; // number of elements
     size_t  nb[GGML_MAX_DIMS]; // stride in bytes: nb[0] = type_size, nb[i] = nb[i-1]*ne[i-1] when contiguous
@@ -183,6 +183,22 @@ struct ggml_tensor {
 static const size_t GGML_TENSOR_SIZE = sizeof(struct ggml_tensor);
 
 typedef bool (*ggml_abort_callback)(void * data);
+
+// ---- logging (ggml's levels and callback) ----
+// Every message of the library (errors it returns, warnings) goes through the callback;
+// the default writes the text to stderr. Aborts (GGML_ABORT) print directly.
+enum ggml_log_level {
+    GGML_LOG_LEVEL_NONE  = 0,
+    GGML_LOG_LEVEL_DEBUG = 1,
+    GGML_LOG_LEVEL_INFO  = 2,
+    GGML_LOG_LEVEL_WARN  = 3,
+    GGML_LOG_LEVEL_ERROR = 4,
+    GGML_LOG_LEVEL_CONT  = 5, // continues the previous message
+};
+typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data);
+// NULL restores the default. Not thread-safe against messages being logged at the same time.
+GGML_API void ggml_log_set(ggml_log_callback log_callback, void * user_data);
+GGML_API void ggml_log_get(ggml_log_callback * log_callback, void ** user_data);
 
 struct ggml_init_params {
     size_t mem_size;   // bytes

@@ -435,7 +435,7 @@ static bool grow_buffer(ggml_gallocr * ga, size_t size) {
     if (size <= ga->buffer_size) return true;
     void * mem = std::aligned_alloc(ALLOC_ALIGN, GGML_PAD(size, ALLOC_ALIGN));
     if (!mem) {
-        fprintf(stderr, "ggml_gallocr: failed to allocate a compute buffer of %zu bytes\n", size);
+        GGML_LOG_ERROR("ggml_gallocr: failed to allocate a compute buffer of %zu bytes\n", size);
         return false;
     }
     if (ga->buffer) ga->retired.emplace_back(ga->buffer, ga->buffer_size);
@@ -463,7 +463,8 @@ static void assign(ggml_gallocr * ga, ggml_cgraph * g) {
     }
 }
 
-ggml_gallocr_t ggml_gallocr_new(void) { return new ggml_gallocr(); }
+ggml_gallocr_t ggml_gallocr_new(ggml_backend_buffer_type_t) { return new ggml_gallocr(); } // one kind of memory
+ggml_gallocr_t ggml_gallocr_new_n(ggml_backend_buffer_type_t * bufts, int) { return ggml_gallocr_new(bufts ? bufts[0] : nullptr); }
 void ggml_gallocr_free(ggml_gallocr_t ga) {
     if (!ga) return;
     std::free(ga->buffer);
@@ -511,7 +512,7 @@ ggml_cpu_buffer_t ggml_cpu_alloc_ctx_tensors(ggml_context * ctx) {
     if (total > 0) {
         buf->base = std::aligned_alloc(ALLOC_ALIGN, total);
         if (!buf->base) {
-            fprintf(stderr, "ggml_cpu_alloc_ctx_tensors: failed to allocate %zu bytes\n", total);
+            GGML_LOG_ERROR("ggml_cpu_alloc_ctx_tensors: failed to allocate %zu bytes\n", total);
             delete buf;
             return nullptr;
         }

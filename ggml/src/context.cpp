@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 void ggml_abort(const char * file, int line, const char * fmt, ...) {
     fflush(stdout);
@@ -18,6 +19,42 @@ void ggml_abort(const char * file, int line, const char * fmt, ...) {
     va_end(args);
     fprintf(stderr, "\n");
     abort();
+}
+
+// ---- logging --------------------------------------------------------------------------
+static void log_to_stderr(enum ggml_log_level level, const char * text, void * user_data) {
+    (void) level;
+    (void) user_data;
+    fputs(text, stderr);
+    fflush(stderr);
+}
+static ggml_log_callback g_log_callback = log_to_stderr;
+static void * g_log_user_data = nullptr;
+
+void ggml_log_set(ggml_log_callback cb, void * user_data) {
+    g_log_callback = cb ? cb : log_to_stderr;
+    g_log_user_data = user_data;
+}
+void ggml_log_get(ggml_log_callback * cb, void ** user_data) {
+    if (cb) *cb = g_log_callback;
+    if (user_data) *user_data = g_log_user_data;
+}
+void ggml_log_internal(enum ggml_log_level level, const char * fmt, ...) {
+    char small[512];
+    va_list args;
+    va_start(args, fmt);
+    va_list copy;
+    va_copy(copy, args);
+    const int n = vsnprintf(small, sizeof small, fmt, args);
+    va_end(args);
+    if (n >= 0 && (size_t) n < sizeof small) {
+        g_log_callback(level, small, g_log_user_data);
+    } else if (n >= 0) {
+        std::string big((size_t) n + 1, '\0');
+        vsnprintf(&big[0], big.size(), fmt, copy);
+        g_log_callback(level, big.c_str(), g_log_user_data);
+    }
+    va_end(copy);
 }
 
 // ---- time -------------------------------------------------------------------------
@@ -91,7 +128,7 @@ ggml_context * ggml_init(ggml_init_params params) {
     if (ctx->mem_buffer_owned) {
         ctx->mem_buffer = std::aligned_alloc(64, GGML_PAD(ctx->mem_size, 64));
         if (!ctx->mem_buffer) {
-            fprintf(stderr, "ggml_init: failed to allocate %zu bytes for the context arena\n", ctx->mem_size);
+            GGML_LOG_ERROR("ggml_init: failed to allocate %zu bytes for the context arena\n", ctx->mem_size);
             delete ctx;
             return nullptr;
         }
@@ -312,7 +349,7 @@ void ggml_push_dep(ggml_tensor * tensor, ggml_tensor * dep, enum ggml_dep_kind k
 void ggml_add_control_dep(ggml_context * ctx, ggml_tensor * tensor, ggml_tensor * dep) {
     (void) ctx; // the edge lives with `tensor`, in its own context
     if (tensor == nullptr || dep == nullptr) {
-        fprintf(stderr, "ggml_add_control_dep: %s is NULL; no edge added\n", tensor ? "dep" : "tensor");
+        GGML_LOG_ERROR("ggml_add_control_dep: %s is NULL; no edge added\n", tensor ? "dep" : "tensor");
         return;
     }
     ggml_push_dep(tensor, dep, GGML_DEP_MANUAL);

@@ -11,6 +11,16 @@
 #include <deque>
 #include <vector>
 
+// Library messages, through the callback of ggml_log_set (context.cpp).
+void ggml_log_internal(enum ggml_log_level level, const char * fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+#define GGML_LOG_INFO(...)  ggml_log_internal(GGML_LOG_LEVEL_INFO, __VA_ARGS__)
+#define GGML_LOG_WARN(...)  ggml_log_internal(GGML_LOG_LEVEL_WARN, __VA_ARGS__)
+#define GGML_LOG_ERROR(...) ggml_log_internal(GGML_LOG_LEVEL_ERROR, __VA_ARGS__)
+
 struct ggml_hazard_rules; // the dependency-edge rules and their access log (hazards.cpp)
 
 // One allocation inside the arena: a tensor (struct + data), a graph, or a work buffer.

@@ -444,7 +444,7 @@ gguf_context * parse(gguf_reader & r, gguf_init_params params, std::string & err
 
 void report(const std::string & msg, char * err, size_t err_size) {
     if (err && err_size > 0) snprintf(err, err_size, "%s", msg.c_str());
-    else if (!msg.empty()) fprintf(stderr, "%s\n", msg.c_str());
+    else if (!msg.empty()) GGML_LOG_ERROR("%s\n", msg.c_str());
 }
 
 } // namespace
@@ -491,7 +491,7 @@ gguf_context * gguf_init_from_file_ex(const char * fname, gguf_init_params param
 gguf_context * gguf_init_from_file(const char * fname, gguf_init_params params) {
     char err[1024];
     gguf_context * ctx = gguf_init_from_file_ex(fname, params, err, sizeof(err));
-    if (!ctx) fprintf(stderr, "gguf_init_from_file: failed to load '%s': %s\n", fname ? fname : "(null)", err);
+    if (!ctx) GGML_LOG_ERROR("gguf_init_from_file: failed to load '%s': %s\n", fname ? fname : "(null)", err);
     return ctx;
 }
 
@@ -822,14 +822,14 @@ bool gguf_write_to_file(const gguf_context * ctx, const char * fname, bool only_
     if (!only_meta) {
         for (const gguf_tensor_info & ti : ctx->info) {
             if (!ti.t.data) {
-                fprintf(stderr, "gguf_write_to_file: tensor '%s' has no data (use gguf_set_tensor_data)\n", ti.t.name);
+                GGML_LOG_ERROR("gguf_write_to_file: tensor '%s' has no data (use gguf_set_tensor_data)\n", ti.t.name);
                 return false;
             }
         }
     }
     FILE * f = std::fopen(fname, "wb");
     if (!f) {
-        fprintf(stderr, "gguf_write_to_file: cannot open '%s' for writing: %s\n", fname, std::strerror(errno));
+        GGML_LOG_ERROR("gguf_write_to_file: cannot open '%s' for writing: %s\n", fname, std::strerror(errno));
         return false;
     }
     const std::vector<uint8_t> meta = build_meta(ctx);
@@ -844,6 +844,6 @@ bool gguf_write_to_file(const gguf_context * ctx, const char * fname, bool only_
         }
     }
     ok = std::fclose(f) == 0 && ok;
-    if (!ok) fprintf(stderr, "gguf_write_to_file: error writing '%s': %s\n", fname, std::strerror(errno));
+    if (!ok) GGML_LOG_ERROR("gguf_write_to_file: error writing '%s': %s\n", fname, std::strerror(errno));
     return ok;
 }

@@ -110,7 +110,7 @@ struct unordered_hit {
 
 int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_out, FILE * log) {
     if (cgraph == nullptr) {
-        fprintf(stderr, "ggml_graph_validate: graph is NULL\n");
+        GGML_LOG_ERROR("ggml_graph_validate: graph is NULL\n");
         return -1;
     }
     if (out == nullptr || max_out < 0) max_out = 0;
@@ -186,7 +186,7 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
         }
         const double bytes = (double) peak * (double) words * 8.0;
         if (bytes > (double) ((size_t) 2 << 30)) {
-            fprintf(stderr, "ggml_graph_validate: graph too wide to check (%d nodes, %zu live at once: %.1f GiB of ancestor sets)\n",
+            GGML_LOG_ERROR("ggml_graph_validate: graph too wide to check (%d nodes, %zu live at once: %.1f GiB of ancestor sets)\n",
                     n, peak, bytes / (1 << 30));
             return -1;
         }
@@ -321,12 +321,12 @@ std::string shape_str(const ggml_tensor * t) {
 void ggml_graph_dump_dot(const ggml_cgraph * gb, const ggml_cgraph * gf, const char * filename) {
     const ggml_cgraph * main_g = gf ? gf : gb;
     if (main_g == nullptr || filename == nullptr) {
-        fprintf(stderr, "ggml_graph_dump_dot: %s is NULL\n", filename ? "graph" : "filename");
+        GGML_LOG_ERROR("ggml_graph_dump_dot: %s is NULL\n", filename ? "graph" : "filename");
         return;
     }
     FILE * fp = fopen(filename, "w");
     if (!fp) {
-        fprintf(stderr, "ggml_graph_dump_dot: cannot open '%s' for writing\n", filename);
+        GGML_LOG_ERROR("ggml_graph_dump_dot: cannot open '%s' for writing\n", filename);
         return;
     }
     // nodes of both graphs; those only in gb are shaded differently
@@ -382,5 +382,5 @@ void ggml_graph_dump_dot(const ggml_cgraph * gb, const ggml_cgraph * gf, const c
     }
     fprintf(fp, "}\n");
     const bool ok = !ferror(fp);
-    if (fclose(fp) != 0 || !ok) fprintf(stderr, "ggml_graph_dump_dot: error writing '%s'\n", filename);
+    if (fclose(fp) != 0 || !ok) GGML_LOG_ERROR("ggml_graph_dump_dot: error writing '%s'\n", filename);
 }

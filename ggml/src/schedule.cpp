@@ -80,7 +80,7 @@ bool topological_order(const std::vector<ggml_tensor *> & nodes, const std::vect
         for (int k = off[i]; k < off[i + 1]; ++k) {
             const int p = preds[k];
             if (indeg[p] == 0) continue;
-            fprintf(stderr, "ggml_graph_compute: node '%s' (%s) and node '%s' (%s) wait for each other through their edges "
+            GGML_LOG_ERROR("ggml_graph_compute: node '%s' (%s) and node '%s' (%s) wait for each other through their edges "
                             "(a cycle of control edges); the graph cannot run\n",
                     nodes[i]->name, ggml_op_desc(nodes[i]), nodes[p]->name, ggml_op_desc(nodes[p]));
             return false;

@@ -64,7 +64,7 @@ int initial_sched_mode() {
     const char * e = std::getenv("KVG_SCHED");
     if (!e || !*e || !std::strcmp(e, "dag")) return GGML_SCHED_DAG;
     if (!std::strcmp(e, "barrier")) return GGML_SCHED_BARRIER;
-    fprintf(stderr, "KVG_SCHED=%s not understood (dag or barrier); using dag\n", e);
+    GGML_LOG_WARN("KVG_SCHED=%s not understood (dag or barrier); using dag\n", e);
     return GGML_SCHED_DAG;
 }
 std::atomic<int> g_sched_mode{initial_sched_mode()};
@@ -233,7 +233,7 @@ int ggml_threadpool::grow(int n_workers) {
         try {
             workers.emplace_back([this, ith, seen] { worker_main(ith, seen); });
         } catch (const std::exception & e) {
-            fprintf(stderr, "ggml_threadpool: could not start worker %d (%s); using %d threads\n", ith, e.what(), ith);
+            GGML_LOG_WARN("ggml_threadpool: could not start worker %d (%s); using %d threads\n", ith, e.what(), ith);
             break;
         }
     }
@@ -552,7 +552,7 @@ ggml_cplan ggml_graph_plan(const ggml_cgraph * cgraph, int n_threads, ggml_threa
 enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
     GGML_ASSERT(cgraph != nullptr && cplan != nullptr);
     if (cplan->n_threads <= 0 || cplan->n_threads > GGML_MAX_N_THREADS) {
-        fprintf(stderr, "ggml_graph_compute: n_threads = %d is out of range [1, %d]\n", cplan->n_threads,
+        GGML_LOG_ERROR("ggml_graph_compute: n_threads = %d is out of range [1, %d]\n", cplan->n_threads,
                 GGML_MAX_N_THREADS);
         return GGML_STATUS_FAILED;
     }
@@ -587,7 +587,7 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
     int n_slots = 0;
     if (max_ws > 0) {
         if (cplan->work_data == nullptr) {
-            fprintf(stderr, "ggml_graph_compute: the graph needs %zu bytes of work buffer but cplan->work_data is NULL "
+            GGML_LOG_ERROR("ggml_graph_compute: the graph needs %zu bytes of work buffer but cplan->work_data is NULL "
                             "(allocate cplan->work_size bytes from ggml_graph_plan)\n", max_ws);
             return GGML_STATUS_ALLOC_FAILED;
         }
@@ -601,7 +601,7 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
             wbase = cplan->work_data; // unaligned but large enough: one slot
             n_slots = 1;
         } else {
-            fprintf(stderr, "ggml_graph_compute: work buffer too small: %zu bytes, a node needs %zu "
+            GGML_LOG_ERROR("ggml_graph_compute: work buffer too small: %zu bytes, a node needs %zu "
                             "(use ggml_graph_plan's work_size)\n", cplan->work_size, max_ws);
             return GGML_STATUS_ALLOC_FAILED;
         }
@@ -660,7 +660,7 @@ void ggml_threadpool_free(ggml_threadpool * threadpool) {
 
 void ggml_cpu_set_sched_mode(enum ggml_sched_mode mode) {
     if (mode != GGML_SCHED_DAG && mode != GGML_SCHED_BARRIER) {
-        fprintf(stderr, "ggml_cpu_set_sched_mode: unknown mode %d ignored\n", (int) mode);
+        GGML_LOG_WARN("ggml_cpu_set_sched_mode: unknown mode %d ignored\n", (int) mode);
         return;
     }
     g_sched_mode.store(mode, std::memory_order_relaxed);

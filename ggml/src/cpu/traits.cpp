@@ -66,7 +66,7 @@ static int env_limit() {
     for (int p = 0; p < PATH_COUNT; ++p) {
         if (std::strcmp(s, g_path_names[p]) == 0) return p;
     }
-    std::fprintf(stderr, "kvgraph: ignoring KVG_CPU_FEATURES=%s (expected scalar, avx2 or avx512)\n", s);
+    GGML_LOG_WARN("kvgraph: ignoring KVG_CPU_FEATURES=%s (expected scalar, avx2 or avx512)\n", s);
     return PATH_COUNT - 1;
 }
 

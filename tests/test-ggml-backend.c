@@ -1,0 +1,190 @@
+/* ggml's backend API driven as ggml's own tests and simple-backend do it, in C: tensors of a
+ * no_alloc context placed in a CPU buffer, inputs set with ggml_backend_tensor_set, graphs
+ * planned by a gallocr made for the backend's buffer type or by a scheduler, computed by
+ * ggml_backend_graph_compute, results read back with ggml_backend_tensor_get and compared
+ * with plain loops; plus the tensor allocator, bounds, devices and the log callback. */
+#include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml-program-common.h"
+
+#include <string.h>
+
+enum { K = 37, N = 11, M = 5 };
+
+/* y[n][m] = sum_k w[n][k] x[m][k] + b[n], then relu(y) * 2 via views and in-place ops */
+static void reference(const float * w, const float * x, const float * b, float * y) {
+    int n, m, k;
+    for (m = 0; m < M; ++m)
+        for (n = 0; n < N; ++n) {
+            double s = b[n];
+            for (k = 0; k < K; ++k) s += (double) w[n * K + k] * x[m * K + k];
+            y[m * N + n] = (float) (s > 0 ? 2 * s : 0);
+        }
+}
+
+static struct ggml_cgraph * build(struct ggml_context * ctx, struct ggml_tensor * w, struct ggml_tensor * x, struct ggml_tensor * b) {
+    struct ggml_cgraph * gf = ggml_new_graph(ctx);
+    struct ggml_tensor * y = ggml_add(ctx, ggml_mul_mat(ctx, w, x), b);
+    y = ggml_scale_inplace(ctx, ggml_relu(ctx, y), 2.0f);
+    ggml_set_name(y, "y");
+    ggml_set_output(y);
+    ggml_build_forward_expand(gf, y);
+    return gf;
+}
+
+static void check_y(struct ggml_tensor * y, const float * want, const char * how) {
+    float got[M * N];
+    int i, bad = 0;
+    ggml_backend_tensor_get(y, got, 0, sizeof got);
+    for (i = 0; i < M * N; ++i) bad += !close_enough(got[i], want[i]);
+    EXPECT(bad == 0, "%s: %d of %d values wrong", how, bad, M * N);
+}
+
+static void test_gallocr_and_sched(void) {
+    float w[N * K], x[M * K], b[N], want[M * N];
+    int run;
+    struct ggml_context * model = new_context(4 * ggml_tensor_overhead(), true);
+    struct ggml_tensor * tw = ggml_new_tensor_2d(model, GGML_TYPE_F32, K, N);
+    struct ggml_tensor * tx = ggml_new_tensor_2d(model, GGML_TYPE_F32, K, M);
+    struct ggml_tensor * tb = ggml_new_tensor_1d(model, GGML_TYPE_F32, N);
+    ggml_backend_t backend = ggml_backend_cpu_init();
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(model, backend);
+    EXPECT(buf != NULL && ggml_backend_is_cpu(backend), "no buffer");
+    EXPECT(ggml_backend_buffer_get_size(buf) >= sizeof w + sizeof x + sizeof b, "buffer of %zu bytes", ggml_backend_buffer_get_size(buf));
+    EXPECT(tw->buffer == buf && tw->data != NULL && ggml_backend_buffer_is_host(buf), "weights not placed in the buffer");
+    /* inputs written through the tensors (ggml_set_f32_1d needs memory, which the buffer gave) */
+    fill_f32(tw, 1);
+    fill_f32(tx, 2);
+    fill_f32(tb, 3);
+    ggml_backend_tensor_get(tw, w, 0, sizeof w);
+    ggml_backend_tensor_get(tx, x, 0, sizeof x);
+    ggml_backend_tensor_get(tb, b, 0, sizeof b);
+    ggml_backend_tensor_set(tb, b, 0, sizeof b); /* a round trip changes nothing */
+    reference(w, x, b, want);
+
+    for (run = 0; run < N_RUNS; ++run) {
+        /* gallocr made for the backend's buffer type, graph in its own context (as ggml's tests) */
+        struct ggml_context * gctx = new_context(ggml_tensor_overhead() * 16 + ggml_graph_overhead(), true);
+        struct ggml_cgraph * gf = build(gctx, tw, tx, tb);
+        ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend));
+        ggml_backend_cpu_set_n_threads(backend, RUN_THREADS[run]);
+        ggml_cpu_set_sched_mode(RUN_MODE[run]);
+        EXPECT(ggml_gallocr_alloc_graph(galloc, gf), "alloc_graph");
+        EXPECT(ggml_backend_graph_compute(backend, gf) == GGML_STATUS_SUCCESS, "compute");
+        check_y(ggml_graph_node(gf, -1), want, "gallocr");
+        check_y(ggml_graph_get_tensor(gf, "y"), want, "by name");
+        ggml_gallocr_free(galloc);
+        ggml_free(gctx);
+        ggml_cpu_set_sched_mode(GGML_SCHED_DAG);
+    }
+    {
+        /* the scheduler, as simple-backend: reserve, then compute (allocating) twice */
+        ggml_backend_t backends[1];
+        ggml_backend_sched_t sched;
+        struct ggml_context * gctx = new_context(ggml_tensor_overhead() * 16 + ggml_graph_overhead(), true);
+        struct ggml_cgraph * gf = build(gctx, tw, tx, tb);
+        backends[0] = backend;
+        sched = ggml_backend_sched_new(backends, NULL, 1, GGML_DEFAULT_GRAPH_SIZE, false, true);
+        EXPECT(sched != NULL && ggml_backend_sched_get_n_backends(sched) == 1, "sched_new");
+        EXPECT(ggml_backend_sched_reserve(sched, gf), "reserve");
+        EXPECT(ggml_backend_sched_graph_compute(sched, gf) == GGML_STATUS_SUCCESS, "sched compute");
+        check_y(ggml_graph_node(gf, -1), want, "sched");
+        ggml_backend_sched_reset(sched);
+        EXPECT(ggml_backend_sched_alloc_graph(sched, gf), "sched alloc");
+        EXPECT(ggml_backend_graph_compute(backend, gf) == GGML_STATUS_SUCCESS, "compute after sched alloc");
+        check_y(ggml_graph_node(gf, -1), want, "sched alloc + backend compute");
+        ggml_backend_sched_free(sched);
+        ggml_free(gctx);
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_backend_free(backend);
+    ggml_free(model);
+}
+
+/* ggml_tallocr in a buffer of ggml_backend_alloc_buffer, views initialized from roots, memset */
+static void test_tallocr(void) {
+    ggml_backend_t backend = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
+    struct ggml_context * ctx = new_context(8 * ggml_tensor_overhead(), true);
+    struct ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 10);
+    struct ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 3);
+    struct ggml_tensor * v = ggml_view_1d(ctx, a, 4, 3 * sizeof(float));
+    ggml_backend_buffer_t buf = ggml_backend_alloc_buffer(backend, 2 * 64);
+    struct ggml_tallocr ta = ggml_tallocr_new(buf);
+    float vals[10], got[4];
+    int i;
+    EXPECT(ggml_tallocr_alloc(&ta, a) == GGML_STATUS_SUCCESS, "a");
+    EXPECT(ggml_tallocr_alloc(&ta, b) == GGML_STATUS_SUCCESS, "b");
+    EXPECT(((uintptr_t) a->data) % 64 == 0 && ((uintptr_t) b->data) % 64 == 0 && a->data != b->data, "alignment");
+    EXPECT(ggml_tallocr_alloc(&ta, a) == GGML_STATUS_ALLOC_FAILED, "a third tensor does not fit");
+    EXPECT(ggml_backend_view_init(v) == GGML_STATUS_SUCCESS && v->data == (char *) a->data + 12, "view");
+    for (i = 0; i < 10; ++i) vals[i] = (float) i;
+    ggml_backend_tensor_set(a, vals, 0, sizeof vals);
+    ggml_backend_tensor_memset(a, 0, 8 * sizeof(float), 2 * sizeof(float));
+    ggml_backend_tensor_get(v, got, 0, sizeof got);
+    EXPECT(got[0] == 3 && got[3] == 6, "view reads %g %g", got[0], got[3]);
+    ggml_backend_tensor_get(a, vals, 0, sizeof vals);
+    EXPECT(vals[7] == 7 && vals[8] == 0 && vals[9] == 0, "memset");
+    EXPECT(ggml_backend_dev_count() == 1 && ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU) == NULL, "devices");
+    EXPECT(ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_GPU, NULL) == NULL, "no GPU backend");
+    EXPECT(strcmp(ggml_backend_name(backend), "CPU") == 0, "name");
+    ggml_backend_buffer_free(buf);
+    ggml_backend_free(backend);
+    ggml_free(ctx);
+}
+
+/* the library's messages reach the callback; NULL restores the default */
+static int g_logged_errors;
+static char g_last[256];
+static void capture(enum ggml_log_level level, const char * text, void * user) {
+    if (level == GGML_LOG_LEVEL_ERROR) ++g_logged_errors;
+    strncpy(g_last, text, sizeof g_last - 1);
+    *(int *) user += 1;
+}
+static void test_log(void) {
+    int calls = 0;
+    ggml_log_callback cb;
+    void * ud;
+    struct ggml_context * ctx = new_context(4 * ggml_tensor_overhead(), true);
+    struct ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 100);
+    ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 64);
+    struct ggml_tallocr ta = ggml_tallocr_new(buf);
+    ggml_log_set(capture, &calls);
+    ggml_log_get(&cb, &ud);
+    EXPECT(cb == capture && ud == &calls, "log_get");
+    EXPECT(ggml_tallocr_alloc(&ta, t) == GGML_STATUS_ALLOC_FAILED, "400 bytes in 64");
+    EXPECT(calls == 1 && g_logged_errors == 1 && strstr(g_last, "not enough space") != NULL, "calls %d: %s", calls, g_last);
+    ggml_log_set(NULL, NULL);
+    ggml_log_get(&cb, &ud);
+    EXPECT(cb != capture && cb != NULL, "default restored");
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+}
+
+int main(void) {
+    ggml_cpu_init();
+    test_gallocr_and_sched();
+    test_tallocr();
+    test_log();
+    {
+        /* compute_graph of the common helpers on a backend-allocated graph: same executor */
+        ggml_backend_t backend = ggml_backend_cpu_init();
+        struct ggml_context * ctx = new_context(8 * ggml_tensor_overhead() + ggml_graph_overhead(), true);
+        struct ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+        struct ggml_tensor * s = ggml_sqr(ctx, a);
+        struct ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_backend_buffer_t buf;
+        int i;
+        ggml_set_output(s);
+        ggml_build_forward_expand(gf, s);
+        buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+        for (i = 0; i < 8; ++i) ggml_set_f32_1d(a, i, (float) i - 3);
+        EXPECT(compute_graph(gf, 0) == GGML_STATUS_SUCCESS, "compute");
+        for (i = 0; i < 8; ++i) EXPECT(ggml_get_f32_1d(s, i) == (float) ((i - 3) * (i - 3)), "sqr %d", i);
+        ggml_backend_buffer_free(buf);
+        ggml_backend_free(backend);
+        ggml_free(ctx);
+    }
+    return report("test-ggml-backend");
+}
