@@ -162,8 +162,66 @@ static void test_log(void) {
     ggml_free(ctx);
 }
 
+/* ggml 0.21's numbering (its public ggml.h / ggml-backend.h): a program built against ggml's
+ * headers, or one that stores these values, sees the same numbers here */
+static void test_enum_values(void) {
+    static const struct { int got, want; const char * name; } v[] = {
+        {GGML_OP_DUP, 1, "GGML_OP_DUP"},
+        {GGML_OP_ADD, 2, "GGML_OP_ADD"},
+        {GGML_OP_SUB, 6, "GGML_OP_SUB"},
+        {GGML_OP_MUL, 7, "GGML_OP_MUL"},
+        {GGML_OP_DIV, 8, "GGML_OP_DIV"},
+        {GGML_OP_SQR, 9, "GGML_OP_SQR"},
+        {GGML_OP_SQRT, 10, "GGML_OP_SQRT"},
+        {GGML_OP_SUM_ROWS, 15, "GGML_OP_SUM_ROWS"},
+        {GGML_OP_ARGMAX, 18, "GGML_OP_ARGMAX"},
+        {GGML_OP_CONCAT, 22, "GGML_OP_CONCAT"},
+        {GGML_OP_NORM, 24, "GGML_OP_NORM"},
+        {GGML_OP_RMS_NORM, 25, "GGML_OP_RMS_NORM"},
+        {GGML_OP_MUL_MAT, 29, "GGML_OP_MUL_MAT"},
+        {GGML_OP_SCALE, 32, "GGML_OP_SCALE"},
+        {GGML_OP_CPY, 34, "GGML_OP_CPY"},
+        {GGML_OP_CONT, 35, "GGML_OP_CONT"},
+        {GGML_OP_RESHAPE, 36, "GGML_OP_RESHAPE"},
+        {GGML_OP_VIEW, 37, "GGML_OP_VIEW"},
+        {GGML_OP_PERMUTE, 38, "GGML_OP_PERMUTE"},
+        {GGML_OP_TRANSPOSE, 39, "GGML_OP_TRANSPOSE"},
+        {GGML_OP_GET_ROWS, 40, "GGML_OP_GET_ROWS"},
+        {GGML_OP_SET_ROWS, 42, "GGML_OP_SET_ROWS"},
+        {GGML_OP_DIAG_MASK_INF, 44, "GGML_OP_DIAG_MASK_INF"},
+        {GGML_OP_SOFT_MAX, 46, "GGML_OP_SOFT_MAX"},
+        {GGML_OP_ROPE, 48, "GGML_OP_ROPE"},
+        {GGML_OP_FLASH_ATTN_EXT, 74, "GGML_OP_FLASH_ATTN_EXT"},
+        {GGML_OP_UNARY, 91, "GGML_OP_UNARY"},
+        {GGML_OP_MAP_CUSTOM1, 92, "GGML_OP_MAP_CUSTOM1"},
+        {GGML_OP_MAP_CUSTOM2, 93, "GGML_OP_MAP_CUSTOM2"},
+        {GGML_OP_MAP_CUSTOM3, 94, "GGML_OP_MAP_CUSTOM3"},
+        {GGML_OP_COUNT, 101, "GGML_OP_COUNT"},
+        {GGML_UNARY_OP_RELU, 6, "GGML_UNARY_OP_RELU"},
+        {GGML_UNARY_OP_GELU, 8, "GGML_UNARY_OP_GELU"},
+        {GGML_UNARY_OP_SILU, 10, "GGML_UNARY_OP_SILU"},
+        {GGML_UNARY_OP_COUNT, 22, "GGML_UNARY_OP_COUNT"},
+        {GGML_TYPE_Q4_K, 12, "GGML_TYPE_Q4_K"},
+        {GGML_TYPE_Q8_K, 15, "GGML_TYPE_Q8_K"},
+        {GGML_TYPE_IQ4_NL, 20, "GGML_TYPE_IQ4_NL"},
+        {GGML_TYPE_BF16, 30, "GGML_TYPE_BF16"},
+        {GGML_TYPE_COUNT, 43, "GGML_TYPE_COUNT"},
+        {GGML_STATUS_ALLOC_FAILED, -2, "GGML_STATUS_ALLOC_FAILED"},
+        {GGML_STATUS_ABORTED, 1, "GGML_STATUS_ABORTED"},
+        {GGML_TENSOR_FLAG_OUTPUT, 2, "GGML_TENSOR_FLAG_OUTPUT"},
+        {GGML_LOG_LEVEL_ERROR, 4, "GGML_LOG_LEVEL_ERROR"},
+        {GGML_BACKEND_BUFFER_USAGE_COMPUTE, 2, "GGML_BACKEND_BUFFER_USAGE_COMPUTE"},
+        {GGML_BACKEND_DEVICE_TYPE_ACCEL, 3, "GGML_BACKEND_DEVICE_TYPE_ACCEL"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof v / sizeof v[0]; ++i) EXPECT(v[i].got == v[i].want, "%s = %d, ggml has %d", v[i].name, v[i].got, v[i].want);
+    EXPECT(strcmp(ggml_op_name(GGML_OP_FLASH_ATTN_EXT), "FLASH_ATTN_EXT") == 0 && strcmp(ggml_op_name(GGML_OP_ARANGE), "ARANGE") == 0, "names");
+    EXPECT(strcmp(ggml_unary_op_name(GGML_UNARY_OP_SILU), "SILU") == 0, "unary names");
+}
+
 int main(void) {
     ggml_cpu_init();
+    test_enum_values();
     test_gallocr_and_sched();
     test_tallocr();
     test_log();

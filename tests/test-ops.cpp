@@ -1041,3 +1041,54 @@ TEST_CASE("larger tensors: every op gives the same bits for any task/thread spli
         if (std::string(c.first) == "cpy f32->q8_0") check_quantized(GGML_TYPE_Q8_0, vq, got);
     }
 }
+
+TEST_CASE("ggml's other unary ops against double-precision definitions, every layout, f16, in place") {
+    const int64_t ne[4] = {33, 7, 3, 1};
+    std::vector<float> v = random_values(count(ne), 31, -6.0f, 6.0f);
+    for (size_t i = 0; i < v.size(); i += 17) v[i] = std::round(v[i]) + (i % 2 ? 0.5f : 0.0f); // ties and integers
+    v[3] = 0.0f;
+    v[5] = 25.0f; // softplus above its threshold
+    struct U { const char * name; ggml_tensor * (*make)(ggml_context *, ggml_tensor *); ggml_tensor * (*make_in)(ggml_context *, ggml_tensor *);
+               double (*ref)(double); };
+    const U ops[] = {
+        {"abs", ggml_abs, ggml_abs_inplace, [](double x) { return std::fabs(x); }},
+        {"sgn", ggml_sgn, ggml_sgn_inplace, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }},
+        {"neg", ggml_neg, ggml_neg_inplace, [](double x) { return -x; }},
+        {"step", ggml_step, ggml_step_inplace, [](double x) { return x > 0 ? 1.0 : 0.0; }},
+        {"tanh", ggml_tanh, ggml_tanh_inplace, [](double x) { return std::tanh(x); }},
+        {"elu", ggml_elu, ggml_elu_inplace, [](double x) { return x > 0 ? x : std::exp(x) - 1; }},
+        {"sigmoid", ggml_sigmoid, ggml_sigmoid_inplace, [](double x) { return 1 / (1 + std::exp(-x)); }},
+        {"gelu_quick", ggml_gelu_quick, ggml_gelu_quick_inplace, [](double x) { return x / (1 + std::exp(-1.702 * x)); }},
+        {"hardswish", ggml_hardswish, ggml_hardswish_inplace, [](double x) { return x * std::min(1.0, std::max(0.0, (x + 3) / 6)); }},
+        {"hardsigmoid", ggml_hardsigmoid, ggml_hardsigmoid_inplace, [](double x) { return std::min(1.0, std::max(0.0, (x + 3) / 6)); }},
+        {"exp", ggml_exp, ggml_exp_inplace, [](double x) { return std::exp(x); }},
+        {"expm1", ggml_expm1, ggml_expm1_inplace, [](double x) { return std::expm1(x); }},
+        {"softplus", ggml_softplus, ggml_softplus_inplace, [](double x) { return x > 20 ? x : std::log(1 + std::exp(x)); }},
+        {"gelu_erf", ggml_gelu_erf, ggml_gelu_erf_inplace, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+        {"floor", ggml_floor, ggml_floor_inplace, [](double x) { return std::floor(x); }},
+        {"ceil", ggml_ceil, ggml_ceil_inplace, [](double x) { return std::ceil(x); }},
+        {"round", ggml_round, ggml_round_inplace, [](double x) { return x < 0 ? -std::floor(-x + 0.5) : std::floor(x + 0.5); }},
+        {"trunc", ggml_trunc, ggml_trunc_inplace, [](double x) { return x < 0 ? -std::floor(-x) : std::floor(x); }},
+    };
+    for (const U & u : ops) {
+        for (int variant = 0; variant < 4; ++variant) {
+            const ggml_type t = variant == 3 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+            const Layout l = variant == 1 ? TRANSPOSED : variant == 2 ? PERMUTED_ROWS : CONTIG;
+            const bool inpl = variant == 2;
+            const std::string name = u.name;
+            CAPTURE(name); CAPTURE(variant);
+            std::vector<float> sv;
+            const std::vector<float> got = run_node([&](ggml_context * ctx) {
+                ggml_tensor * a = make_input(ctx, t, ne, l, v);
+                sv = values(a);
+                return inpl ? u.make_in(ctx, a) : u.make(ctx, a);
+            });
+            std::vector<double> want(sv.size());
+            for (size_t i = 0; i < sv.size(); ++i) { // an f16 result is the f16 nearest (inf past its range)
+                want[i] = u.ref(sv[i]);
+                if (t == GGML_TYPE_F16 && std::fabs(want[i]) > 65504) want[i] = ref_store(t, (float) want[i]);
+            }
+            check_close(got, want, 1e-6, t == GGML_TYPE_F16 ? 1e-3 : 2e-6);
+        }
+    }
+}

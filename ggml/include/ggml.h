@@ -79,52 +79,43 @@ enum ggml_type {
     GGML_TYPE_I32  = 26,
     GGML_TYPE_I64  = 27,
     GGML_TYPE_BF16 = 30,
-    GGML_TYPE_COUNT = 39,
+    // 31..42: other formats of ggml 0.21 that kvgraph does not read
+    GGML_TYPE_COUNT = 43,
 };
 
 #define QK4_0 32
 #define QK8_0 32
 #define QK_K 256 // values per k-quant super-block (q2_K..q6_K, q8_K)
 
-enum ggml_op {
-    GGML_OP_NONE = 0,
-    GGML_OP_DUP,
-    GGML_OP_ADD,
-    GGML_OP_SUB,
-    GGML_OP_MUL,
-    GGML_OP_DIV,
-    GGML_OP_SQR,
-    GGML_OP_SQRT,
-    GGML_OP_SUM_ROWS,
-    GGML_OP_ARGMAX,
-    GGML_OP_CONCAT,
-    GGML_OP_NORM,
-    GGML_OP_RMS_NORM,
-    GGML_OP_MUL_MAT,
-    GGML_OP_SCALE,
-    GGML_OP_CPY,
-    GGML_OP_CONT,
-    GGML_OP_RESHAPE,
-    GGML_OP_VIEW,
-    GGML_OP_PERMUTE,
-    GGML_OP_TRANSPOSE,
-    GGML_OP_GET_ROWS,
-    GGML_OP_SET_ROWS,
-    GGML_OP_DIAG_MASK_INF,
-    GGML_OP_SOFT_MAX,
-    GGML_OP_ROPE,
-    GGML_OP_FLASH_ATTN_EXT,
-    GGML_OP_UNARY,
-    GGML_OP_MAP_CUSTOM1,
-    GGML_OP_MAP_CUSTOM2,
-    GGML_OP_MAP_CUSTOM3,
-    GGML_OP_COUNT,
+enum ggml_op { // ggml 0.21's values, in ggml's order; kvgraph implements the ones with a constructor below
+    GGML_OP_NONE, GGML_OP_DUP, GGML_OP_ADD, GGML_OP_ADD_ID, GGML_OP_ADD1, GGML_OP_ACC, GGML_OP_SUB,
+    GGML_OP_MUL, GGML_OP_DIV, GGML_OP_SQR, GGML_OP_SQRT, GGML_OP_LOG, GGML_OP_SIN, GGML_OP_COS, GGML_OP_SUM,
+    GGML_OP_SUM_ROWS, GGML_OP_CUMSUM, GGML_OP_MEAN, GGML_OP_ARGMAX, GGML_OP_COUNT_EQUAL, GGML_OP_REPEAT,
+    GGML_OP_REPEAT_BACK, GGML_OP_CONCAT, GGML_OP_SILU_BACK, GGML_OP_NORM, GGML_OP_RMS_NORM,
+    GGML_OP_RMS_NORM_BACK, GGML_OP_GROUP_NORM, GGML_OP_L2_NORM, GGML_OP_MUL_MAT, GGML_OP_MUL_MAT_ID,
+    GGML_OP_OUT_PROD, GGML_OP_SCALE, GGML_OP_SET, GGML_OP_CPY, GGML_OP_CONT, GGML_OP_RESHAPE, GGML_OP_VIEW,
+    GGML_OP_PERMUTE, GGML_OP_TRANSPOSE, GGML_OP_GET_ROWS, GGML_OP_GET_ROWS_BACK, GGML_OP_SET_ROWS,
+    GGML_OP_DIAG, GGML_OP_DIAG_MASK_INF, GGML_OP_DIAG_MASK_ZERO, GGML_OP_SOFT_MAX, GGML_OP_SOFT_MAX_BACK,
+    GGML_OP_ROPE, GGML_OP_ROPE_BACK, GGML_OP_CLAMP, GGML_OP_CONV_TRANSPOSE_1D, GGML_OP_IM2COL,
+    GGML_OP_IM2COL_BACK, GGML_OP_IM2COL_3D, GGML_OP_COL2IM_1D, GGML_OP_CONV_2D, GGML_OP_CONV_3D,
+    GGML_OP_CONV_2D_DW, GGML_OP_CONV_TRANSPOSE_2D, GGML_OP_POOL_1D, GGML_OP_POOL_2D, GGML_OP_POOL_2D_BACK,
+    GGML_OP_UPSCALE, GGML_OP_PAD, GGML_OP_PAD_REFLECT_1D, GGML_OP_ROLL, GGML_OP_ARANGE,
+    GGML_OP_TIMESTEP_EMBEDDING, GGML_OP_ARGSORT, GGML_OP_TOP_K, GGML_OP_LEAKY_RELU, GGML_OP_TRI,
+    GGML_OP_FILL, GGML_OP_FLASH_ATTN_EXT, GGML_OP_FLASH_ATTN_BACK, GGML_OP_SSM_CONV, GGML_OP_SSM_SCAN,
+    GGML_OP_WIN_PART, GGML_OP_WIN_UNPART, GGML_OP_GET_REL_POS, GGML_OP_ADD_REL_POS, GGML_OP_RWKV_WKV6,
+    GGML_OP_GATED_LINEAR_ATTN, GGML_OP_RWKV_WKV7, GGML_OP_SOLVE_TRI, GGML_OP_GATED_DELTA_NET,
+    GGML_OP_LIGHTNING_INDEXER, GGML_OP_DSV4_HC_COMB, GGML_OP_DSV4_HC_PRE, GGML_OP_DSV4_HC_POST,
+    GGML_OP_UNARY, GGML_OP_MAP_CUSTOM1, GGML_OP_MAP_CUSTOM2, GGML_OP_MAP_CUSTOM3, GGML_OP_CUSTOM,
+    GGML_OP_CROSS_ENTROPY_LOSS, GGML_OP_CROSS_ENTROPY_LOSS_BACK, GGML_OP_OPT_STEP_ADAMW,
+    GGML_OP_OPT_STEP_SGD, GGML_OP_GLU, GGML_OP_COUNT,
 };
 
-enum ggml_unary_op {
-    GGML_UNARY_OP_RELU,
-    GGML_UNARY_OP_GELU,
-    GGML_UNARY_OP_SILU,
+enum ggml_unary_op { // ggml 0.21's values
+    GGML_UNARY_OP_ABS, GGML_UNARY_OP_SGN, GGML_UNARY_OP_NEG, GGML_UNARY_OP_STEP, GGML_UNARY_OP_TANH,
+    GGML_UNARY_OP_ELU, GGML_UNARY_OP_RELU, GGML_UNARY_OP_SIGMOID, GGML_UNARY_OP_GELU,
+    GGML_UNARY_OP_GELU_QUICK, GGML_UNARY_OP_SILU, GGML_UNARY_OP_HARDSWISH, GGML_UNARY_OP_HARDSIGMOID,
+    GGML_UNARY_OP_EXP, GGML_UNARY_OP_EXPM1, GGML_UNARY_OP_SOFTPLUS, GGML_UNARY_OP_GELU_ERF,
+    GGML_UNARY_OP_XIELU, GGML_UNARY_OP_FLOOR, GGML_UNARY_OP_CEIL, GGML_UNARY_OP_ROUND, GGML_UNARY_OP_TRUNC,
     GGML_UNARY_OP_COUNT,
 };
 
@@ -133,6 +124,7 @@ enum ggml_tensor_flag {
     GGML_TENSOR_FLAG_OUTPUT = 2,
     GGML_TENSOR_FLAG_PARAM  = 4,
     GGML_TENSOR_FLAG_LOSS   = 8,
+    GGML_TENSOR_FLAG_COMPUTE = 16, // (ggml's; kvgraph computes every node of a graph)
 };
 
 // Why an op must run after another one (see "Dependency edges" below).
@@ -344,6 +336,33 @@ GGML_API struct ggml_tensor * ggml_gelu(struct ggml_context * ctx, struct ggml_t
 GGML_API struct ggml_tensor * ggml_gelu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_silu(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_silu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+// ggml's other unary ops (F32/F16, any layout; _inplace writes over a), ggml's definitions:
+// abs, sgn (-1/0/1), neg, step (x > 0), tanh, elu (x > 0 ? x : e^x - 1), sigmoid, gelu_quick
+// (x sigmoid(1.702x)), hardswish (x min(1, max(0, (x+3)/6))), hardsigmoid, exp, expm1,
+// softplus (log(1 + e^x), x above 20 as is), gelu_erf (0.5x(1 + erf(x/sqrt 2))), floor,
+// ceil, round (half away from zero), trunc.
+#define GGML_KVG_UNARY_DECL(name)                                                                \
+    GGML_API struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a); \
+    GGML_API struct ggml_tensor * ggml_##name##_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_KVG_UNARY_DECL(abs)
+GGML_KVG_UNARY_DECL(sgn)
+GGML_KVG_UNARY_DECL(neg)
+GGML_KVG_UNARY_DECL(step)
+GGML_KVG_UNARY_DECL(tanh)
+GGML_KVG_UNARY_DECL(elu)
+GGML_KVG_UNARY_DECL(sigmoid)
+GGML_KVG_UNARY_DECL(gelu_quick)
+GGML_KVG_UNARY_DECL(hardswish)
+GGML_KVG_UNARY_DECL(hardsigmoid)
+GGML_KVG_UNARY_DECL(exp)
+GGML_KVG_UNARY_DECL(expm1)
+GGML_KVG_UNARY_DECL(softplus)
+GGML_KVG_UNARY_DECL(gelu_erf)
+GGML_KVG_UNARY_DECL(floor)
+GGML_KVG_UNARY_DECL(ceil)
+GGML_KVG_UNARY_DECL(round)
+GGML_KVG_UNARY_DECL(trunc)
+#undef GGML_KVG_UNARY_DECL
 
 // [n, r2, r3, r4] -> [1, r2, r3, r4]
 GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);

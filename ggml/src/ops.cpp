@@ -118,6 +118,28 @@ ggml_tensor * ggml_gelu(ggml_context * ctx, ggml_tensor * a) { return unary_impl
 ggml_tensor * ggml_gelu_inplace(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, GGML_UNARY_OP_GELU, true); }
 ggml_tensor * ggml_silu(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, GGML_UNARY_OP_SILU, false); }
 ggml_tensor * ggml_silu_inplace(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, GGML_UNARY_OP_SILU, true); }
+#define UNARY_OP(name, OP)                                                                                       \
+    ggml_tensor * ggml_##name(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, OP, false); }       \
+    ggml_tensor * ggml_##name##_inplace(ggml_context * ctx, ggml_tensor * a) { return unary_impl(ctx, a, OP, true); }
+UNARY_OP(abs, GGML_UNARY_OP_ABS)
+UNARY_OP(sgn, GGML_UNARY_OP_SGN)
+UNARY_OP(neg, GGML_UNARY_OP_NEG)
+UNARY_OP(step, GGML_UNARY_OP_STEP)
+UNARY_OP(tanh, GGML_UNARY_OP_TANH)
+UNARY_OP(elu, GGML_UNARY_OP_ELU)
+UNARY_OP(sigmoid, GGML_UNARY_OP_SIGMOID)
+UNARY_OP(gelu_quick, GGML_UNARY_OP_GELU_QUICK)
+UNARY_OP(hardswish, GGML_UNARY_OP_HARDSWISH)
+UNARY_OP(hardsigmoid, GGML_UNARY_OP_HARDSIGMOID)
+UNARY_OP(exp, GGML_UNARY_OP_EXP)
+UNARY_OP(expm1, GGML_UNARY_OP_EXPM1)
+UNARY_OP(softplus, GGML_UNARY_OP_SOFTPLUS)
+UNARY_OP(gelu_erf, GGML_UNARY_OP_GELU_ERF)
+UNARY_OP(floor, GGML_UNARY_OP_FLOOR)
+UNARY_OP(ceil, GGML_UNARY_OP_CEIL)
+UNARY_OP(round, GGML_UNARY_OP_ROUND)
+UNARY_OP(trunc, GGML_UNARY_OP_TRUNC)
+#undef UNARY_OP
 
 // ---- reductions -----------------------------------------------------------------------------
 ggml_tensor * ggml_sum_rows(ggml_context * ctx, ggml_tensor * a) {
@@ -451,20 +473,28 @@ ggml_tensor * ggml_map_custom3_inplace(ggml_context * ctx, ggml_tensor * a, ggml
 // ---- names ---------------------------------------------------------------------------------------------------
 // no size in the brackets: the static_assert below fails when an op is added without a name
 static const char * const g_op_names[] = {
-    "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SQR", "SQRT", "SUM_ROWS", "ARGMAX", "CONCAT", "NORM", "RMS_NORM",
-    "MUL_MAT", "SCALE", "CPY", "CONT", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS", "SET_ROWS",
-    "DIAG_MASK_INF", "SOFT_MAX", "ROPE", "FLASH_ATTN_EXT", "UNARY", "MAP_CUSTOM1", "MAP_CUSTOM2", "MAP_CUSTOM3",
+    "NONE", "DUP", "ADD", "ADD_ID", "ADD1", "ACC", "SUB", "MUL", "DIV", "SQR", "SQRT", "LOG", "SIN", "COS",
+    "SUM", "SUM_ROWS", "CUMSUM", "MEAN", "ARGMAX", "COUNT_EQUAL", "REPEAT", "REPEAT_BACK", "CONCAT",
+    "SILU_BACK", "NORM", "RMS_NORM", "RMS_NORM_BACK", "GROUP_NORM", "L2_NORM", "MUL_MAT", "MUL_MAT_ID",
+    "OUT_PROD", "SCALE", "SET", "CPY", "CONT", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "GET_ROWS",
+    "GET_ROWS_BACK", "SET_ROWS", "DIAG", "DIAG_MASK_INF", "DIAG_MASK_ZERO", "SOFT_MAX", "SOFT_MAX_BACK", "ROPE",
+    "ROPE_BACK", "CLAMP", "CONV_TRANSPOSE_1D", "IM2COL", "IM2COL_BACK", "IM2COL_3D", "COL2IM_1D", "CONV_2D",
+    "CONV_3D", "CONV_2D_DW", "CONV_TRANSPOSE_2D", "POOL_1D", "POOL_2D", "POOL_2D_BACK", "UPSCALE", "PAD",
+    "PAD_REFLECT_1D", "ROLL", "ARANGE", "TIMESTEP_EMBEDDING", "ARGSORT", "TOP_K", "LEAKY_RELU", "TRI", "FILL",
+    "FLASH_ATTN_EXT", "FLASH_ATTN_BACK", "SSM_CONV", "SSM_SCAN", "WIN_PART", "WIN_UNPART", "GET_REL_POS",
+    "ADD_REL_POS", "RWKV_WKV6", "GATED_LINEAR_ATTN", "RWKV_WKV7", "SOLVE_TRI", "GATED_DELTA_NET",
+    "LIGHTNING_INDEXER", "DSV4_HC_COMB", "DSV4_HC_PRE", "DSV4_HC_POST", "UNARY", "MAP_CUSTOM1", "MAP_CUSTOM2",
+    "MAP_CUSTOM3", "CUSTOM", "CROSS_ENTROPY_LOSS", "CROSS_ENTROPY_LOSS_BACK", "OPT_STEP_ADAMW", "OPT_STEP_SGD",
+    "GLU",
 };
 static_assert(sizeof(g_op_names) / sizeof(g_op_names[0]) == GGML_OP_COUNT, "one name per ggml_op");
 const char * ggml_op_name(enum ggml_op op) { return op >= 0 && op < GGML_OP_COUNT ? g_op_names[op] : "?"; }
-const char * ggml_unary_op_name(enum ggml_unary_op op) {
-    switch (op) {
-        case GGML_UNARY_OP_RELU: return "RELU";
-        case GGML_UNARY_OP_GELU: return "GELU";
-        case GGML_UNARY_OP_SILU: return "SILU";
-        default: return "?";
-    }
-}
+static const char * const g_unary_op_names[] = {
+    "ABS", "SGN", "NEG", "STEP", "TANH", "ELU", "RELU", "SIGMOID", "GELU", "GELU_QUICK", "SILU", "HARDSWISH",
+    "HARDSIGMOID", "EXP", "EXPM1", "SOFTPLUS", "GELU_ERF", "XIELU", "FLOOR", "CEIL", "ROUND", "TRUNC",
+};
+static_assert(sizeof(g_unary_op_names) / sizeof(g_unary_op_names[0]) == GGML_UNARY_OP_COUNT, "one name per unary op");
+const char * ggml_unary_op_name(enum ggml_unary_op op) { return op >= 0 && op < GGML_UNARY_OP_COUNT ? g_unary_op_names[op] : "?"; }
 const char * ggml_op_desc(const ggml_tensor * t) {
     if (t->op == GGML_OP_UNARY) return ggml_unary_op_name((enum ggml_unary_op) t->op_params[0]);
     return ggml_op_name(t->op);

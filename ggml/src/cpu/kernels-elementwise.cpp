@@ -147,6 +147,32 @@ struct map_gelu {
     }
 };
 struct map_silu { float s; float f(float x) const { return x / (1.0f + std::exp(-x)); } };
+// the rest of ggml's unary ops, one function each
+struct map_fn { float (*fn)(float); float f(float x) const { return fn(x); } };
+float hsig(float x) { return std::fmin(1.0f, std::fmax(0.0f, (x + 3.0f) / 6.0f)); }
+float (*unary_fn(ggml_unary_op op))(float) {
+    switch (op) {
+        case GGML_UNARY_OP_ABS: return [](float x) { return std::fabs(x); };
+        case GGML_UNARY_OP_SGN: return [](float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : 0.0f; };
+        case GGML_UNARY_OP_NEG: return [](float x) { return -x; };
+        case GGML_UNARY_OP_STEP: return [](float x) { return x > 0.0f ? 1.0f : 0.0f; };
+        case GGML_UNARY_OP_TANH: return [](float x) { return std::tanh(x); };
+        case GGML_UNARY_OP_ELU: return [](float x) { return x > 0.0f ? x : std::expm1(x); };
+        case GGML_UNARY_OP_SIGMOID: return [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+        case GGML_UNARY_OP_GELU_QUICK: return [](float x) { return x / (1.0f + std::exp(-1.702f * x)); };
+        case GGML_UNARY_OP_HARDSWISH: return [](float x) { return x * hsig(x); };
+        case GGML_UNARY_OP_HARDSIGMOID: return hsig;
+        case GGML_UNARY_OP_EXP: return [](float x) { return std::exp(x); };
+        case GGML_UNARY_OP_EXPM1: return [](float x) { return std::expm1(x); };
+        case GGML_UNARY_OP_SOFTPLUS: return [](float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); };
+        case GGML_UNARY_OP_GELU_ERF: return [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); };
+        case GGML_UNARY_OP_FLOOR: return [](float x) { return std::floor(x); };
+        case GGML_UNARY_OP_CEIL: return [](float x) { return std::ceil(x); };
+        case GGML_UNARY_OP_ROUND: return [](float x) { return std::round(x); };
+        case GGML_UNARY_OP_TRUNC: return [](float x) { return std::trunc(x); };
+        default: return nullptr;
+    }
+}
 
 template <class M>
 void map_impl(const ggml_compute_params * params, ggml_tensor * dst, M m) {
@@ -199,7 +225,12 @@ void ggml_compute_forward_map(const ggml_compute_params * params, ggml_tensor * 
                 case GGML_UNARY_OP_RELU: map_impl(params, dst, map_relu{0}); break;
                 case GGML_UNARY_OP_GELU: map_impl(params, dst, map_gelu{0}); break;
                 case GGML_UNARY_OP_SILU: map_impl(params, dst, map_silu{0}); break;
-                default: GGML_ABORT("unary: unknown unary op %d", ggml_get_op_params_i32(dst, 0));
+                default: {
+                    const auto op = (ggml_unary_op) ggml_get_op_params_i32(dst, 0);
+                    float (*fn)(float) = unary_fn(op);
+                    if (!fn) GGML_ABORT("unary: no CPU kernel for unary op %s (%d)", ggml_unary_op_name(op), (int) op);
+                    map_impl(params, dst, map_fn{fn});
+                }
             }
             break;
         default: GGML_ABORT("ggml_compute_forward_map: op %s is not a map", ggml_op_name(dst->op));
