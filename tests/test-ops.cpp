@@ -10,6 +10,7 @@
 #include "types.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -1090,5 +1091,67 @@ TEST_CASE("ggml's other unary ops against double-precision definitions, every la
             }
             check_close(got, want, 1e-6, t == GGML_TYPE_F16 ? 1e-3 : 2e-6);
         }
+    }
+}
+
+TEST_CASE("arange, timestep_embedding, pad_reflect_1d and roll against naive loops") {
+    // arange: the count is ceil((stop - start) / step), values start + i * step
+    for (auto a : std::vector<std::array<float, 3>>{{0, 3, 1}, {-1.5f, 2, 0.5f}, {5, -1, -1.5f}, {0, 0, 1}}) {
+        const std::vector<float> got = run_node([&](ggml_context * ctx) { return ggml_arange(ctx, a[0], a[1], a[2]); });
+        const size_t n = (size_t) std::ceil((a[1] - a[0]) / a[2]);
+        REQUIRE(got.size() == n);
+        for (size_t i = 0; i < n; ++i) CHECK(got[i] == doctest::Approx(a[0] + a[2] * i));
+    }
+    // timestep embedding: cos then sin of t * period^(-j / half); odd dims end in 0
+    const std::vector<float> ts = {0.0f, 1.0f, 12.0f, 999.0f};
+    for (int dim : {8, 15}) {
+        const int64_t ne[4] = {4, 1, 1, 1};
+        const std::vector<float> got = run_node([&](ggml_context * ctx) {
+            return ggml_timestep_embedding(ctx, make_input(ctx, GGML_TYPE_F32, ne, CONTIG, ts), dim, 10000);
+        });
+        REQUIRE(got.size() == (size_t) dim * 4);
+        const int half = dim / 2;
+        std::vector<double> want;
+        for (float t : ts) {
+            for (int j = 0; j < dim; ++j) {
+                const int k = j % half;
+                const double arg = t * std::pow(10000.0, -(double) k / half);
+                want.push_back(j >= 2 * half ? 0.0 : j < half ? std::cos(arg) : std::sin(arg));
+            }
+        }
+        check_close(got, want, 2e-4, 0);
+    }
+    // pad_reflect_1d over rows of a permuted input; roll in every dimension
+    const int64_t ne[4] = {6, 3, 2, 2};
+    const std::vector<float> v = random_values(count(ne), 33);
+    for (Layout l : {CONTIG, TRANSPOSED}) {
+        std::vector<float> sv;
+        const std::vector<float> pad = run_node([&](ggml_context * ctx) {
+            ggml_tensor * a = make_input(ctx, GGML_TYPE_F32, ne, l, v);
+            sv = values(a);
+            return ggml_pad_reflect_1d(ctx, a, 3, 5);
+        });
+        std::vector<double> want;
+        for (int64_t r = 0; r < ne[1] * ne[2] * ne[3]; ++r) {
+            for (int64_t i = 0; i < ne[0] + 8; ++i) {
+                const int64_t k = i - 3, src = k < 0 ? -k : k >= ne[0] ? 2 * ne[0] - 2 - k : k;
+                want.push_back(sv[r * ne[0] + src]);
+            }
+        }
+        check_close(pad, want, 0, 0);
+        const int sh[4] = {-2, 1, 2, -1};
+        const std::vector<float> rolled = run_node([&](ggml_context * ctx) {
+            return ggml_roll(ctx, make_input(ctx, GGML_TYPE_F32, ne, l, v), sh[0], sh[1], sh[2], sh[3]);
+        });
+        want.assign(sv.size(), 0.0);
+        for (int64_t i3 = 0; i3 < ne[3]; ++i3)
+            for (int64_t i2 = 0; i2 < ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < ne[1]; ++i1)
+                    for (int64_t i0 = 0; i0 < ne[0]; ++i0) {
+                        const int64_t d[4] = {(i0 + sh[0] + ne[0]) % ne[0], (i1 + sh[1] + ne[1]) % ne[1],
+                                              (i2 + sh[2] + ne[2]) % ne[2], (i3 + sh[3] + ne[3]) % ne[3]};
+                        want[((d[3] * ne[2] + d[2]) * ne[1] + d[1]) * ne[0] + d[0]] = sv[((i3 * ne[2] + i2) * ne[1] + i1) * ne[0] + i0];
+                    }
+        check_close(rolled, want, 0, 0);
     }
 }

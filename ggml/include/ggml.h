@@ -369,6 +369,17 @@ GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct gg
 // a [n, r] (F32) -> I32 [r]: the index of each row's maximum; of tied maxima the last (as
 // ggml); NaNs never win
 GGML_API struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// ---- generators and rearrangements (F32) ----
+// [start, start + step, ...) below stop: ceil((stop - start) / step) values (step != 0).
+GGML_API struct ggml_tensor * ggml_arange(struct ggml_context * ctx, float start, float stop, float step);
+// timesteps [N] -> [dim, N]: for j < dim/2, cos(t f_j) at j and sin(t f_j) at dim/2 + j, with
+// f_j = max_period^(-j / (dim/2)); an odd dim's last value is 0.
+GGML_API struct ggml_tensor * ggml_timestep_embedding(struct ggml_context * ctx, struct ggml_tensor * timesteps, int dim, int max_period);
+// dim 0 padded by reflection, p0 in front and p1 behind (each < ne0): [a b c d] -> [b a b c d c].
+GGML_API struct ggml_tensor * ggml_pad_reflect_1d(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1);
+// Element i of dim d moves to (i + shift_d) mod ne_d (shifts may be negative, |shift| <= ne).
+GGML_API struct ggml_tensor * ggml_roll(struct ggml_context * ctx, struct ggml_tensor * a, int shift0, int shift1, int shift2, int shift3);
 // a and b equal in every dim but dim (0..3) -> a's shape with ne[dim] = a->ne[dim] + b->ne[dim];
 // a's elements first
 GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim);

@@ -2,6 +2,8 @@
 // Every constructor ends in finish_op(), which hands the new op to the hazard rules.
 #include "ggml-impl.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 static ggml_tensor * finish_op(ggml_context * ctx, ggml_tensor * t) {
@@ -468,6 +470,52 @@ ggml_tensor * ggml_map_custom3(ggml_context * ctx, ggml_tensor * a, ggml_tensor 
 }
 ggml_tensor * ggml_map_custom3_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, ggml_custom3_op_t fun, int n_tasks, void * userdata) {
     return custom_impl(ctx, GGML_OP_MAP_CUSTOM3, a, b, c, (void *) fun, n_tasks, userdata, true);
+}
+
+// ---- generators and rearrangements --------------------------------------------------------
+ggml_tensor * ggml_arange(ggml_context * ctx, float start, float stop, float step) {
+    GGML_ASSERT(step != 0.0f && std::isfinite(start) && std::isfinite(stop) && std::isfinite(step));
+    const double n = std::ceil(((double) stop - start) / step);
+    GGML_ASSERT(n >= 0 && n < (double) INT64_MAX);
+    ggml_tensor * r = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, (int64_t) n);
+    r->op = GGML_OP_ARANGE;
+    ggml_set_op_params_f32(r, 0, start);
+    ggml_set_op_params_f32(r, 1, stop);
+    ggml_set_op_params_f32(r, 2, step);
+    return finish_op(ctx, r);
+}
+
+ggml_tensor * ggml_timestep_embedding(ggml_context * ctx, ggml_tensor * timesteps, int dim, int max_period) {
+    GGML_ASSERT(timesteps->type == GGML_TYPE_F32 && ggml_is_vector(timesteps) && dim > 0 && max_period > 0);
+    ggml_tensor * r = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, dim, timesteps->ne[0]);
+    r->op = GGML_OP_TIMESTEP_EMBEDDING;
+    ggml_set_op_params_i32(r, 0, dim);
+    ggml_set_op_params_i32(r, 1, max_period);
+    r->src[0] = timesteps;
+    return finish_op(ctx, r);
+}
+
+ggml_tensor * ggml_pad_reflect_1d(ggml_context * ctx, ggml_tensor * a, int p0, int p1) {
+    GGML_ASSERT(a->type == GGML_TYPE_F32 && p0 >= 0 && p1 >= 0 && p0 < a->ne[0] && p1 < a->ne[0]);
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, a->ne[0] + p0 + p1, a->ne[1], a->ne[2], a->ne[3]);
+    r->op = GGML_OP_PAD_REFLECT_1D;
+    ggml_set_op_params_i32(r, 0, p0);
+    ggml_set_op_params_i32(r, 1, p1);
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+
+ggml_tensor * ggml_roll(ggml_context * ctx, ggml_tensor * a, int shift0, int shift1, int shift2, int shift3) {
+    const int shift[4] = {shift0, shift1, shift2, shift3};
+    GGML_ASSERT(a->type == GGML_TYPE_F32);
+    ggml_tensor * r = ggml_dup_tensor(ctx, a);
+    r->op = GGML_OP_ROLL;
+    for (int d = 0; d < 4; ++d) {
+        GGML_ASSERT(std::abs(shift[d]) <= a->ne[d]);
+        ggml_set_op_params_i32(r, d, shift[d]);
+    }
+    r->src[0] = a;
+    return finish_op(ctx, r);
 }
 
 // ---- names ---------------------------------------------------------------------------------------------------

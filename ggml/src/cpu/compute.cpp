@@ -92,6 +92,10 @@ void ggml_compute_forward(const ggml_compute_params * params, ggml_tensor * node
         case GGML_OP_UNARY: ggml_compute_forward_map(params, node); break;
         case GGML_OP_SUM_ROWS: ggml_compute_forward_sum_rows(params, node); break;
         case GGML_OP_ARGMAX: ggml_compute_forward_argmax(params, node); break;
+        case GGML_OP_ARANGE: ggml_compute_forward_arange(params, node); break;
+        case GGML_OP_TIMESTEP_EMBEDDING: ggml_compute_forward_timestep_embedding(params, node); break;
+        case GGML_OP_PAD_REFLECT_1D: ggml_compute_forward_pad_reflect_1d(params, node); break;
+        case GGML_OP_ROLL: ggml_compute_forward_roll(params, node); break;
         case GGML_OP_NORM:
         case GGML_OP_RMS_NORM: ggml_compute_forward_norm(params, node); break;
         case GGML_OP_SOFT_MAX: ggml_compute_forward_soft_max(params, node); break;

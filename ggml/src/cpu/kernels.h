@@ -42,6 +42,12 @@ void ggml_compute_forward_map(const ggml_compute_params * params, ggml_tensor * 
 void ggml_compute_forward_sum_rows(const ggml_compute_params * params, ggml_tensor * dst);
 void ggml_compute_forward_argmax(const ggml_compute_params * params, ggml_tensor * dst);
 
+// kernels-generate.cpp
+void ggml_compute_forward_arange(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_timestep_embedding(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_pad_reflect_1d(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_roll(const ggml_compute_params * params, ggml_tensor * dst);
+
 // kernels-norm.cpp
 void ggml_compute_forward_norm(const ggml_compute_params * params, ggml_tensor * dst);     // NORM, RMS_NORM
 void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tensor * dst);
