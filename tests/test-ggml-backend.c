@@ -219,9 +219,61 @@ static void test_enum_values(void) {
     EXPECT(strcmp(ggml_unary_op_name(GGML_UNARY_OP_SILU), "SILU") == 0, "unary names");
 }
 
+/* ggml_custom_4d: dst[i] = sum over the args of arg[i] * (k + 1), rows split over the tasks;
+ * ggml_custom_inplace: a += 1, read afterwards by an add that must see the new values */
+static void weighted_sum(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    int64_t r, i;
+    int k, n_args = 0;
+    *(int *) userdata = 1;
+    while (n_args < GGML_MAX_SRC && dst->src[n_args]) ++n_args;
+    for (r = ith; r < ggml_nrows(dst); r += nth) {
+        for (i = 0; i < dst->ne[0]; ++i) {
+            float s = 0;
+            for (k = 0; k < n_args; ++k) s += ggml_get_f32_1d(dst->src[k], r * dst->ne[0] + i) * (float) (k + 1);
+            ggml_set_f32_1d(dst, r * dst->ne[0] + i, s);
+        }
+    }
+}
+static void add_one(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    int64_t i;
+    (void) userdata;
+    for (i = ith; i < ggml_nelements(dst); i += nth) ggml_set_f32_1d(dst, i, ggml_get_f32_1d(dst, i) + 1.0f);
+}
+static void test_custom(void) {
+    int run;
+    for (run = 0; run < N_RUNS; ++run) {
+        struct ggml_context * ctx = new_context(16 << 20, false);
+        struct ggml_tensor * args[3];
+        struct ggml_tensor * c, * a, * inpl, * sum;
+        struct ggml_cgraph * gf = ggml_new_graph(ctx);
+        int called = 0, i, k;
+        for (k = 0; k < 3; ++k) {
+            args[k] = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 5, 4);
+            fill_f32(args[k], 10 + k);
+        }
+        c = ggml_custom_4d(ctx, GGML_TYPE_F32, 5, 4, 1, 1, args, 3, weighted_sum, GGML_N_TASKS_MAX, &called);
+        a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 6);
+        fill_f32(a, 20);
+        inpl = ggml_custom_inplace(ctx, a, NULL, 0, add_one, 2, NULL);
+        sum = ggml_add(ctx, a, a); /* reads a after the in-place write: a RAW edge orders them */
+        ggml_build_forward_expand(gf, c);
+        ggml_build_forward_expand(gf, inpl);
+        ggml_build_forward_expand(gf, sum);
+        EXPECT(compute_graph(gf, run) == GGML_STATUS_SUCCESS, "compute");
+        EXPECT(called == 1 && c->src[2] == args[2] && c->op == GGML_OP_CUSTOM, "custom_4d wiring");
+        for (i = 0; i < 20; ++i) {
+            const float want = ggml_get_f32_1d(args[0], i) + 2 * ggml_get_f32_1d(args[1], i) + 3 * ggml_get_f32_1d(args[2], i);
+            EXPECT(close_enough(ggml_get_f32_1d(c, i), want), "custom_4d[%d]", i);
+        }
+        for (i = 0; i < 6; ++i) EXPECT(ggml_get_f32_1d(sum, i) == 2 * (value_at(20, i) + 1), "in place then read [%d], run %d", i, run);
+        ggml_free(ctx);
+    }
+}
+
 int main(void) {
     ggml_cpu_init();
     test_enum_values();
+    test_custom();
     test_gallocr_and_sched();
     test_tallocr();
     test_log();

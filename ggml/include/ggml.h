@@ -494,6 +494,16 @@ GGML_API struct ggml_tensor * ggml_map_custom2(struct ggml_context * ctx, struct
 GGML_API struct ggml_tensor * ggml_map_custom2_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks, void * userdata);
 GGML_API struct ggml_tensor * ggml_map_custom3(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c, ggml_custom3_op_t fun, int n_tasks, void * userdata);
 GGML_API struct ggml_tensor * ggml_map_custom3_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c, ggml_custom3_op_t fun, int n_tasks, void * userdata);
+// GGML_OP_CUSTOM: fun(dst, ith, nth, userdata) on n_tasks tasks (GGML_N_TASKS_MAX: all
+// threads); the sources are dst->src[0..]. custom_4d makes a new tensor of the given type
+// and shape from n_args (<= GGML_MAX_SRC) sources; custom_inplace writes over a, with the
+// n_args (<= GGML_MAX_SRC - 1) others after it. Like every op, it gets edges for what it
+// reads (its sources) and writes (its result).
+typedef void (*ggml_custom_op_t)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+GGML_API struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                                             struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor ** args, int n_args,
+                                                  ggml_custom_op_t fun, int n_tasks, void * userdata);
 
 // ---- dependency edges ------------------------------------------------------------
 // Every tensor's bytes are (root buffer = view_src or itself, byte extent). When an op is

@@ -472,6 +472,26 @@ ggml_tensor * ggml_map_custom3_inplace(ggml_context * ctx, ggml_tensor * a, ggml
     return custom_impl(ctx, GGML_OP_MAP_CUSTOM3, a, b, c, (void *) fun, n_tasks, userdata, true);
 }
 
+static ggml_tensor * custom_args(ggml_context * ctx, ggml_tensor * r, int first, ggml_tensor ** args, int n_args,
+                                  ggml_custom_op_t fun, int n_tasks, void * userdata) {
+    GGML_ASSERT(n_args >= 0 && first + n_args <= GGML_MAX_SRC && (n_args == 0 || args));
+    const custom_op_params params = {(void *) fun, n_tasks, userdata};
+    ggml_set_op_params(r, &params, sizeof(params));
+    r->op = GGML_OP_CUSTOM;
+    for (int i = 0; i < n_args; ++i) r->src[first + i] = args[i];
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_custom_4d(ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                             ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata) {
+    return custom_args(ctx, ggml_new_tensor_4d(ctx, type, ne0, ne1, ne2, ne3), 0, args, n_args, fun, n_tasks, userdata);
+}
+ggml_tensor * ggml_custom_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor ** args, int n_args, ggml_custom_op_t fun,
+                                  int n_tasks, void * userdata) {
+    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    r->src[0] = a;
+    return custom_args(ctx, r, 1, args, n_args, fun, n_tasks, userdata);
+}
+
 // ---- generators and rearrangements --------------------------------------------------------
 ggml_tensor * ggml_arange(ggml_context * ctx, float start, float stop, float step) {
     GGML_ASSERT(step != 0.0f && std::isfinite(start) && std::isfinite(stop) && std::isfinite(step));

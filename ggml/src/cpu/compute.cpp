@@ -32,7 +32,8 @@ int ggml_op_n_tasks(const ggml_tensor * node, int n_threads) {
             return 1;
         case GGML_OP_MAP_CUSTOM1:
         case GGML_OP_MAP_CUSTOM2:
-        case GGML_OP_MAP_CUSTOM3: {
+        case GGML_OP_MAP_CUSTOM3:
+        case GGML_OP_CUSTOM: {
             const custom_op_params p = custom_params(node);
             return p.n_tasks == GGML_N_TASKS_MAX ? n_threads : std::max(1, std::min(p.n_tasks, n_threads));
         }
@@ -67,6 +68,9 @@ static void compute_custom(const ggml_compute_params * params, ggml_tensor * dst
             break;
         case GGML_OP_MAP_CUSTOM2:
             ((ggml_custom2_op_t) p->fun)(dst, dst->src[0], dst->src[1], params->ith, params->nth, p->userdata);
+            break;
+        case GGML_OP_CUSTOM:
+            ((ggml_custom_op_t) p->fun)(dst, params->ith, params->nth, p->userdata);
             break;
         default:
             ((ggml_custom3_op_t) p->fun)(dst, dst->src[0], dst->src[1], dst->src[2], params->ith, params->nth, p->userdata);
@@ -105,7 +109,8 @@ void ggml_compute_forward(const ggml_compute_params * params, ggml_tensor * node
         case GGML_OP_FLASH_ATTN_EXT: ggml_compute_forward_flash_attn_ext(params, node); break;
         case GGML_OP_MAP_CUSTOM1:
         case GGML_OP_MAP_CUSTOM2:
-        case GGML_OP_MAP_CUSTOM3: compute_custom(params, node); break;
+        case GGML_OP_MAP_CUSTOM3:
+        case GGML_OP_CUSTOM: compute_custom(params, node); break;
         case GGML_OP_NONE:
         case GGML_OP_RESHAPE:
         case GGML_OP_VIEW:
