@@ -1155,3 +1155,49 @@ TEST_CASE("arange, timestep_embedding, pad_reflect_1d and roll against naive loo
         check_close(rolled, want, 0, 0);
     }
 }
+
+TEST_CASE("sum, mean and repeat against naive loops") {
+    const int64_t ne[4] = {29, 5, 3, 2};
+    const std::vector<float> v = random_values(count(ne), 35);
+    for (Layout l : {CONTIG, TRANSPOSED, STRIDED_ROWS}) {
+        CAPTURE(layout_name(l));
+        std::vector<float> sv;
+        const std::vector<float> sum = run_node([&](ggml_context * ctx) {
+            ggml_tensor * a = make_input(ctx, GGML_TYPE_F32, ne, l, v);
+            sv = values(a);
+            return ggml_sum(ctx, a);
+        });
+        double total = 0;
+        for (float x : sv) total += x;
+        REQUIRE(sum.size() == 1);
+        CHECK(sum[0] == doctest::Approx(total).epsilon(1e-5));
+        const std::vector<float> mean = run_node([&](ggml_context * ctx) { return ggml_mean(ctx, make_input(ctx, GGML_TYPE_F32, ne, l, v)); });
+        REQUIRE(mean.size() == (size_t) (ne[1] * ne[2] * ne[3]));
+        std::vector<double> want;
+        for (int64_t r = 0; r < ne[1] * ne[2] * ne[3]; ++r) {
+            double s = 0;
+            for (int64_t i = 0; i < ne[0]; ++i) s += sv[r * ne[0] + i];
+            want.push_back(s / ne[0]);
+        }
+        check_close(mean, want, 1e-6, 1e-5);
+    }
+    // repeat [3, 2, 1, 1] to [6, 4, 3, 1]: element (i0, i1, i2) = a(i0 % 3, i1 % 2)
+    const int64_t na[4] = {3, 2, 1, 1};
+    const std::vector<float> av = random_values(count(na), 36);
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        std::vector<float> sa;
+        const std::vector<float> got = run_node([&](ggml_context * ctx) {
+            ggml_tensor * a = make_input(ctx, t, na, CONTIG, av);
+            sa = values(a);
+            return ggml_repeat(ctx, a, ggml_new_tensor_3d(ctx, t, 6, 4, 3));
+        });
+        std::vector<double> want;
+        for (int64_t i2 = 0; i2 < 3; ++i2)
+            for (int64_t i1 = 0; i1 < 4; ++i1)
+                for (int64_t i0 = 0; i0 < 6; ++i0) want.push_back(sa[(i1 % 2) * 3 + i0 % 3]);
+        check_close(got, want, 0, 0);
+    }
+    Ctx c;
+    ggml_tensor * a = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, 4, 4);
+    CHECK(ggml_repeat(c.ctx, a, ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, 4, 4)) == a); // same shape: a itself
+}

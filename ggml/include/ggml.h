@@ -369,6 +369,11 @@ GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct gg
 // a [n, r] (F32) -> I32 [r]: the index of each row's maximum; of tied maxima the last (as
 // ggml); NaNs never win
 GGML_API struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
+// The sum of all elements ([1], a's type); the mean of each row ([1, ne1, ne2, ne3], F32).
+GGML_API struct ggml_tensor * ggml_sum(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a);
+// a tiled to b's shape (each of b's dims a multiple of a's); a itself when the shapes match.
+GGML_API struct ggml_tensor * ggml_repeat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 
 // ---- generators and rearrangements (F32) ----
 // [start, start + step, ...) below stop: ceil((stop - start) / step) values (step != 0).

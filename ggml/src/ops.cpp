@@ -150,6 +150,26 @@ ggml_tensor * ggml_sum_rows(ggml_context * ctx, ggml_tensor * a) {
     r->src[0] = a;
     return finish_op(ctx, r);
 }
+ggml_tensor * ggml_sum(ggml_context * ctx, ggml_tensor * a) {
+    ggml_tensor * r = ggml_new_tensor_1d(ctx, a->type, 1);
+    r->op = GGML_OP_SUM;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_mean(ggml_context * ctx, ggml_tensor * a) {
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 1, a->ne[1], a->ne[2], a->ne[3]);
+    r->op = GGML_OP_MEAN;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
+ggml_tensor * ggml_repeat(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
+    GGML_ASSERT(ggml_can_repeat(a, b));
+    if (ggml_are_same_shape(a, b)) return a; // as ggml
+    ggml_tensor * r = ggml_new_tensor(ctx, a->type, GGML_MAX_DIMS, b->ne);
+    r->op = GGML_OP_REPEAT;
+    r->src[0] = a;
+    return finish_op(ctx, r);
+}
 ggml_tensor * ggml_argmax(ggml_context * ctx, ggml_tensor * a) {
     GGML_ASSERT(ggml_is_matrix(a) && a->type == GGML_TYPE_F32);
     ggml_tensor * r = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, a->ne[1]);

@@ -29,7 +29,10 @@ int ggml_op_n_tasks(const ggml_tensor * node, int n_threads) {
             return n_threads;
         case GGML_OP_ARGMAX:
         case GGML_OP_CONCAT:
+        case GGML_OP_SUM:
             return 1;
+        case GGML_OP_MEAN:
+            return split_by_size(node->src[0], n_threads); // rows of the source
         case GGML_OP_MAP_CUSTOM1:
         case GGML_OP_MAP_CUSTOM2:
         case GGML_OP_MAP_CUSTOM3:
@@ -94,7 +97,10 @@ void ggml_compute_forward(const ggml_compute_params * params, ggml_tensor * node
         case GGML_OP_SQRT:
         case GGML_OP_SCALE:
         case GGML_OP_UNARY: ggml_compute_forward_map(params, node); break;
-        case GGML_OP_SUM_ROWS: ggml_compute_forward_sum_rows(params, node); break;
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_MEAN: ggml_compute_forward_sum_rows(params, node); break;
+        case GGML_OP_SUM: ggml_compute_forward_sum(params, node); break;
+        case GGML_OP_REPEAT: ggml_compute_forward_repeat(params, node); break;
         case GGML_OP_ARGMAX: ggml_compute_forward_argmax(params, node); break;
         case GGML_OP_ARANGE: ggml_compute_forward_arange(params, node); break;
         case GGML_OP_TIMESTEP_EMBEDDING: ggml_compute_forward_timestep_embedding(params, node); break;

@@ -243,6 +243,7 @@ void ggml_compute_forward_sum_rows(const ggml_compute_params * params, ggml_tens
     check_float(dst, dst);
     GGML_ASSERT(dst->ne[0] == 1 && dst->ne[1] == src0->ne[1] && dst->ne[2] == src0->ne[2] && dst->ne[3] == src0->ne[3]);
     const int64_t ne0 = src0->ne[0], ne1 = src0->ne[1], ne2 = src0->ne[2];
+    const double scale = dst->op == GGML_OP_MEAN ? 1.0 / (double) ne0 : 1.0; // MEAN: the row's sum / ne0
     const bool fast = dense_f32(src0);
     std::vector<float> buf(fast ? 0 : ne0);
     const task_range rows = split_rows(ggml_nrows(src0), params->ith, params->nth);
@@ -254,9 +255,26 @@ void ggml_compute_forward_sum_rows(const ggml_compute_params * params, ggml_tens
             load_row(src0, a, ne0, buf.data());
             x = buf.data();
         }
-        const float s = (float) sum_f32(x, ne0);
+        const float s = (float) (sum_f32(x, ne0) * scale);
         store_row(dst, (char *) row_at(dst, i1, i2, i3), 1, &s);
     }
+}
+
+// one task: the row sums in order, in double
+void ggml_compute_forward_sum(const ggml_compute_params * params, ggml_tensor * dst) {
+    const ggml_tensor * src0 = dst->src[0];
+    check_float(src0, dst);
+    check_float(dst, dst);
+    if (params->ith != 0) return;
+    const int64_t ne0 = src0->ne[0], ne1 = src0->ne[1], ne2 = src0->ne[2];
+    std::vector<float> buf(ne0);
+    double total = 0;
+    for (int64_t r = 0; r < ggml_nrows(src0); ++r) {
+        load_row(src0, row_at(src0, r % ne1, (r / ne1) % ne2, r / (ne1 * ne2)), ne0, buf.data());
+        total += sum_f32(buf.data(), ne0);
+    }
+    const float s = (float) total;
+    store_row(dst, (char *) dst->data, 1, &s);
 }
 
 void ggml_compute_forward_argmax(const ggml_compute_params * params, ggml_tensor * dst) {

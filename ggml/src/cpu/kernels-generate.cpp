@@ -1,8 +1,9 @@
-// Generators and rearrangements: arange, timestep_embedding, pad_reflect_1d, roll. Each
+// Generators and rearrangements: arange, timestep_embedding, pad_reflect_1d, roll, repeat. Each
 // task writes whole rows of dst (split_rows), reading its source through strides.
 #include "kernels.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace {
 
@@ -13,6 +14,8 @@ float * dst_row(ggml_tensor * t, int64_t r) {
 float src_at(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return *(const float *) ((const char *) t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
 }
+// repeat copies any type's elements as bytes
+size_t elem_size(const ggml_tensor * t) { return ggml_type_size(t->type); }
 void check_f32(const ggml_tensor * dst) {
     if (dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) GGML_ABORT("%s: dst must be F32 with dense rows", ggml_op_name(dst->op));
     for (int i = 0; i < GGML_MAX_SRC && dst->src[i]; ++i) {
@@ -77,5 +80,18 @@ void ggml_compute_forward_roll(const ggml_compute_params * params, ggml_tensor *
         float * y = dst_row(dst, r);
         const int64_t j1 = from(i1, 1), j2 = from(i2, 2), j3 = from(i3, 3);
         for (int64_t i = 0; i < dst->ne[0]; ++i) y[i] = src_at(a, from(i, 0), j1, j2, j3);
+    }
+}
+
+void ggml_compute_forward_repeat(const ggml_compute_params * params, ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    if (a->type != dst->type || ggml_blck_size(a->type) != 1) GGML_ABORT("repeat: '%s' must be a non-block type like dst", a->name);
+    const size_t es = elem_size(a);
+    const task_range rows = split_rows(ggml_nrows(dst), params->ith, params->nth);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+        const int64_t i1 = r % dst->ne[1], i2 = (r / dst->ne[1]) % dst->ne[2], i3 = r / (dst->ne[1] * dst->ne[2]);
+        char * y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        const char * x = (const char *) a->data + (i1 % a->ne[1]) * a->nb[1] + (i2 % a->ne[2]) * a->nb[2] + (i3 % a->ne[3]) * a->nb[3];
+        for (int64_t i = 0; i < dst->ne[0]; ++i) std::memcpy(y + i * dst->nb[0], x + (i % a->ne[0]) * a->nb[0], es);
     }
 }

@@ -39,7 +39,8 @@ void ggml_compute_forward_concat(const ggml_compute_params * params, ggml_tensor
 // kernels-elementwise.cpp
 void ggml_compute_forward_binary(const ggml_compute_params * params, ggml_tensor * dst);   // ADD, SUB, MUL, DIV
 void ggml_compute_forward_map(const ggml_compute_params * params, ggml_tensor * dst);      // SQR, SQRT, SCALE, UNARY
-void ggml_compute_forward_sum_rows(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_sum_rows(const ggml_compute_params * params, ggml_tensor * dst); // SUM_ROWS, MEAN
+void ggml_compute_forward_sum(const ggml_compute_params * params, ggml_tensor * dst);
 void ggml_compute_forward_argmax(const ggml_compute_params * params, ggml_tensor * dst);
 
 // kernels-generate.cpp
@@ -47,6 +48,7 @@ void ggml_compute_forward_arange(const ggml_compute_params * params, ggml_tensor
 void ggml_compute_forward_timestep_embedding(const ggml_compute_params * params, ggml_tensor * dst);
 void ggml_compute_forward_pad_reflect_1d(const ggml_compute_params * params, ggml_tensor * dst);
 void ggml_compute_forward_roll(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_repeat(const ggml_compute_params * params, ggml_tensor * dst);
 
 // kernels-norm.cpp
 void ggml_compute_forward_norm(const ggml_compute_params * params, ggml_tensor * dst);     // NORM, RMS_NORM
