@@ -116,7 +116,7 @@ inline ggml_tensor * make_input(ggml_context * ctx, ggml_type type, const int64_
 }
 
 inline bool bit_equal(const std::vector<float> & a, const std::vector<float> & b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0); // no memcmp of NULL
 }
 
 // Computes a node through the executor (graph of the node and its ancestors).
