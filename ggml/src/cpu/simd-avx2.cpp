@@ -327,6 +327,7 @@ cpu_kernels make_kernels() {
     k.mm[MM_F16].mv_rows = 1;
     k.mm[MM_BF16].mv_rows = 1;
     k.mm[MM_Q8_0].mv_rows = 1;
+    k.mm[MM_Q4_0].mv_rows = 1;
     k.quantize_q8_0 = quantize_q8_0;
     add_block_quant_kernels_avx2(k);
     k.accum_f32 = accum<ld_f32>;
