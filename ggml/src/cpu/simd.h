@@ -93,7 +93,6 @@ cpu_path cpu_active_path();
 const cpu_kernels & cpu_active_kernels();
 
 mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
-bool mm_has_kernel(enum ggml_type type);
 enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a weight type is dotted with
 
 // The kernels of the block types after q4_0 (quants-scalar.cpp, quants-x86.cpp), added to
