@@ -108,6 +108,7 @@ struct planner {
     std::vector<size_t> offset;
     std::vector<int> alias;
     std::vector<char> kept;
+    std::vector<size_t> nbytes; // ggml_nbytes of each node, asked for several times per node
     std::vector<std::pair<int, size_t>> leaf_offsets; // (leaf index, offset)
     std::vector<free_block> free_list;
     size_t top = 0;
@@ -299,7 +300,7 @@ struct planner {
         if (!ga->inplace || !op_can_inplace(t) || !s || s->view_src) return false;
         const int sp = root_pos(s);
         if (sp < 0 || offset[sp] == NOWHERE || keep_forever(sp)) return false;
-        if (s->type != t->type || ggml_nbytes(s) != ggml_nbytes(t) || !ggml_is_contiguous(s) || !ggml_is_contiguous(t)) return false;
+        if (s->type != t->type || nbytes[sp] != nbytes[i] || !ggml_is_contiguous(s) || !ggml_is_contiguous(t)) return false;
         for (int k = 1; k < GGML_MAX_SRC; ++k) {
             if (t->src[k] && root_of(t->src[k]) == s) return false;
         }
@@ -319,10 +320,10 @@ struct planner {
             ga->stats.n_inplace++;
             pending[sp] = -1; // s's bytes now belong to t: s is never released on its own
         } else {
-            offset[i] = place(ggml_nbytes(t), i);
+            offset[i] = place(nbytes[i], i);
         }
         ga->stats.n_tensors++;
-        ga->stats.sum_tensor_bytes += ggml_nbytes(t);
+        ga->stats.sum_tensor_bytes += nbytes[i];
     }
 
     void index_accessors() {
@@ -346,7 +347,11 @@ struct planner {
         succ_left.assign(n, 0);
         offset.assign(n, NOWHERE);
         alias.assign(n, -1);
-        for (int i = 0; i < n; ++i) succ_left[i] = sc->succ_off[i + 1] - sc->succ_off[i];
+        nbytes.resize(n);
+        for (int i = 0; i < n; ++i) {
+            succ_left[i] = sc->succ_off[i + 1] - sc->succ_off[i];
+            nbytes[i] = ggml_nbytes(order[i]);
+        }
         index_accessors();
         find_kept();
         // leafs and inputs without memory live for the whole graph
@@ -375,7 +380,7 @@ struct planner {
         const size_t first = user_pool.size();
         user_pool.insert(user_pool.end(), acc.begin() + acc_off[r], acc.begin() + acc_off[r + 1]);
         for (int base = alias[r]; base >= 0; base = alias[base]) user_pool.insert(user_pool.end(), acc.begin() + acc_off[base], acc.begin() + acc_off[base + 1]);
-        release(offset[r], GGML_PAD(ggml_nbytes(order[r]), ALLOC_ALIGN), first, i);
+        release(offset[r], GGML_PAD(nbytes[r], ALLOC_ALIGN), first, i);
     }
 };
 
@@ -396,6 +401,7 @@ static bool ours(const ggml_gallocr * ga, const void * p) {
 // Addresses we handed out earlier are not "data the tensor already has": forget them so
 // that a changed graph is planned from scratch.
 static void forget_our_addresses(ggml_gallocr * ga, ggml_cgraph * g) {
+    if (ga->buffer == nullptr) return; // nothing handed out yet (retired buffers imply a current one)
     auto forget = [&](ggml_tensor * t) {
         if (t && t->data && ours(ga, t->data)) t->data = nullptr;
     };

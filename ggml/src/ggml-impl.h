@@ -186,27 +186,32 @@ bool   ggml_graph_has_node(const struct ggml_cgraph * g, const struct ggml_tenso
 // Tensor pointer -> int, open addressing, no per-entry allocation (schedule and planner
 // index every node of a graph; std::unordered_map's node allocations dominated their cost).
 struct ggml_ptr_index {
-    std::vector<const ggml_tensor *> keys;
-    std::vector<int> vals;
-    size_t mask = 0;
+    struct entry {
+        const ggml_tensor * key;
+        int val;
+    };
+    std::vector<entry> slots; // key and value side by side: one cache line per probe
+    int shift = 64;
     explicit ggml_ptr_index(size_t n = 0) {
-        size_t cap = 16;
-        while (cap < 2 * n) cap *= 2;
-        keys.assign(cap, nullptr);
-        vals.assign(cap, -1);
-        mask = cap - 1;
+        int bits = 4;
+        while (((size_t) 1 << bits) < 2 * n) ++bits;
+        slots.assign((size_t) 1 << bits, entry{nullptr, -1});
+        shift = 64 - bits;
     }
+    // Fibonacci hashing takes the product's high bits: tensors sit at a fixed stride in a
+    // context, and the low bits of (address * odd) would reach only a fraction of the slots.
     size_t slot(const ggml_tensor * t) const {
-        size_t i = (size_t) (((uintptr_t) t >> 4) * 0x9E3779B97F4A7C15ull) & mask;
-        while (keys[i] != nullptr && keys[i] != t) i = (i + 1) & mask;
+        const size_t mask = slots.size() - 1;
+        size_t i = (size_t) (((uint64_t) (uintptr_t) t * 0x9E3779B97F4A7C15ull) >> shift);
+        while (slots[i].key != nullptr && slots[i].key != t) i = (i + 1) & mask;
         return i;
     }
-    int get(const ggml_tensor * t) const { return vals[slot(t)]; } // -1 if absent
+    int get(const ggml_tensor * t) const { return slots[slot(t)].val; } // -1 if absent
     // Inserts t -> v unless present; returns the value stored for t. At most n keys.
     int put(const ggml_tensor * t, int v) {
-        const size_t i = slot(t);
-        if (keys[i] == nullptr) { keys[i] = t; vals[i] = v; }
-        return vals[i];
+        entry & e = slots[slot(t)];
+        if (e.key == nullptr) e = entry{t, v};
+        return e.val;
     }
 };
 
