@@ -2,19 +2,65 @@
 // decode loop and sampling behind a small C API with the kvg_ prefix.
 //
 // Errors are returned, never aborts: functions that can fail on bad input take
-// (char * err, size_t err_size) and write a NUL-terminated message there (err may be NULL).
+// (char * err, size_t err_size) and write a NUL-terminated message there (err may be NULL);
+// kvg_last_status() then tells the kind of failure (enum kvg_status).
 // No C++ exception leaves a kvg_ function: running out of memory inside one returns its
 // documented error ("...: out of memory" in err). Every pointer argument may be NULL: a NULL
 // model, context or sampler makes a function return its error value (stated per
 // function below); *_free(NULL) does nothing.
 //
-// Typical use:
-//   kvg_model * m = kvg_model_load("model.gguf", NULL, kvg_model_default_params(), err, sizeof err);
-//   kvg_context * c = kvg_context_new(m, kvg_context_default_params(), err, sizeof err);
-//   n = kvg_tokenize(m, "Once upon a time", true, toks, 256);
-//   const float * logits = kvg_decode(c, toks, n, 0, err, sizeof err);   // prompt at positions 0..n-1
-//   tok = kvg_sampler_sample(s, logits, kvg_model_n_vocab(m));
-//   logits = kvg_decode(c, &tok, 1, n, err, sizeof err);                 // next token at position n
+// A complete program (tests compile it as C from this comment, run it and compare its text
+// with an independent reference; copy it out and drop the "// " prefixes):
+// BEGIN_EXAMPLE
+// #include "kvgraph.h"
+// #include <stdio.h>
+// #include <stdlib.h>
+//
+// // usage: example MODEL [TOKENIZER or -] [PROMPT] [N_PREDICT] [TEMP]
+// int main(int argc, char ** argv) {
+//     char err[512];
+//     if (argc < 2) {
+//         fprintf(stderr, "usage: %s MODEL [TOKENIZER or -] [PROMPT] [N_PREDICT] [TEMP]\n", argv[0]);
+//         return 1;
+//     }
+//     const char * tokenizer = argc > 2 && argv[2][0] != '-' ? argv[2] : NULL; // GGUF files carry their own
+//     const char * prompt = argc > 3 ? argv[3] : "Once upon a time";
+//     const int n_predict = argc > 4 ? atoi(argv[4]) : 64;
+//     struct kvg_sampler_params sp = kvg_sampler_default_params();
+//     if (argc > 5) sp.temp = (float) atof(argv[5]); // 0: greedy
+//
+//     struct kvg_model * model = kvg_model_load(argv[1], tokenizer, kvg_model_default_params(), err, sizeof err);
+//     if (!model) { fprintf(stderr, "%s\n", err); return 1; }
+//     // n_ctx 0 (the default): the model's context length
+//     struct kvg_context * ctx = kvg_context_new(model, kvg_context_default_params(), err, sizeof err);
+//     if (!ctx) { fprintf(stderr, "%s\n", err); kvg_model_free(model); return 1; }
+//     struct kvg_sampler * sampler = kvg_sampler_new(sp);
+//
+//     kvg_token tokens[1024];
+//     const int32_t n_prompt = kvg_tokenize(model, prompt, true, tokens, 1024); // BOS first
+//     const float * logits = NULL;
+//     if (n_prompt > 0 && sampler) logits = kvg_decode(ctx, tokens, n_prompt, 0, err, sizeof err); // at 0..n_prompt-1
+//     else snprintf(err, sizeof err, "the prompt does not fit in 1024 tokens, or the model has no tokenizer");
+//     int status = logits ? 0 : 1;
+//     kvg_token prev = n_prompt > 0 ? tokens[n_prompt - 1] : -1;
+//     for (int32_t pos = n_prompt; logits && pos < n_prompt + n_predict; ++pos) {
+//         const kvg_token next = kvg_sampler_sample(sampler, logits, kvg_model_n_vocab(model));
+//         if (next == kvg_model_eos(model)) break;
+//         char piece[256];
+//         if (kvg_token_to_piece(model, prev, next, piece, sizeof piece) > 0) fputs(piece, stdout); // text after prev
+//         fflush(stdout);
+//         prev = next;
+//         logits = kvg_decode(ctx, &next, 1, pos, err, sizeof err); // the new token at position pos
+//         if (!logits && kvg_last_status() != KVG_STATUS_CONTEXT_FULL) status = 1; // a full context just ends the text
+//     }
+//     printf("\n");
+//     if (status) fprintf(stderr, "%s\n", err);
+//     kvg_sampler_free(sampler);
+//     kvg_context_free(ctx);
+//     kvg_model_free(model);
+//     return status;
+// }
+// END_EXAMPLE
 //
 // Several independent sequences share one context with n_seq_max > 1: kvg_decode_batch runs
 // tokens of any of them in one graph (each sequence has its own cache rows and positions).
@@ -29,6 +75,29 @@ extern "C" {
 #endif
 
 typedef int32_t kvg_token;
+
+// ---- errors ---------------------------------------------------------------------------------
+// The kind of the last failure, beside its message, so a caller can tell a full context from
+// a bad token without parsing text.
+enum kvg_status {
+    KVG_STATUS_OK            = 0,
+    KVG_STATUS_BAD_INPUT     = 1, // an argument out of range: NULL where one is needed, a bad
+                                  // parameter, token id, sequence id or position
+    KVG_STATUS_CONTEXT_FULL  = 2, // the tokens do not fit: positions past n_ctx, or earlier
+                                  // positions a ring cache no longer holds
+    KVG_STATUS_UNSUPPORTED   = 3, // a well-formed file kvgraph cannot run: its architecture,
+                                  // a tensor type, a tokenizer or pre-tokenizer
+    KVG_STATUS_OUT_OF_MEMORY = 4, // an allocation or reservation failed, or a request is over
+                                  // max_weight_bytes / max_kv_bytes / the machine's memory
+    KVG_STATUS_IO            = 5, // a file could not be opened, read, written or replaced
+    KVG_STATUS_BAD_FILE      = 6, // a model or tokenizer file that is truncated, corrupt or
+                                  // inconsistent (with itself or with the other file)
+};
+// Status of the last call on this thread that takes (err, err_size): KVG_STATUS_OK when it
+// succeeded. Like errno, it is per thread and only the last such call counts.
+enum kvg_status kvg_last_status(void);
+// A short constant name for a status ("ok", "bad input", ...); "unknown" for other values.
+const char * kvg_status_name(enum kvg_status status);
 
 struct kvg_model;
 struct kvg_context;

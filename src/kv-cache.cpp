@@ -1,5 +1,6 @@
 // KV cache buffers and sequence bookkeeping (see kv-cache.h).
 #include "kv-cache.h"
+#include "status.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -61,6 +62,7 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
     const size_t need = bytes_for(hp, p);
     if (p.max_bytes > 0 && need > p.max_bytes) {
         // checked before the reservation: a limit must hold even for address space
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
         return fail("the KV cache needs " + std::to_string(need) + " bytes (n_ctx " + std::to_string(p.n_ctx) + " x " +
                     std::to_string(p.n_seq) + (p.n_seq == 1 ? " sequence, " : " sequences, ") + ggml_type_name(p.type) +
                     "), more than the limit of " + std::to_string(p.max_bytes) + " bytes");
@@ -92,6 +94,7 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
             const std::string msg = "cannot commit " + std::to_string(mem_size) + " bytes for a static KV cache: the machine has " +
                                     std::to_string(avail) + " bytes of memory available";
             mem_size = 0;
+            kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
             return fail(msg);
         }
     }
@@ -99,6 +102,7 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
     if (m == MAP_FAILED) {
         const std::string msg = "cannot reserve " + std::to_string(mem_size) + " bytes of address space for the KV cache";
         mem_size = 0;
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
         return fail(msg);
     }
     mem = m;
@@ -106,7 +110,10 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
 
     ggml_init_params ip = {3 * (size_t) hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true};
     ctx = ggml_init(ip);
-    if (!ctx) return fail("cannot allocate the KV cache's tensor context");
+    if (!ctx) {
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
+        return fail("cannot allocate the KV cache's tensor context");
+    }
     if (group_k) recent_mem.assign((size_t) hp.n_layer * n_embd_kv * GGML_KV_GROUP * n_seq, 0.0f);
     if (group_k && n_sink > 0) sink_mem.assign((size_t) hp.n_layer * n_seq * n_sink * n_embd_kv, 0.0f);
     for (int il = 0; il < hp.n_layer; ++il) {
@@ -248,6 +255,7 @@ bool KvCache::check_start(int seq, int64_t pos, std::string * err) const {
     if (mode == KvMode::Ring) {
         for (int64_t q = std::max<int64_t>(n_sink, pos - n_window + 1); q < pos; ++q) {
             if (s.held(slot(q)) != q) {
+                kvg::note_status(KVG_STATUS_CONTEXT_FULL);
                 if (err) {
                     *err = "position " + std::to_string(pos) + " cannot be decoded again: the ring cache of sequence " +
                            std::to_string(seq) + " no longer holds position " + std::to_string(q) + " of its window";

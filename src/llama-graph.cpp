@@ -1,5 +1,6 @@
 // The Llama forward pass as a ggml graph, following llama2.c's run.c step by step.
 #include "llama-graph.h"
+#include "status.h"
 
 #include "ggml-alloc.h"
 
@@ -332,6 +333,7 @@ std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::stri
     size_t graph_size = 0;
     g->ctx = new_graph_ctx(n_layer, &graph_size);
     if (!g->ctx) {
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
         if (err) *err = "cannot allocate the graph context";
         return nullptr;
     }
@@ -353,6 +355,7 @@ std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::stri
         ggml_build_forward_expand(g->gf, kv.write_v(g->ctx, il, g->inp_rows, g->inp_idx));
     }
     if (!alloc_graph_memory(g->gf, &g->galloc)) {
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
         if (err) *err = "cannot allocate the graph's intermediate tensors";
         return nullptr;
     }

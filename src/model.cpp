@@ -1,6 +1,7 @@
 // Loading Llama-style weights into ggml tensors (GGUF and llama2.c checkpoints) and
 // writing them back as GGUF. See model.h for the tensor names and shapes.
 #include "model.h"
+#include "status.h"
 
 #include "ggml-cpu.h"
 #include "gguf.h"
@@ -33,19 +34,24 @@ static bool fail(std::string * err, const std::string & msg) {
     if (err) *err = msg;
     return false;
 }
+// A failure whose kind is not the C API's default for the call (kvg_status).
+static bool fail(std::string * err, kvg_status status, const std::string & msg) {
+    kvg::note_status(status);
+    return fail(err, msg);
+}
 
 // Opens path for reading if it is a regular file; -1 with a message otherwise. O_NONBLOCK:
 // opening a FIFO would otherwise wait for a writer forever.
 static int open_regular(const std::string & path, std::string * err) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
-        fail(err, strfmt("cannot open '%s': %s", path.c_str(), strerror(errno)));
+        fail(err, KVG_STATUS_IO, strfmt("cannot open '%s': %s", path.c_str(), strerror(errno)));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
-        fail(err, strfmt("'%s' is not a regular file", path.c_str()));
+        fail(err, KVG_STATUS_IO, strfmt("'%s' is not a regular file", path.c_str()));
         return -1;
     }
     return fd;
@@ -70,7 +76,7 @@ struct FileMapping {
         struct stat st;
         if (fstat(fd, &st) != 0) {
             ::close(fd);
-            return fail(err, strfmt("cannot stat '%s': %s", path.c_str(), strerror(errno)));
+            return fail(err, KVG_STATUS_IO, strfmt("cannot stat '%s': %s", path.c_str(), strerror(errno)));
         }
         size = (size_t) st.st_size;
         if (size == 0) {
@@ -92,7 +98,7 @@ struct FileMapping {
             const ssize_t n = ::read(fd, copy.data() + got, size - got);
             if (n <= 0) {
                 ::close(fd);
-                return fail(err, strfmt("'%s': read failed at offset %zu", path.c_str(), got));
+                return fail(err, KVG_STATUS_IO, strfmt("'%s': read failed at offset %zu", path.c_str(), got));
             }
             got += (size_t) n;
         }
@@ -316,7 +322,7 @@ std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string 
 
     m->ctx = new_meta_ctx(3 + 9 * L);
     if (!m->ctx) {
-        fail(err, "out of memory");
+        fail(err, KVG_STATUS_OUT_OF_MEMORY, "out of memory");
         return nullptr;
     }
     // A tensor over one layer's slice of array a (llama2.c stores [rows][cols], i.e. ggml ne = {cols, rows}).
@@ -462,7 +468,7 @@ bool read_vocab(const GgufReader & r, Model & m) {
     if (r.key("tokenizer.ggml.model") >= 0) {
         if (!r.get_str("tokenizer.ggml.model", &model)) return false;
         if (model != "llama" && model != "gpt2") {
-            return fail(r.err, strfmt("%s: tokenizer.ggml.model is '%s'; supported: 'llama' (SentencePiece BPE), "
+            return fail(r.err, KVG_STATUS_UNSUPPORTED, strfmt("%s: tokenizer.ggml.model is '%s'; supported: 'llama' (SentencePiece BPE), "
                                       "'gpt2' (byte-level BPE)", r.path.c_str(), model.c_str()));
         }
     }
@@ -563,7 +569,7 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
     std::string arch;
     if (!r.get_str("general.architecture", &arch)) return nullptr;
     if (arch != "llama") {
-        fail(err, strfmt("%s: architecture '%s' is not supported (only 'llama')", path.c_str(), arch.c_str()));
+        fail(err, KVG_STATUS_UNSUPPORTED, strfmt("%s: architecture '%s' is not supported (only 'llama')", path.c_str(), arch.c_str()));
         return nullptr;
     }
     HParams & hp = m->hp;
@@ -608,7 +614,7 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
         }
         const bool widen_type = !is_weight_type(t->type); // read, then computed as f32
         if (widen_type && !is_widened_type(t->type)) {
-            fail(err, strfmt("%s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+            fail(err, KVG_STATUS_UNSUPPORTED, strfmt("%s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
                              "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl", path.c_str(), name.c_str(), ggml_type_name(t->type)));
             return nullptr;
         }
@@ -777,19 +783,19 @@ static void set_vocab(gguf_context * g, const Model & m, bool placeholder) {
 static bool write_replacing(gguf_context * g, const std::string & path, std::string * err) {
     std::string tmp = path + ".tmp-XXXXXX";
     const int fd = mkstemp(&tmp[0]);
-    if (fd < 0) return fail(err, strfmt("cannot create a temporary file beside '%s': %s", path.c_str(), std::strerror(errno)));
+    if (fd < 0) return fail(err, KVG_STATUS_IO, strfmt("cannot create a temporary file beside '%s': %s", path.c_str(), std::strerror(errno)));
     const mode_t mask = umask(0);
     umask(mask);
     const bool mode_ok = fchmod(fd, 0666 & ~mask) == 0; // mkstemp makes it 0600
     close(fd);
     if (!mode_ok || !gguf_write_to_file(g, tmp.c_str(), false)) {
         unlink(tmp.c_str());
-        return fail(err, strfmt("failed to write '%s' (through '%s'); '%s' is unchanged", path.c_str(), tmp.c_str(), path.c_str()));
+        return fail(err, KVG_STATUS_IO, strfmt("failed to write '%s' (through '%s'); '%s' is unchanged", path.c_str(), tmp.c_str(), path.c_str()));
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
         const int e = errno;
         unlink(tmp.c_str());
-        return fail(err, strfmt("cannot replace '%s': %s; it is unchanged", path.c_str(), std::strerror(e)));
+        return fail(err, KVG_STATUS_IO, strfmt("cannot replace '%s': %s; it is unchanged", path.c_str(), std::strerror(e)));
     }
     return true;
 }
@@ -797,7 +803,7 @@ static bool write_replacing(gguf_context * g, const std::string & path, std::str
 bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool placeholder_vocab, std::string * err) {
     if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16 && type != GGML_TYPE_Q8_0 &&
         type != GGML_TYPE_Q4_0) {
-        return fail(err, strfmt("cannot write weights as %s (f32, f16, bf16, q8_0, q4_0)", ggml_type_name(type)));
+        return fail(err, KVG_STATUS_UNSUPPORTED, strfmt("cannot write weights as %s (f32, f16, bf16, q8_0, q4_0)", ggml_type_name(type)));
     }
     const HParams & hp = m.hp;
     gguf_context * g = gguf_init_empty();

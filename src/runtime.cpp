@@ -7,6 +7,7 @@
 #include "llama-graph.h"
 #include "model.h"
 #include "sampler.h"
+#include "status.h"
 
 #include <algorithm>
 #include <climits>
@@ -58,10 +59,20 @@ template <class E> static int enum_value(const E & e) {
     return v;
 }
 
-static void set_err(char * err, size_t err_size, const std::string & msg) {
+static void write_err(char * err, size_t err_size, const std::string & msg) {
     if (err && err_size > 0) {
         std::snprintf(err, err_size, "%s", msg.c_str());
     }
+}
+// A call that reports errors starts: empty message, status OK.
+static void begin_call(char * err, size_t err_size) {
+    write_err(err, err_size, "");
+    kvg::start_status();
+}
+// The call fails with msg; its kind is what the failing code noted, else `kind`.
+static void set_err(char * err, size_t err_size, const std::string & msg, kvg_status kind = KVG_STATUS_BAD_INPUT) {
+    write_err(err, err_size, msg);
+    kvg::fail_status(kind);
 }
 
 // No C++ exception crosses the C API: each entry point that can allocate is a function-try
@@ -70,6 +81,7 @@ static void set_exception_err(char * err, size_t err_size, const char * fn) {
     try {
         throw;
     } catch (const std::bad_alloc &) {
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
         set_err(err, err_size, std::string(fn) + ": out of memory");
     } catch (const std::exception & e) {
         set_err(err, err_size, std::string(fn) + ": " + e.what());
@@ -91,7 +103,7 @@ kvg_model_params kvg_model_default_params(void) {
 
 kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, kvg_model_params params, char * err,
                            size_t err_size) try {
-    set_err(err, err_size, "");
+    begin_call(err, err_size);
     if (!path || !*path) {
         set_err(err, err_size, "no model path given");
         return nullptr;
@@ -103,12 +115,13 @@ kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, kvg_m
     std::string e;
     auto m = kvg::load_model(path, tokenizer_path ? tokenizer_path : "", opt, &e);
     if (!m) {
-        set_err(err, err_size, e);
+        set_err(err, err_size, e, KVG_STATUS_BAD_FILE);
         return nullptr;
     }
     if (params.max_weight_bytes > 0 && m->weight_bytes() > params.max_weight_bytes) {
         set_err(err, err_size, std::string(path) + ": the model's weights need " + std::to_string(m->weight_bytes()) +
-                                   " bytes, more than the limit of " + std::to_string(params.max_weight_bytes) + " bytes");
+                                   " bytes, more than the limit of " + std::to_string(params.max_weight_bytes) + " bytes",
+                KVG_STATUS_OUT_OF_MEMORY);
         return nullptr;
     }
     kvg_model * model = new kvg_model;
@@ -123,7 +136,7 @@ void kvg_model_free(kvg_model * model) { delete model; }
 
 bool kvg_model_save_gguf(const kvg_model * model, const char * path, kvg_ftype ftype, bool no_vocab, char * err,
                          size_t err_size) try {
-    set_err(err, err_size, "");
+    begin_call(err, err_size);
     if (!model || !path) {
         set_err(err, err_size, "no model or path");
         return false;
@@ -139,7 +152,7 @@ bool kvg_model_save_gguf(const kvg_model * model, const char * path, kvg_ftype f
     }
     std::string e;
     if (!kvg::save_gguf(*model->m, path, t, !no_vocab, &e)) {
-        set_err(err, err_size, e);
+        set_err(err, err_size, e, KVG_STATUS_IO);
         return false;
     }
     return true;
@@ -218,7 +231,7 @@ kvg_context_params kvg_context_default_params(void) {
 }
 
 kvg_context * kvg_context_new(const kvg_model * model, kvg_context_params params, char * err, size_t err_size) try {
-    set_err(err, err_size, "");
+    begin_call(err, err_size);
     if (!model) {
         set_err(err, err_size, "no model");
         return nullptr;
@@ -362,6 +375,7 @@ static bool check_batch(const kvg_context * ctx, const kvg_token * tokens, const
     }
     for (int s = 0; s < n_seq && ctx->kv.mode == kvg::KvMode::Linear; ++s) {
         if (count[s] > 0 && next[s] > ctx->kv.n_ctx) {
+            kvg::note_status(KVG_STATUS_CONTEXT_FULL);
             *e = std::to_string(count[s]) + " tokens at position " + std::to_string((*first)[s]) +
                  " do not fit in the context of " + std::to_string(ctx->kv.n_ctx) + " tokens" +
                  (n_seq > 1 ? " (sequence " + std::to_string(s) + ")" : "");
@@ -473,7 +487,7 @@ static bool decode(kvg_context * ctx, const kvg_token * tokens, const int32_t * 
 
 const float * kvg_decode(kvg_context * ctx, const kvg_token * tokens, int32_t n, int32_t pos, char * err,
                          size_t err_size) try {
-    set_err(err, err_size, "");
+    begin_call(err, err_size);
     if (!ctx || !tokens || n <= 0) {
         set_err(err, err_size, "kvg_decode: no context or no tokens");
         return nullptr;
@@ -497,7 +511,7 @@ const float * kvg_decode(kvg_context * ctx, const kvg_token * tokens, int32_t n,
 
 bool kvg_decode_batch(kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq_ids,
                       int32_t n, char * err, size_t err_size) try {
-    set_err(err, err_size, "");
+    begin_call(err, err_size);
     if (!ctx) {
         set_err(err, err_size, "kvg_decode_batch: no context");
         return false;

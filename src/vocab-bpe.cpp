@@ -8,6 +8,7 @@
 //   starcoder (and refact, command-r, smollm, ...): every digit alone (\p{N}), then gpt-2
 //           within the text between digits
 #include "vocab-bpe.h"
+#include "status.h"
 
 #include "unicode.h"
 
@@ -89,6 +90,7 @@ bool BpeTokenizer::init(const std::vector<std::string> & tokens, const std::vect
     }
     if (!known) {
         if (err) {
+            kvg::note_status(KVG_STATUS_UNSUPPORTED);
             *err = "pre-tokenizer '" + pre + "' is not supported (";
             for (const auto & n : names) *err += std::string(n.first) + (*n.first ? ", " : "");
             err->resize(err->size() - 2);

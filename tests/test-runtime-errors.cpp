@@ -91,11 +91,25 @@ void add_all_tensors(gguf_context * g, ggml_context * data, const char * skip = 
 
 TEST_CASE("missing, empty and non-model files") {
     CHECK(contains(load_error("/nonexistent/model.bin"), "cannot open"));
+    CHECK(kvg_last_status() == KVG_STATUS_IO);
     CHECK(contains(load_error(""), "no model path"));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
     const std::string empty = temp_path("empty.bin");
     write_file(empty, "");
     CHECK(contains(load_error(empty), "empty"));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_FILE);
     CHECK(contains(load_error(shared_dir()), "not a regular file"));
+    CHECK(kvg_last_status() == KVG_STATUS_IO);
+    kvg_model * m = load_ok(model_path("aidreams260K.bin")); // success resets it
+    CHECK(kvg_last_status() == KVG_STATUS_OK);
+    char err[512];
+    CHECK(!kvg_model_save_gguf(m, "/nonexistent-dir/m.gguf", KVG_FTYPE_F32, true, err, sizeof err));
+    CHECK(kvg_last_status() == KVG_STATUS_IO);
+    CHECK(!kvg_model_save_gguf(m, temp_path("m.gguf").c_str(), (kvg_ftype) 77, true, err, sizeof err));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
+    kvg_model_free(m);
+    CHECK(std::string(kvg_status_name(KVG_STATUS_CONTEXT_FULL)) == "context full");
+    CHECK(std::string(kvg_status_name((kvg_status) 99)) == "unknown");
     std::remove(empty.c_str());
 }
 
@@ -194,6 +208,7 @@ TEST_CASE("GGUF files with wrong metadata or tensors") {
         add_all_tensors(g, d);
     });
     CHECK(contains(load_error(p), "architecture 'gpt2'"));
+    CHECK(kvg_last_status() == KVG_STATUS_UNSUPPORTED);
     std::remove(p.c_str());
 
     p = edited_gguf("nokey.gguf", [](gguf_context * g, ggml_context * d) {
@@ -201,6 +216,7 @@ TEST_CASE("GGUF files with wrong metadata or tensors") {
         add_all_tensors(g, d);
     });
     CHECK(contains(load_error(p), "missing key llama.block_count"));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_FILE);
     std::remove(p.c_str());
 
     p = edited_gguf("keytype.gguf", [](gguf_context * g, ggml_context * d) {
@@ -273,6 +289,7 @@ TEST_CASE("context parameters") {
     p.n_ctx = -1;
     CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
     CHECK(contains(err, "n_ctx = -1 is invalid"));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
     p.n_ctx = 129; // the model's context is 128
     CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
     CHECK(contains(err, "1..128"));
@@ -309,6 +326,7 @@ TEST_CASE("decode: prompt longer than the context, bad positions and ids; the co
     long_prompt[0] = 1;
     CHECK(kvg_decode(c, long_prompt.data(), 17, 0, err, sizeof err) == nullptr);
     CHECK(contains(err, "17 tokens at position 0 do not fit in the context of 16"));
+    CHECK(kvg_last_status() == KVG_STATUS_CONTEXT_FULL);
     // also from text: tokenize, then decode
     std::vector<kvg_token> toks(256);
     const int n = kvg_tokenize(m, "a gentle hum of precision, as I sense the nodes, a gentle hum of precision", true,
@@ -319,12 +337,14 @@ TEST_CASE("decode: prompt longer than the context, bad positions and ids; the co
 
     CHECK(kvg_decode(c, long_prompt.data(), 4, 2, err, sizeof err) == nullptr); // gap: cache holds nothing
     CHECK(contains(err, "position 2 is invalid"));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
     CHECK(kvg_decode(c, long_prompt.data(), 0, 0, err, sizeof err) == nullptr);
     CHECK(kvg_decode(c, nullptr, 3, 0, err, sizeof err) == nullptr);
     CHECK(kvg_decode(c, long_prompt.data(), 1, -1, err, sizeof err) == nullptr);
     kvg_token bad[2] = {1, 512};
     CHECK(kvg_decode(c, bad, 2, 0, err, sizeof err) == nullptr);
     CHECK(contains(err, "id 512"));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
     bad[1] = -3;
     CHECK(kvg_decode(c, bad, 2, 0, err, sizeof err) == nullptr);
 
@@ -332,7 +352,9 @@ TEST_CASE("decode: prompt longer than the context, bad positions and ids; the co
     CHECK(kvg_decode(c, long_prompt.data(), 15, 0, err, sizeof err) != nullptr);
     CHECK(kvg_n_past(c) == 15);
     CHECK(kvg_decode(c, long_prompt.data(), 1, 15, err, sizeof err) != nullptr);
+    CHECK(kvg_last_status() == KVG_STATUS_OK);
     CHECK(kvg_decode(c, long_prompt.data(), 1, 16, err, sizeof err) == nullptr); // full
+    CHECK(kvg_last_status() == KVG_STATUS_CONTEXT_FULL);
     CHECK(kvg_get_logits(c, 5) == nullptr);
 
     // tokenizer buffers too small
@@ -356,6 +378,7 @@ TEST_CASE("a model whose weights exceed the stated memory limit is refused with 
     CHECK(kvg_model_load(path.c_str(), nullptr, mp, err, sizeof(err)) == nullptr);
     const std::string msg = err;
     CHECK(msg.find("limit of " + std::to_string(need - 1) + " bytes") != std::string::npos);
+    CHECK(kvg_last_status() == KVG_STATUS_OUT_OF_MEMORY);
     CHECK(msg.find(std::to_string(need)) != std::string::npos);
 
     mp.max_weight_bytes = need; // exactly enough
@@ -602,6 +625,7 @@ TEST_CASE("max_kv_bytes: the message states the size the cache would have; a lim
                 CHECK(kvg_context_new(m, p, err, sizeof err) == nullptr);
                 size_t predicted = 0;
                 CHECK(std::sscanf(err, "the KV cache needs %zu bytes", &predicted) == 1);
+                CHECK(kvg_last_status() == KVG_STATUS_OUT_OF_MEMORY);
                 CHECK(predicted == want);
                 const std::string shape = std::string("(n_ctx 100 x ") + std::to_string(n_seq) +
                                           (n_seq == 1 ? " sequence, " : " sequences, ") + type_names[type] + ")";

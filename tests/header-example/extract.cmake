@@ -1,0 +1,15 @@
+# Writes the C program between BEGIN_EXAMPLE and END_EXAMPLE in a header comment to a file,
+# without the comment prefixes: cmake -DHEADER=include/kvgraph.h -DOUT=example.c -P extract.cmake
+file(READ "${HEADER}" text)
+string(FIND "${text}" "// BEGIN_EXAMPLE\n" begin)
+string(FIND "${text}" "// END_EXAMPLE" end)
+if(begin EQUAL -1 OR end EQUAL -1 OR end LESS begin)
+    message(FATAL_ERROR "${HEADER}: no BEGIN_EXAMPLE ... END_EXAMPLE block")
+endif()
+math(EXPR begin "${begin} + 17")
+math(EXPR length "${end} - ${begin}")
+string(SUBSTRING "${text}" ${begin} ${length} program)
+# each line begins after a newline (CMake's ^ would also match where the last match ended)
+string(REGEX REPLACE "\n// ?" "\n" program "\n${program}")
+string(SUBSTRING "${program}" 1 -1 program)
+file(WRITE "${OUT}" "${program}")
