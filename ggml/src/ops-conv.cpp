@@ -175,9 +175,7 @@ ggml_tensor * ggml_pool_2d(ggml_context * ctx, ggml_tensor * a, enum ggml_op_poo
     const int64_t OW = pool_out_size(a->ne[0], k0, s0, p0), OH = pool_out_size(a->ne[1], k1, s1, p1);
     GGML_ASSERT(OW > 0 && OH > 0);
     ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, OW, OH, a->ne[2], a->ne[3]);
-    set_i32_params(r, {op, k0, k1, s0, s1});
-    ggml_set_op_params_f32(r, 5, p0);
-    ggml_set_op_params_f32(r, 6, p1);
+    set_i32_params(r, {op, k0, k1, s0, s1, (int32_t) p0, (int32_t) p1}); // ggml's layout: paddings truncated
     return finish_op(ctx, r, GGML_OP_POOL_2D, a);
 }
 

@@ -193,7 +193,7 @@ void ggml_compute_forward_pool(const ggml_compute_params * params, ggml_tensor *
         for (int i = 0; i < 2; ++i) {
             pp.k[i] = ggml_get_op_params_i32(dst, 1 + i);
             pp.s[i] = ggml_get_op_params_i32(dst, 3 + i);
-            pp.p[i] = (int64_t) ggml_get_op_params_f32(dst, 5 + i);
+            pp.p[i] = ggml_get_op_params_i32(dst, 5 + i);
         }
     }
     pool(params, view_of(dst), view_of(dst->src[0]), pp);
