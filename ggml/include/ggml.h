@@ -394,6 +394,7 @@ GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml
 // [KW, KH, IC, OC] and [K, IC, OC]. With stride s, padding p (zeros on both sides) and
 // dilation d, an output length is OW = (W + 2p - d(KW - 1) - 1) / s + 1. Kernels may be F32
 // or F16 (F32 data); results are F32 unless noted. Every op writes a fresh tensor.
+// kvgraph: data are not rounded to F16 when the kernel is F16 (ggml's CPU paths round them).
 
 // Each output position's receptive field as one row: a [KW, KH, IC, OC] (only its shape
 // is used), b [W, H, IC, N] -> dst_type (F32/F16) [IC*KH*KW, OW, OH, N], element
@@ -432,8 +433,10 @@ GGML_API struct ggml_tensor * ggml_conv_2d_dw_direct(struct ggml_context * ctx, 
 // Transposed convolution (each input element spreads a kernel-sized patch over the output):
 // a [K, OC, IC], b [L, IC, N] -> [OL, OC, N], OL = (L - 1)*s0 - 2*p0 + d0*(K - 1) + 1,
 // out[o, oc, n] = sum of a[k, oc, ic] * b[l, ic, n] over l*s0 + k*d0 - p0 = o.
+// (ggml: N = 1, p0 = 0, d0 = 1 only; kvgraph takes any.) a and b may have any strides.
 GGML_API struct ggml_tensor * ggml_conv_transpose_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int p0, int d0);
 // a [KW, KH, OC, IC], b [W, H, IC, N] -> [(W - 1)*stride + KW, (H - 1)*stride + KH, OC, N]
+// (no padding, no dilation)
 GGML_API struct ggml_tensor * ggml_conv_transpose_2d_p0(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int stride);
 
 // Pooling over windows of each row (1d) or each [W, H] plane (2d); a F32 or F16, result
@@ -452,10 +455,11 @@ GGML_API struct ggml_tensor * ggml_pool_2d(struct ggml_context * ctx, struct ggm
         int k0, int k1, int s0, int s1, float p0, float p1);
 
 // Resampling (GGML_OP_UPSCALE): a F32 [ne0, ne1, ne2, ne3] -> F32 of the given sizes.
-// NEAREST: source index floor(i * n_in / n_out) in every dim. BILINEAR: dims 0 and 1
-// interpolated from source coordinate (i + 0.5) * n_in / n_out - 0.5 (clamped to the
-// edges), dims 2 and 3 nearest; with GGML_SCALE_FLAG_ALIGN_CORNERS the coordinate is
-// i * (n_in - 1) / (n_out - 1) instead. BICUBIC and ANTIALIAS are not implemented (abort).
+// NEAREST: source index floor(i / (n_out / n_in)) in every dim (in float, as ggml).
+// BILINEAR: dims 0 and 1 interpolated from source coordinate (i + 0.5) * n_in / n_out - 0.5
+// (clamped to the edges), dims 2 and 3 nearest; with GGML_SCALE_FLAG_ALIGN_CORNERS the
+// coordinate is i * (n_in - 1) / (n_out - 1) instead. BICUBIC and ANTIALIAS are not
+// implemented (abort).
 enum ggml_scale_mode {
     GGML_SCALE_MODE_NEAREST  = 0,
     GGML_SCALE_MODE_BILINEAR = 1,
