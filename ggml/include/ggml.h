@@ -389,6 +389,102 @@ GGML_API struct ggml_tensor * ggml_roll(struct ggml_context * ctx, struct ggml_t
 // a's elements first
 GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim);
 
+// ---- convolution, pooling, resampling, padding ----
+// Images are [W, H, C, N] (width innermost), 1-D signals [L, C, N]; kernels are
+// [KW, KH, IC, OC] and [K, IC, OC]. With stride s, padding p (zeros on both sides) and
+// dilation d, an output length is OW = (W + 2p - d(KW - 1) - 1) / s + 1. Kernels may be F32
+// or F16 (F32 data); results are F32 unless noted. Every op writes a fresh tensor.
+// kvgraph: data are not rounded to F16 when the kernel is F16 (ggml's CPU paths round them).
+
+// Each output position's receptive field as one row: a [KW, KH, IC, OC] (only its shape
+// is used), b [W, H, IC, N] -> dst_type (F32/F16) [IC*KH*KW, OW, OH, N], element
+// ic*KH*KW + kh*KW + kw of row (ow, oh, n) = b[ow*s0 + kw*d0 - p0, oh*s1 + kh*d1 - p1, ic, n]
+// (0 outside b). !is_2D: a [KW, IC, OC], b [W, IC, N] -> [IC*KW, OW, N] (s1, p1, d1
+// unused; b->ne[3] must be 1). b may have any strides.
+GGML_API struct ggml_tensor * ggml_im2col(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+        int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D, enum ggml_type dst_type);
+
+// a [K, IC, OC], b [L, IC, N] -> [OL, OC, N]: out[o, oc, n] = sum over ic, k of
+// a[k, ic, oc] * b[o*s0 + k*d0 - p0, ic, n]. Built from im2col (F32) and mul_mat; a and b
+// contiguous. _ph: p0 = K / 2.
+GGML_API struct ggml_tensor * ggml_conv_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int p0, int d0);
+GGML_API struct ggml_tensor * ggml_conv_1d_ph(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s, int d);
+// depthwise: a [K, 1, C], b [L, C, N] -> [OL, C, N]: channel c convolved with a[:, 0, c] only
+GGML_API struct ggml_tensor * ggml_conv_1d_dw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int p0, int d0);
+GGML_API struct ggml_tensor * ggml_conv_1d_dw_ph(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int d0);
+
+// a [KW, KH, IC, OC], b [W, H, IC, N] -> [OW, OH, OC, N] (im2col + mul_mat; a, b contiguous).
+// sk_p0: stride = kernel size, no padding (patch embedding); s1_ph: stride 1, padding K/2.
+GGML_API struct ggml_tensor * ggml_conv_2d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+        int s0, int s1, int p0, int p1, int d0, int d1);
+GGML_API struct ggml_tensor * ggml_conv_2d_sk_p0(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_conv_2d_s1_ph(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// The same convolution in one op (GGML_OP_CONV_2D), no im2col buffer; a and b any strides.
+GGML_API struct ggml_tensor * ggml_conv_2d_direct(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+        int s0, int s1, int p0, int p1, int d0, int d1);
+// depthwise: a [KW, KH, 1, C], b [W, H, C, N] -> [OW, OH, C, N]. _dw goes through im2col and
+// mul_mat (a, b contiguous); _dw_direct is one op (GGML_OP_CONV_2D_DW) reading a and b
+// through their strides (e.g. a channels-innermost permuted view); its result is contiguous.
+GGML_API struct ggml_tensor * ggml_conv_2d_dw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+        int s0, int s1, int p0, int p1, int d0, int d1);
+GGML_API struct ggml_tensor * ggml_conv_2d_dw_direct(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+        int stride0, int stride1, int pad0, int pad1, int dilation0, int dilation1);
+
+// Transposed convolution (each input element spreads a kernel-sized patch over the output):
+// a [K, OC, IC], b [L, IC, N] -> [OL, OC, N], OL = (L - 1)*s0 - 2*p0 + d0*(K - 1) + 1,
+// out[o, oc, n] = sum of a[k, oc, ic] * b[l, ic, n] over l*s0 + k*d0 - p0 = o.
+// (ggml: N = 1, p0 = 0, d0 = 1 only; kvgraph takes any.) a and b may have any strides.
+GGML_API struct ggml_tensor * ggml_conv_transpose_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int p0, int d0);
+// a [KW, KH, OC, IC], b [W, H, IC, N] -> [(W - 1)*stride + KW, (H - 1)*stride + KH, OC, N]
+// (no padding, no dilation)
+GGML_API struct ggml_tensor * ggml_conv_transpose_2d_p0(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int stride);
+
+// Pooling over windows of each row (1d) or each [W, H] plane (2d); a F32 or F16, result
+// F32. Output size (n + 2p - k) / s + 1 (truncated), window at o*s - p; padded positions are
+// skipped: MAX of the elements inside, AVG = their sum / (window size, padding included).
+enum ggml_op_pool {
+    GGML_OP_POOL_MAX,
+    GGML_OP_POOL_AVG,
+    GGML_OP_POOL_COUNT,
+};
+// a [L, ne1, ne2, ne3] -> [OL, ne1, ne2, ne3]
+GGML_API struct ggml_tensor * ggml_pool_1d(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_op_pool op, int k0, int s0, int p0);
+// a [W, H, ne2, ne3] -> [OW, OH, ne2, ne3]; the paddings are floats as in ggml (the
+// window offset uses their integer part)
+GGML_API struct ggml_tensor * ggml_pool_2d(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_op_pool op,
+        int k0, int k1, int s0, int s1, float p0, float p1);
+
+// Resampling (GGML_OP_UPSCALE): a F32 [ne0, ne1, ne2, ne3] -> F32 of the given sizes.
+// NEAREST: source index floor(i / (n_out / n_in)) in every dim (in float, as ggml).
+// BILINEAR: dims 0 and 1 interpolated from source coordinate (i + 0.5) * n_in / n_out - 0.5
+// (clamped to the edges), dims 2 and 3 nearest; with GGML_SCALE_FLAG_ALIGN_CORNERS the
+// coordinate is i * (n_in - 1) / (n_out - 1) instead. BICUBIC and ANTIALIAS are not
+// implemented (abort).
+enum ggml_scale_mode {
+    GGML_SCALE_MODE_NEAREST  = 0,
+    GGML_SCALE_MODE_BILINEAR = 1,
+    GGML_SCALE_MODE_BICUBIC  = 2,
+    GGML_SCALE_MODE_COUNT
+};
+enum ggml_scale_flag {
+    GGML_SCALE_FLAG_ALIGN_CORNERS = (1 << 8),
+    GGML_SCALE_FLAG_ANTIALIAS     = (1 << 9),
+};
+// mode: a ggml_scale_mode, or'ed with ggml_scale_flag bits
+GGML_API struct ggml_tensor * ggml_interpolate(struct ggml_context * ctx, struct ggml_tensor * a,
+        int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, uint32_t mode);
+// dims 0 and 1 multiplied by scale_factor
+GGML_API struct ggml_tensor * ggml_upscale(struct ggml_context * ctx, struct ggml_tensor * a, int scale_factor, enum ggml_scale_mode mode);
+// ggml_interpolate with a plain mode (deprecated in ggml)
+GGML_API struct ggml_tensor * ggml_upscale_ext(struct ggml_context * ctx, struct ggml_tensor * a,
+        int ne0, int ne1, int ne2, int ne3, enum ggml_scale_mode mode);
+
+// Zero padding (GGML_OP_PAD), a F32 or F16, result of a's type: dim i gains lp_i zeros in
+// front and rp_i behind. ggml_pad pads behind only.
+GGML_API struct ggml_tensor * ggml_pad(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1, int p2, int p3);
+GGML_API struct ggml_tensor * ggml_pad_ext(struct ggml_context * ctx, struct ggml_tensor * a,
+        int lp0, int rp0, int lp1, int rp1, int lp2, int rp2, int lp3, int rp3);
+
 // each row (along ne[0]) normalized: norm to mean 0 and variance 1, rms_norm to mean square
 // 1 (x / sqrt(mean(x^2) + eps)); shape unchanged
 GGML_API struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);

@@ -106,6 +106,15 @@ void ggml_compute_forward(const ggml_compute_params * params, ggml_tensor * node
         case GGML_OP_TIMESTEP_EMBEDDING: ggml_compute_forward_timestep_embedding(params, node); break;
         case GGML_OP_PAD_REFLECT_1D: ggml_compute_forward_pad_reflect_1d(params, node); break;
         case GGML_OP_ROLL: ggml_compute_forward_roll(params, node); break;
+        case GGML_OP_IM2COL: ggml_compute_forward_im2col(params, node); break;
+        case GGML_OP_CONV_2D:
+        case GGML_OP_CONV_2D_DW: ggml_compute_forward_conv_2d(params, node); break;
+        case GGML_OP_CONV_TRANSPOSE_1D:
+        case GGML_OP_CONV_TRANSPOSE_2D: ggml_compute_forward_conv_transpose(params, node); break;
+        case GGML_OP_POOL_1D:
+        case GGML_OP_POOL_2D: ggml_compute_forward_pool(params, node); break;
+        case GGML_OP_UPSCALE: ggml_compute_forward_upscale(params, node); break;
+        case GGML_OP_PAD: ggml_compute_forward_pad(params, node); break;
         case GGML_OP_NORM:
         case GGML_OP_RMS_NORM: ggml_compute_forward_norm(params, node); break;
         case GGML_OP_SOFT_MAX: ggml_compute_forward_soft_max(params, node); break;

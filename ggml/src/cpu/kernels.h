@@ -50,6 +50,14 @@ void ggml_compute_forward_pad_reflect_1d(const ggml_compute_params * params, ggm
 void ggml_compute_forward_roll(const ggml_compute_params * params, ggml_tensor * dst);
 void ggml_compute_forward_repeat(const ggml_compute_params * params, ggml_tensor * dst);
 
+// kernels-conv.cpp
+void ggml_compute_forward_im2col(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_conv_2d(const ggml_compute_params * params, ggml_tensor * dst);          // CONV_2D, CONV_2D_DW
+void ggml_compute_forward_conv_transpose(const ggml_compute_params * params, ggml_tensor * dst);   // CONV_TRANSPOSE_1D, _2D
+void ggml_compute_forward_pool(const ggml_compute_params * params, ggml_tensor * dst);            // POOL_1D, POOL_2D
+void ggml_compute_forward_upscale(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_pad(const ggml_compute_params * params, ggml_tensor * dst);
+
 // kernels-norm.cpp
 void ggml_compute_forward_norm(const ggml_compute_params * params, ggml_tensor * dst);     // NORM, RMS_NORM
 void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tensor * dst);
