@@ -84,74 +84,192 @@ static ggml_tensor * input(ggml_context * ctx, ggml_type type, int64_t ne0, int6
     return t;
 }
 
-// Multihead attention of the chunk's queries q [head_dim, n_head, n_tokens] over the cache
-// slots of layer il -> [n_embd, n_tokens]. Records the first cache readers in g.
-static ggml_tensor * attention(ggml_context * ctx, const Model & model, const KvCache & kv, int il, ggml_tensor * q,
-                               const LlamaGraph::Chunk & in, const GraphShape & shape, LlamaGraph * g) {
-    const HParams & hp = model.hp;
-    const int hd = hp.head_dim(), n_head = hp.n_head, n_tokens = shape.n_tokens;
-    const int n_q = shape.n_q, n_seq = shape.n_seq, n_kv = shape.n_kv;
-    const float kq_scale = 1.0f / std::sqrt((float) hd);
-    const bool quant = ggml_is_quantized(kv.type);
+// Names a tensor "<what>_l<layer>_c<chunk>" (llama.cpp's cb(cur, name, il) habit): tests and
+// tools find it with ggml_graph_get_tensor instead of fields kept for them.
+static ggml_tensor * named(ggml_tensor * t, const char * what, int il, int c) {
+    ggml_format_name(t, "%s_l%d_c%d", what, il, c);
+    return t;
+}
 
+// What one layer's builders share: the chunk's inputs and where in the graph they are.
+struct LayerIn {
+    ggml_context * ctx;
+    const Model & model;
+    const KvCache & kv;
+    const GraphShape & shape;
+    const LlamaGraph::Chunk & in;
+    int il, c;
+};
+
+// RoPE as Llama models use it: pairs of adjacent values (mode 0, llama2.c's layout) rotated
+// by the token's true position; no context extension (YaRN off, no frequency scaling).
+static ggml_tensor * rope(const LayerIn & L, ggml_tensor * x) {
+    const HParams & hp = L.model.hp;
+    const int mode = 0;
+    const float freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
+    const float beta_fast = 32.0f, beta_slow = 1.0f; // YaRN's ramp, unused while ext_factor is 0
+    return ggml_rope_ext(L.ctx, x, L.in.pos, nullptr, hp.n_rot, mode, hp.n_ctx_train, hp.rope_base, freq_scale,
+                         ext_factor, attn_factor, beta_fast, beta_slow);
+}
+
+// Flash attention of Q [hd, n_q, n_head, n_seq] over the cache -> [n_embd, n_q * n_seq].
+// Quantized rows are passed whole (heads packed): a head may be shorter than a block.
+static ggml_tensor * attention_flash(const LayerIn & L, ggml_tensor * Q, float kq_scale) {
+    const KvCache & kv = L.kv;
+    const bool quant = ggml_is_quantized(kv.type);
+    ggml_tensor * V = kv.view_v(L.ctx, L.il, L.shape.n_kv, quant);
+    ggml_tensor * att;
+    if (kv.grouped()) {
+        att = ggml_flash_attn_ext_grouped(L.ctx, Q, kv.view_k_groups(L.ctx, L.il, L.shape.n_kv), kv.view_k_recent(L.ctx, L.il),
+                                          L.in.k_recent_group, V, L.in.mask, kq_scale, 0.0f, 0.0f);
+    } else {
+        att = ggml_flash_attn_ext(L.ctx, Q, kv.view_k(L.ctx, L.il, L.shape.n_kv, quant), V, L.in.mask, kq_scale, 0.0f, 0.0f);
+    } // [hd, n_head, n_q, n_seq]
+    if (L.shape.kv_len) ggml_flash_attn_ext_set_kv_len(L.ctx, att, L.in.kv_len);
+    named(att, "kv_read", L.il, L.c); // reads K and V
+    return ggml_reshape_2d(L.ctx, att, L.model.hp.n_embd, L.shape.n_q * L.shape.n_seq);
+}
+
+// The cache's K rows in f32 [n_embd_kv, n_kv, 1, n_seq] for the matmul path. Grouped K:
+// groups -> f32 [32, n_embd_kv, G, n_seq] -> positions as rows, then the recent groups'
+// f32 rows over their quantized copies (a WAW edge orders it).
+static ggml_tensor * dequantized_k(const LayerIn & L) {
+    ggml_context * ctx = L.ctx;
+    const KvCache & kv = L.kv;
+    const int n_kv = L.shape.n_kv, n_seq = L.shape.n_seq, n_embd_kv = L.model.hp.n_embd_kv();
+    if (!kv.grouped()) {
+        ggml_tensor * K = kv.view_k(ctx, L.il, n_kv, true);
+        return named(ggml_cpy(ctx, K, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, K->ne[0], n_kv, 1, n_seq)), "k_read", L.il, L.c);
+    }
+    ggml_tensor * Kg = kv.view_k_groups(ctx, L.il, n_kv);
+    const int64_t G = Kg->ne[2];
+    ggml_tensor * Kf = ggml_cpy(ctx, Kg, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, GGML_KV_GROUP, n_embd_kv, G, n_seq));
+    named(Kf, "k_read", L.il, L.c);
+    Kf = ggml_cont_2d(ctx, ggml_permute(ctx, Kf, 1, 0, 2, 3), n_embd_kv, GGML_KV_GROUP * G * n_seq);
+    Kf = ggml_set_rows(ctx, Kf, ggml_reshape_2d(ctx, kv.k_recent[L.il], n_embd_kv, GGML_KV_GROUP * n_seq), L.in.k_recent_rows);
+    return ggml_view_4d(ctx, Kf, n_embd_kv, n_kv, 1, n_seq, Kf->nb[1], n_kv * Kf->nb[1], GGML_KV_GROUP * G * Kf->nb[1], 0);
+}
+
+// mul_mat + soft_max_ext + mul_mat over the cache -> [n_embd, n_q * n_seq]. The matmuls need
+// per-head rows: quantized slots are dequantized first.
+static ggml_tensor * attention_matmul(const LayerIn & L, ggml_tensor * Q, float kq_scale) {
+    ggml_context * ctx = L.ctx;
+    const HParams & hp = L.model.hp;
+    const int hd = hp.head_dim(), n_kv = L.shape.n_kv, n_seq = L.shape.n_seq;
+    const bool quant = ggml_is_quantized(L.kv.type);
+    ggml_tensor * K, * V;
+    if (quant) {
+        ggml_tensor * Vq = L.kv.view_v(ctx, L.il, n_kv, true);
+        ggml_tensor * Kf = dequantized_k(L);
+        ggml_tensor * Vf = named(ggml_cpy(ctx, Vq, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, Vq->ne[0], n_kv, 1, n_seq)),
+                                 "v_read", L.il, L.c);
+        auto heads = [&](ggml_tensor * t) {
+            return ggml_view_4d(ctx, t, hd, n_kv, hp.n_head_kv, n_seq, t->nb[1], hd * sizeof(float), t->nb[3], 0);
+        };
+        K = heads(Kf);
+        V = heads(Vf);
+    } else {
+        K = L.kv.view_k(ctx, L.il, n_kv, false);
+        V = L.kv.view_v(ctx, L.il, n_kv, false);
+    }
+    ggml_tensor * kq = ggml_mul_mat(ctx, K, Q); // [n_kv, n_q, n_head, n_seq]
+    if (!quant) named(kq, "k_read", L.il, L.c);
+    kq = ggml_soft_max_ext(ctx, kq, L.in.mask, kq_scale, 0.0f);
+    ggml_tensor * Vt = ggml_cont(ctx, ggml_transpose(ctx, V)); // [n_kv, hd, n_head_kv, n_seq]
+    if (!quant) named(Vt, "v_read", L.il, L.c);
+    ggml_tensor * att = ggml_mul_mat(ctx, Vt, kq); // [hd, n_q, n_head, n_seq]
+    return ggml_cont_2d(ctx, ggml_permute(ctx, att, 0, 2, 1, 3), hp.n_embd, L.shape.n_q * n_seq);
+}
+
+// Multihead attention of the chunk's queries q [head_dim, n_head, n_tokens] over the cache
+// slots of layer il -> [n_embd, n_tokens].
+static ggml_tensor * attention(const LayerIn & L, ggml_tensor * q) {
+    const HParams & hp = L.model.hp;
+    const GraphShape & shape = L.shape;
+    const float kq_scale = 1.0f / std::sqrt((float) hp.head_dim());
     // queries as [hd, n_q, n_head, n_seq]: sequence s's rows on dim 3 slice s
     ggml_tensor * Q = q;
-    if (shape.gather) Q = ggml_get_rows(ctx, ggml_reshape_2d(ctx, q, hp.n_embd, n_tokens), in.q_idx);
-    Q = ggml_permute(ctx, ggml_reshape_4d(ctx, Q, hd, n_head, n_q, n_seq), 0, 2, 1, 3);
-
-    ggml_tensor * att;
-    if (shape.flash_attn) {
-        // quantized rows are passed whole (heads packed): a head may be shorter than a block
-        ggml_tensor * V = kv.view_v(ctx, il, n_kv, quant);
-        if (kv.grouped()) {
-            att = ggml_flash_attn_ext_grouped(ctx, Q, kv.view_k_groups(ctx, il, n_kv), kv.view_k_recent(ctx, il),
-                                              in.k_recent_group, V, in.mask, kq_scale, 0.0f, 0.0f);
-        } else {
-            att = ggml_flash_attn_ext(ctx, Q, kv.view_k(ctx, il, n_kv, quant), V, in.mask, kq_scale, 0.0f, 0.0f);
-        } // [hd, n_head, n_q, n_seq]
-        if (shape.kv_len) ggml_flash_attn_ext_set_kv_len(ctx, att, in.kv_len);
-        g->k_read.push_back(att);
-        g->v_read.push_back(att);
-        att = ggml_reshape_2d(ctx, att, hp.n_embd, n_q * n_seq);
-    } else {
-        ggml_tensor * K = kv.grouped() ? nullptr : kv.view_k(ctx, il, n_kv, quant);
-        ggml_tensor * V = kv.view_v(ctx, il, n_kv, quant);
-        if (quant) { // the matmuls need per-head rows: dequantize the slots first
-            ggml_tensor * Kf;
-            if (kv.grouped()) {
-                // groups -> f32 [32, n_embd_kv, G, n_seq] -> positions as rows [n_embd_kv, 32 * G * n_seq],
-                // then the recent groups' f32 rows over their quantized copies (a WAW edge orders it)
-                ggml_tensor * Kg = kv.view_k_groups(ctx, il, n_kv);
-                const int64_t G = Kg->ne[2];
-                Kf = ggml_cpy(ctx, Kg, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, GGML_KV_GROUP, hp.n_embd_kv(), G, n_seq));
-                g->k_read.push_back(Kf);
-                Kf = ggml_cont_2d(ctx, ggml_permute(ctx, Kf, 1, 0, 2, 3), hp.n_embd_kv(), GGML_KV_GROUP * G * n_seq);
-                Kf = ggml_set_rows(ctx, Kf, ggml_reshape_2d(ctx, kv.k_recent[il], hp.n_embd_kv(), GGML_KV_GROUP * n_seq),
-                                   in.k_recent_rows);
-                Kf = ggml_view_4d(ctx, Kf, hp.n_embd_kv(), n_kv, 1, n_seq, Kf->nb[1], n_kv * Kf->nb[1],
-                                  GGML_KV_GROUP * G * Kf->nb[1], 0);
-            } else {
-                Kf = ggml_cpy(ctx, K, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, K->ne[0], n_kv, 1, n_seq));
-                g->k_read.push_back(Kf);
-            }
-            ggml_tensor * Vf = ggml_cpy(ctx, V, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, V->ne[0], n_kv, 1, n_seq));
-            g->v_read.push_back(Vf);
-            auto heads = [&](ggml_tensor * t) {
-                return ggml_view_4d(ctx, t, hd, n_kv, hp.n_head_kv, n_seq, t->nb[1], hd * sizeof(float), t->nb[3], 0);
-            };
-            K = heads(Kf);
-            V = heads(Vf);
-        }
-        ggml_tensor * kq = ggml_mul_mat(ctx, K, Q); // [n_kv, n_q, n_head, n_seq]
-        if (!quant) g->k_read.push_back(kq);
-        kq = ggml_soft_max_ext(ctx, kq, in.mask, kq_scale, 0.0f);
-        ggml_tensor * Vt = ggml_cont(ctx, ggml_transpose(ctx, V)); // [n_kv, hd, n_head_kv, n_seq]
-        if (!quant) g->v_read.push_back(Vt);
-        att = ggml_mul_mat(ctx, Vt, kq); // [hd, n_q, n_head, n_seq]
-        att = ggml_cont_2d(ctx, ggml_permute(ctx, att, 0, 2, 1, 3), hp.n_embd, n_q * n_seq);
-    }
-    if (shape.gather) att = ggml_get_rows(ctx, att, in.out_idx); // back to token order
+    if (shape.gather) Q = ggml_get_rows(L.ctx, ggml_reshape_2d(L.ctx, q, hp.n_embd, shape.n_tokens), L.in.q_idx);
+    Q = ggml_permute(L.ctx, ggml_reshape_4d(L.ctx, Q, hp.head_dim(), hp.n_head, shape.n_q, shape.n_seq), 0, 2, 1, 3);
+    ggml_tensor * att = shape.flash_attn ? attention_flash(L, Q, kq_scale) : attention_matmul(L, Q, kq_scale);
+    if (shape.gather) att = ggml_get_rows(L.ctx, att, L.in.out_idx); // back to token order
     return att;
+}
+
+// The inputs of chunk c (see LlamaGraph::Chunk for their shapes).
+static LlamaGraph::Chunk chunk_inputs(ggml_context * ctx, const HParams & hp, const KvCache & kv, const GraphShape & shape,
+                                      int c) {
+    const int n_tokens = shape.n_tokens, n_q = shape.n_q, n_seq = shape.n_seq;
+    LlamaGraph::Chunk in;
+    in.tokens = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_tokens", c);
+    in.pos = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_pos", c);
+    in.kv_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_kv_idx", c);
+    in.mask = input(ctx, GGML_TYPE_F32, shape.n_kv, n_q, 1, n_seq, "inp_mask", c);
+    if (shape.kv_len) in.kv_len = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_kv_len", c);
+    if (kv.grouped()) {
+        in.k_recent_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_k_recent_idx", c);
+        in.k_group_rows = input(ctx, GGML_TYPE_I64, (int64_t) hp.n_embd_kv() * n_seq, 1, 1, 1, "inp_k_group_rows", c);
+        if (shape.flash_attn) {
+            in.k_recent_group = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_k_recent_group", c);
+        } else {
+            in.k_recent_rows = input(ctx, GGML_TYPE_I64, (int64_t) GGML_KV_GROUP * n_seq, 1, 1, 1, "inp_k_recent_rows", c);
+        }
+    }
+    if (shape.gather) {
+        in.q_idx = input(ctx, GGML_TYPE_I32, (int64_t) n_q * n_seq, 1, 1, 1, "inp_q_idx", c);
+        in.out_idx = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_out_idx", c);
+    }
+    if (shape.n_outputs > 0 && shape.n_outputs < n_tokens) {
+        in.out_rows = input(ctx, GGML_TYPE_I32, shape.n_outputs, 1, 1, 1, "inp_out_rows", c);
+    }
+    return in;
+}
+
+// One layer on x [n_embd, n_tokens]: attention rmsnorm, q/k/v, RoPE, cache writes,
+// attention, output projection and residual, ffn rmsnorm, SwiGLU and residual. The last
+// layer keeps only the rows whose logits are wanted once attention is done (the cache
+// writes need every token; what follows only the outputs), and with no outputs stops after
+// the cache writes. Returns the new x, or nullptr when nothing follows the writes.
+static ggml_tensor * layer(const LayerIn & L, ggml_tensor * x, ggml_cgraph * gf) {
+    ggml_context * ctx = L.ctx;
+    const HParams & hp = L.model.hp;
+    const LayerWeights & w = L.model.layers[L.il];
+    const int n_tokens = L.shape.n_tokens;
+    const bool last = L.il == hp.n_layer - 1;
+
+    ggml_tensor * xb = rms_norm(ctx, x, w.attn_norm, hp.rms_eps);
+    ggml_tensor * q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wq, xb), hp.head_dim(), hp.n_head, n_tokens);
+    ggml_tensor * k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wk, xb), hp.head_dim(), hp.n_head_kv, n_tokens);
+    ggml_tensor * v = ggml_mul_mat(ctx, w.wv, xb); // [n_embd_kv, n_tokens]
+    q = named(rope(L, q), "q", L.il, L.c);
+    k = named(rope(L, k), "k", L.il, L.c);
+
+    // Store k and v in the cache rows chosen by kv_idx. Reading the cache below records a RAW
+    // edge to these writes; a later chunk's writes get WAR edges to the reads.
+    ggml_tensor * k_write = L.kv.write_k(ctx, L.il, ggml_reshape_2d(ctx, k, hp.n_embd_kv(), n_tokens),
+                                         L.kv.grouped() ? L.in.k_recent_idx : L.in.kv_idx, L.in.k_group_rows);
+    ggml_tensor * v_write = L.kv.write_v(ctx, L.il, v, L.in.kv_idx);
+    named(k_write, "k_write", L.il, L.c);
+    named(v_write, "v_write", L.il, L.c);
+    if (last && L.shape.n_outputs == 0) {
+        ggml_build_forward_expand(gf, k_write);
+        ggml_build_forward_expand(gf, v_write);
+        return nullptr;
+    }
+
+    ggml_tensor * att = named(attention(L, q), "att", L.il, L.c);
+    if (last && L.in.out_rows) {
+        att = ggml_get_rows(ctx, att, L.in.out_rows);
+        x = ggml_get_rows(ctx, x, L.in.out_rows);
+    }
+    x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.wo, att));
+
+    // SwiGLU: w2(silu(w1(x)) * w3(x))
+    xb = rms_norm(ctx, x, w.ffn_norm, hp.rms_eps);
+    ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, w.ffn_gate, xb));
+    ggml_tensor * up = ggml_mul_mat(ctx, w.ffn_up, xb);
+    x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_mul(ctx, gate, up)));
+    return named(x, "x", L.il, L.c);
 }
 
 std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache & kv, const GraphShape & shape_in,
@@ -174,96 +292,40 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
                     std::to_string(shape.n_kv) + " of " + std::to_string(kv.n_ctx) + " slots, " +
                     std::to_string(shape.n_seq) + " sequences)");
     }
-    const int n_tokens = shape.n_tokens, n_q = shape.n_q, n_seq = shape.n_seq;
-    const int hd = hp.head_dim(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
-
     auto g = std::make_unique<LlamaGraph>();
     g->shape = shape;
     size_t graph_size = 0;
     g->ctx = new_graph_ctx(hp.n_layer * shape.n_chunks, &graph_size);
-    if (!g->ctx) return fail("cannot allocate the graph context");
-    ggml_context * ctx = g->ctx;
-    g->gf = ggml_new_graph_custom(ctx, graph_size, false);
+    if (!g->ctx) {
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
+        return fail("cannot allocate the graph context");
+    }
+    g->gf = ggml_new_graph_custom(g->ctx, graph_size, false);
 
     for (int c = 0; c < shape.n_chunks; ++c) {
-        LlamaGraph::Chunk in;
-        in.tokens = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_tokens", c);
-        in.pos = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_pos", c);
-        in.kv_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_kv_idx", c);
-        in.mask = input(ctx, GGML_TYPE_F32, shape.n_kv, n_q, 1, n_seq, "inp_mask", c);
-        if (shape.kv_len) in.kv_len = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_kv_len", c);
-        if (kv.grouped()) {
-            in.k_recent_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_k_recent_idx", c);
-            in.k_group_rows = input(ctx, GGML_TYPE_I64, (int64_t) hp.n_embd_kv() * n_seq, 1, 1, 1, "inp_k_group_rows", c);
-            if (shape.flash_attn) {
-                in.k_recent_group = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_k_recent_group", c);
-            } else {
-                in.k_recent_rows = input(ctx, GGML_TYPE_I64, (int64_t) GGML_KV_GROUP * n_seq, 1, 1, 1, "inp_k_recent_rows", c);
-            }
+        LlamaGraph::Chunk in = chunk_inputs(g->ctx, hp, kv, shape, c);
+        // every input gets memory, also one nothing reads (a one-layer model without outputs
+        // stops before attention): set_inputs fills them all
+        for (ggml_tensor * t : {in.tokens, in.pos, in.kv_idx, in.k_recent_idx, in.k_group_rows, in.k_recent_group,
+                                in.k_recent_rows, in.mask, in.kv_len, in.q_idx, in.out_idx, in.out_rows}) {
+            if (t) ggml_build_forward_expand(g->gf, t);
         }
-        if (shape.gather) {
-            in.q_idx = input(ctx, GGML_TYPE_I32, (int64_t) n_q * n_seq, 1, 1, 1, "inp_q_idx", c);
-            in.out_idx = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_out_idx", c);
-        }
-        if (shape.n_outputs > 0 && shape.n_outputs < n_tokens) {
-            in.out_rows = input(ctx, GGML_TYPE_I32, shape.n_outputs, 1, 1, 1, "inp_out_rows", c);
-        }
-
-        // x = token embeddings, one column per token: [n_embd, n_tokens]
-        ggml_tensor * x = ggml_get_rows(ctx, model.tok_embd, in.tokens);
-
-        for (int il = 0; il < hp.n_layer; ++il) {
-            const LayerWeights & w = model.layers[il];
-
-            // attention rmsnorm, then q, k, v
-            ggml_tensor * xb = rms_norm(ctx, x, w.attn_norm, hp.rms_eps);
-            ggml_tensor * q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wq, xb), hd, n_head, n_tokens);
-            ggml_tensor * k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wk, xb), hd, n_head_kv, n_tokens);
-            ggml_tensor * v = ggml_mul_mat(ctx, w.wv, xb); // [n_embd_kv, n_tokens]
-
-            // RoPE on adjacent pairs (mode 0) at each token's true position
-            q = ggml_rope_ext(ctx, q, in.pos, nullptr, hp.n_rot, 0, hp.n_ctx_train, hp.rope_base, 1.0f, 0.0f, 1.0f,
-                              32.0f, 1.0f);
-            k = ggml_rope_ext(ctx, k, in.pos, nullptr, hp.n_rot, 0, hp.n_ctx_train, hp.rope_base, 1.0f, 0.0f, 1.0f,
-                              32.0f, 1.0f);
-            ggml_format_name(q, "q_l%d_c%d", il, c);
-            ggml_format_name(k, "k_l%d_c%d", il, c);
-
-            // Store k and v in the cache rows chosen by kv_idx. Reading the cache below records
-            // a RAW edge to these writes; a later chunk's writes get WAR edges to the reads.
-            g->k_write.push_back(kv.write_k(ctx, il, ggml_reshape_2d(ctx, k, hp.n_embd_kv(), n_tokens),
-                                            kv.grouped() ? in.k_recent_idx : in.kv_idx, in.k_group_rows));
-            g->v_write.push_back(kv.write_v(ctx, il, v, in.kv_idx));
-
-            ggml_tensor * att = attention(ctx, model, kv, il, q, in, shape, g.get());
-            ggml_format_name(att, "att_l%d_c%d", il, c);
-
-            // output projection, residual
-            x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.wo, att));
-
-            // ffn rmsnorm, SwiGLU: w2(silu(w1(x)) * w3(x)), residual
-            xb = rms_norm(ctx, x, w.ffn_norm, hp.rms_eps);
-            ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, w.ffn_gate, xb));
-            ggml_tensor * up = ggml_mul_mat(ctx, w.ffn_up, xb);
-            x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_mul(ctx, gate, up)));
-            ggml_format_name(x, "x_l%d_c%d", il, c);
-        }
-
-        if (shape.n_outputs > 0) {
-            if (in.out_rows) x = ggml_get_rows(ctx, x, in.out_rows); // only the tokens that need logits
-            x = rms_norm(ctx, x, model.output_norm, hp.rms_eps);
-            in.logits = ggml_mul_mat(ctx, model.output, x);
+        ggml_tensor * x = ggml_get_rows(g->ctx, model.tok_embd, in.tokens); // [n_embd, n_tokens]
+        for (int il = 0; il < hp.n_layer && x; ++il) x = layer(LayerIn{g->ctx, model, kv, shape, in, il, c}, x, g->gf);
+        if (x) { // rows of the tokens that need logits (the last layer kept only those)
+            in.logits = ggml_mul_mat(g->ctx, model.output, rms_norm(g->ctx, x, model.output_norm, hp.rms_eps));
             ggml_format_name(in.logits, "logits_%d", c);
             ggml_set_output(in.logits);
             ggml_build_forward_expand(g->gf, in.logits);
-        } else {
-            ggml_build_forward_expand(g->gf, x); // the cache writes are what this chunk is for
         }
         g->chunks.push_back(in);
     }
     g->logits = g->chunks.back().logits;
 
-    if (!alloc_graph_memory(g->gf, &g->galloc)) return fail("cannot allocate the graph's intermediate tensors");
+    if (!alloc_graph_memory(g->gf, &g->galloc)) {
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
+        return fail("cannot allocate the graph's intermediate tensors");
+    }
     return g;
 }
 

@@ -88,9 +88,9 @@ struct LlamaGraph {
     std::vector<Chunk> chunks;
     ggml_tensor * logits = nullptr; // the last chunk's
 
-    // per chunk and layer ([chunk * n_layer + il]), for inspection (tests check the edges)
-    std::vector<ggml_tensor *> k_write, v_write; // set_rows into the cache
-    std::vector<ggml_tensor *> k_read, v_read;   // first ops that read the cache views
+    // Tensors are named "<what>_l<layer>_c<chunk>" for inspection (ggml_graph_get_tensor):
+    // k_write / v_write (the cache writes), kv_read (flash attention: the op reading both) or
+    // k_read / v_read (matmul path: the first ops reading each), q, k (after RoPE), att, x.
 
     // Fills chunk c's inputs for ub; kv.store() must have seen ub's tokens (and those of
     // the chunks before c), not those of later chunks.

@@ -554,31 +554,25 @@ TEST_CASE("ring graph with two chunks: the second chunk's cache writes wait for 
         auto g = kvg::build_llama_graph(*model, kv, shape, &e);
         REQUIRE(g);
         const int L = model->hp.n_layer;
-        REQUIRE((int) g->k_write.size() == 2 * L);
-        auto has_dep = [](const ggml_tensor * t, const ggml_tensor * dep, ggml_dep_kind want) {
-            for (int i = 0; i < ggml_n_control_deps(t); ++i) {
-                ggml_dep_kind kind;
-                if (ggml_get_control_dep(t, i, &kind) == dep && kind == want) return true;
-            }
-            return false;
+        auto get = [&](const char * what, int il, int c) {
+            ggml_tensor * t = graph_tensor(g->gf, what, il, c);
+            REQUIRE(t != nullptr);
+            return t;
         };
-        auto index = [&](const ggml_tensor * t) {
-            for (int i = 0; i < ggml_graph_n_nodes(g->gf); ++i) {
-                if (ggml_graph_node(g->gf, i) == t) return i;
-            }
-            return -1;
-        };
+        const char * k_reader = flash ? "kv_read" : "k_read", * v_reader = flash ? "kv_read" : "v_read";
         for (int il = 0; il < L; ++il) {
             CAPTURE(il);
-            CHECK(has_dep(g->k_write[L + il], g->k_read[il], GGML_DEP_WAR));
-            CHECK(has_dep(g->v_write[L + il], g->v_read[il], GGML_DEP_WAR));
+            ggml_tensor * k_write0 = get("k_write", il, 0), * k_write1 = get("k_write", il, 1);
+            ggml_tensor * k_read0 = get(k_reader, il, 0);
+            CHECK(has_dep(k_write1, k_read0, GGML_DEP_WAR));
+            CHECK(has_dep(get("v_write", il, 1), get(v_reader, il, 0), GGML_DEP_WAR));
             // set_rows keeps the rows it does not write: the second write reads (RAW) the first's result
-            CHECK((has_dep(g->k_write[L + il], g->k_write[il], GGML_DEP_RAW) || has_dep(g->k_write[L + il], g->k_write[il], GGML_DEP_WAW)));
-            CHECK(has_dep(g->k_read[L + il], g->k_write[L + il], GGML_DEP_RAW));
-            CHECK(index(g->k_read[il]) < index(g->k_write[L + il]));
+            CHECK((has_dep(k_write1, k_write0, GGML_DEP_RAW) || has_dep(k_write1, k_write0, GGML_DEP_WAW)));
+            CHECK(has_dep(get(k_reader, il, 1), k_write1, GGML_DEP_RAW));
+            CHECK(node_position(g->gf, k_read0) < node_position(g->gf, k_write1));
         }
         // chunk 1's first layer does not wait for chunk 0's last layer: only for the cache
-        CHECK_FALSE(has_dep(g->k_write[L], g->k_read[L - 1], GGML_DEP_WAR));
+        CHECK_FALSE(has_dep(get("k_write", 0, 1), get(k_reader, L - 1, 0), GGML_DEP_WAR));
         CHECK(ggml_graph_validate(g->gf, nullptr, 0, nullptr) == 0);
     }
 }

@@ -405,32 +405,26 @@ TEST_CASE("graph: cache writes are ordered before the attention reads by RAW edg
         shape.flash_attn = flash;
         auto g = kvg::build_llama_graph(*model, kv, shape, &e);
         REQUIRE(g);
-        REQUIRE(g->k_write.size() == 5);
-        auto has_raw = [](const ggml_tensor * reader, const ggml_tensor * writer) {
-            for (int i = 0; i < ggml_n_control_deps(reader); ++i) {
-                ggml_dep_kind kind;
-                if (ggml_get_control_dep(reader, i, &kind) == writer && kind == GGML_DEP_RAW) return true;
-            }
-            return false;
+        auto get = [&](const char * what, int il) {
+            ggml_tensor * t = graph_tensor(g->gf, what, il, 0);
+            REQUIRE(t != nullptr);
+            return t;
         };
-        auto index = [&](const ggml_tensor * t) {
-            for (int i = 0; i < ggml_graph_n_nodes(g->gf); ++i) {
-                if (ggml_graph_node(g->gf, i) == t) return i;
-            }
-            return -1;
-        };
-        for (size_t il = 0; il < g->k_write.size(); ++il) {
+        CHECK(graph_tensor(g->gf, "k_write", 5, 0) == nullptr); // 5 layers
+        for (int il = 0; il < 5; ++il) {
             CAPTURE(il);
-            CHECK(g->k_write[il]->op == GGML_OP_SET_ROWS);
-            CHECK(g->k_write[il]->view_src == kv.k[il]);
-            CHECK(g->v_write[il]->view_src == kv.v[il]);
-            CHECK(has_raw(g->k_read[il], g->k_write[il]));
-            CHECK(has_raw(g->v_read[il], g->v_write[il]));
-            if (!flash) CHECK_FALSE(has_raw(g->k_read[il], g->v_write[il])); // K alone: no edge to the V write
+            ggml_tensor * k_write = get("k_write", il), * v_write = get("v_write", il);
+            ggml_tensor * k_read = get(flash ? "kv_read" : "k_read", il), * v_read = get(flash ? "kv_read" : "v_read", il);
+            CHECK(k_write->op == GGML_OP_SET_ROWS);
+            CHECK(k_write->view_src == kv.k[il]);
+            CHECK(v_write->view_src == kv.v[il]);
+            CHECK(has_dep(k_read, k_write, GGML_DEP_RAW));
+            CHECK(has_dep(v_read, v_write, GGML_DEP_RAW));
+            if (!flash) CHECK_FALSE(has_dep(k_read, v_write, GGML_DEP_RAW)); // K alone: no edge to the V write
             // the writes are in the graph only through those edges, before their readers
-            CHECK(index(g->k_write[il]) >= 0);
-            CHECK(index(g->k_write[il]) < index(g->k_read[il]));
-            CHECK(index(g->v_write[il]) < index(g->v_read[il]));
+            CHECK(node_position(g->gf, k_write) >= 0);
+            CHECK(node_position(g->gf, k_write) < node_position(g->gf, k_read));
+            CHECK(node_position(g->gf, v_write) < node_position(g->gf, v_read));
         }
         CHECK(ggml_graph_validate(g->gf, nullptr, 0, nullptr) == 0);
         // intermediates share one planned buffer, smaller than giving each its own bytes

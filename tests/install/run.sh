@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds and runs two consumers against it:
 # a C-only CMake project with find_package(kvgraph), and a plain compiler line from pkg-config.
+# ctest runs it on the static build; scripts/check-shared-install.sh on a shared one.
 # usage: run.sh BUILD_DIR SOURCE_DIR MODEL GREEDY_FIXTURE (the first 8 ids are expected)
 set -euo pipefail
 build=$1; src=$2; model=$3
@@ -20,6 +21,7 @@ got=$("$work/pc-consumer" "$model")
 echo "tokens: $got"
 [ "$(echo $got)" = "$(echo $expected)" ] || { echo "expected: $expected"; exit 1; }
 test -x "$work/prefix/bin/kvg-generate"
+"$work/prefix/bin/kvg-generate" --help > /dev/null # starts: finds its libraries (RPATH in a shared build)
 # headers and libraries under their own names, beside where upstream ggml installs its own
 test -f "$work/prefix/include/kvgraph/ggml.h"
 test ! -e "$work/prefix/include/ggml.h"
