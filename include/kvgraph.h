@@ -263,13 +263,70 @@ struct kvg_sampler_params {
 struct kvg_sampler_params kvg_sampler_default_params(void);
 struct kvg_sampler * kvg_sampler_new(struct kvg_sampler_params params); // NULL if out of memory
 void kvg_sampler_free(struct kvg_sampler * sampler);
-// Samples a token and accepts it (as llama.cpp's llama_sampler_sample). -1 if sampler or
-// logits is NULL or n_vocab <= 0.
+// Samples a token and accepts it (as llama.cpp's llama_sampler_sample); works on every kind of
+// sampler. A chain or stage runs on logits[0..n_vocab) as candidates in id order and returns
+// the token at `selected`; when no stage selected one (no greedy or dist stage) it returns the
+// best candidate left: highest logit (NaN below all), lowest id on ties, a greedy fallback.
+// -1 if sampler or logits is NULL or n_vocab <= 0.
 kvg_token kvg_sampler_sample(struct kvg_sampler * sampler, const float * logits, int32_t n_vocab);
-// Tells the penalties about a token of the text that was not sampled (the prompt's).
+// Tells the penalties about a token of the text that was not sampled (the prompt's); a chain
+// passes it to every stage.
 void kvg_sampler_accept(struct kvg_sampler * sampler, kvg_token token);
-// Forgets the accepted tokens and restarts the random numbers from the seed.
+// Forgets the accepted tokens and restarts the random numbers from the seed (every stage of a chain).
 void kvg_sampler_reset(struct kvg_sampler * sampler);
+
+// ---- sampler chains (llama.cpp's llama_sampler_chain_* and llama_sampler_init_*) ----------------
+// A chain runs its stages in the order added on an array of candidates; each stage narrows or
+// rescores it and greedy / dist pick one. The chain penalties, top_k, min_p, temp, top_p,
+// dist(seed) draws exactly the tokens kvg_sampler_new draws with the same params and seed.
+// Every kvg_sampler_init_* returns a stage to add to a chain or to use alone (any kvg_sampler_*
+// function takes it); NULL only if out of memory.
+struct kvg_token_data {
+    kvg_token id;
+    float logit;
+    float p;       // probability, written by top_p (before its cut) and dist; else left as is
+};
+struct kvg_token_data_array {
+    struct kvg_token_data * data;
+    size_t size;
+    int64_t selected; // index into data of the chosen candidate, -1: none
+    bool sorted;      // data is in logit-descending order (stages keep this up to date)
+};
+struct kvg_sampler * kvg_sampler_chain_new(void); // empty chain; NULL if out of memory
+// Appends stage to chain, which then owns it: do not use or free the stage afterwards. false
+// (and the caller keeps the stage) if chain is NULL or not a chain, stage is NULL, from
+// kvg_sampler_new or the chain itself, or out of memory. A chain may be added to another.
+bool kvg_sampler_chain_add(struct kvg_sampler * chain, struct kvg_sampler * stage);
+// Number of stages in chain; -1 if chain is NULL or not a chain.
+int32_t kvg_sampler_chain_n(const struct kvg_sampler * chain);
+// Selects the highest logit (lowest id on ties, NaN skipped).
+struct kvg_sampler * kvg_sampler_init_greedy(void);
+// Draws from the softmax of the candidates left (at the temperature of earlier temp stages),
+// writes their p and sets selected; one random number per draw from splitmix64 seeded with
+// seed (reset restarts it). If the top logit is +inf or no logit is finite it selects the best
+// candidate without drawing. Unlike llama.cpp, no seed value means "random".
+struct kvg_sampler * kvg_sampler_init_dist(uint64_t seed);
+// Keeps the k highest logits (ties: lower id) and sorts them; k <= 0 or k >= size: off.
+struct kvg_sampler * kvg_sampler_init_top_k(int32_t k);
+// Keeps the smallest most-probable set whose probability reaches p, at least min_keep (and
+// one) tokens, sorted; p >= 1 (or NaN): off; p <= 0 keeps max(1, min_keep).
+struct kvg_sampler * kvg_sampler_init_top_p(float p, size_t min_keep);
+// Keeps the tokens with probability >= p x the top token's (p above 1 counts as 1), in their
+// order; if fewer than min_keep pass, the min_keep most probable, sorted. p <= 0 (or NaN): off.
+struct kvg_sampler * kvg_sampler_init_min_p(float p, size_t min_keep);
+// Divides the logits by t; t <= 0 (or NaN) keeps only the best candidate (the array shrinks to
+// it; llama.cpp instead sets the other logits to -inf).
+struct kvg_sampler * kvg_sampler_init_temp(float t);
+// On the tokens accepted so far (kvg_sampler_accept / _sample), the last last_n of them (-1,
+// or any negative: all; 0: off): a token seen there has its logit divided by repeat
+// (multiplied when <= 0), then lowered by freq x its count and by present once. repeat 1,
+// freq 0 and present 0: off. Marks the array unsorted.
+struct kvg_sampler * kvg_sampler_init_penalties(int32_t last_n, float repeat, float freq, float present);
+// Runs a chain or stage on cur_p (selected is reset to -1 first; the array shrinks in place,
+// its first size entries are the candidates left) and divides the logits by any temperature.
+// false if sampler or cur_p is NULL, cur_p->data is NULL with size > 0, sampler is from
+// kvg_sampler_new (it has no stages: use kvg_sampler_sample) or out of memory.
+bool kvg_sampler_apply(struct kvg_sampler * sampler, struct kvg_token_data_array * cur_p);
 // Index of the largest logit (the first of ties); -1 if logits is NULL or n_vocab <= 0.
 kvg_token kvg_argmax(const float * logits, int32_t n_vocab);
 

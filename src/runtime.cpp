@@ -1,12 +1,11 @@
 // The kvg_* C API: models, contexts (KV cache + reusable graphs + the decode loop),
-// tokenizer and sampler wrappers.
+// tokenizer wrappers (the sampling ones are in sampler-api.cpp).
 #include "kvgraph.h"
 
 #include "ggml-cpu.h"
 #include "kv-cache.h"
 #include "llama-graph.h"
 #include "model.h"
-#include "sampler.h"
 #include "status.h"
 
 #include <algorithm>
@@ -19,10 +18,6 @@
 
 struct kvg_model {
     std::unique_ptr<kvg::Model> m;
-};
-
-struct kvg_sampler {
-    kvg::Sampler s;
 };
 
 // Graph shapes kept alive at once (least recently used is dropped).
@@ -533,58 +528,3 @@ const float * kvg_get_logits(kvg_context * ctx, int32_t i) {
     if (i < 0 || i >= ctx->n_batch_tokens || ctx->logit_row[i] < 0) return nullptr;
     return ctx->logits.data() + (size_t) ctx->logit_row[i] * ctx->model->hp.n_vocab;
 }
-
-// ---- sampling ---------------------------------------------------------------------------------------------
-
-kvg_sampler_params kvg_sampler_default_params(void) {
-    const kvg::SamplerParams d;
-    kvg_sampler_params p;
-    p.temp = d.temp;
-    p.top_k = d.top_k;
-    p.top_p = d.top_p;
-    p.seed = d.seed;
-    p.min_p = d.min_p;
-    p.repeat_penalty = d.repeat_penalty;
-    p.repeat_last_n = d.repeat_last_n;
-    p.frequency_penalty = d.frequency_penalty;
-    p.presence_penalty = d.presence_penalty;
-    return p;
-}
-
-kvg_sampler * kvg_sampler_new(kvg_sampler_params params) try {
-    kvg::SamplerParams p;
-    p.temp = params.temp;
-    p.top_k = params.top_k;
-    p.top_p = params.top_p;
-    p.seed = params.seed;
-    p.min_p = params.min_p;
-    p.repeat_penalty = params.repeat_penalty;
-    p.repeat_last_n = params.repeat_last_n;
-    p.frequency_penalty = params.frequency_penalty;
-    p.presence_penalty = params.presence_penalty;
-    return new kvg_sampler{kvg::Sampler(p)};
-} catch (...) {
-    return nullptr;
-}
-
-void kvg_sampler_free(kvg_sampler * sampler) { delete sampler; }
-
-kvg_token kvg_sampler_sample(kvg_sampler * sampler, const float * logits, int32_t n_vocab) try {
-    if (!sampler || !logits || n_vocab <= 0) return -1;
-    const kvg_token t = sampler->s.sample(logits, n_vocab);
-    sampler->s.accept(t);
-    return t;
-} catch (...) {
-    return -1;
-}
-
-void kvg_sampler_accept(kvg_sampler * sampler, kvg_token token) try {
-    if (sampler) sampler->s.accept(token);
-} catch (...) {
-}
-
-void kvg_sampler_reset(kvg_sampler * sampler) {
-    if (sampler) sampler->s.reset();
-}
-
-kvg_token kvg_argmax(const float * logits, int32_t n_vocab) { return logits && n_vocab > 0 ? kvg::Sampler::argmax(logits, n_vocab) : -1; }

@@ -113,29 +113,12 @@ double Sampler::prepare(const float* logits, int n) {
     const double p = std::max(0.0, (double)top_p);
 
     if (!sorted) {
-        // Avoid sorting the whole vocab: tokens with probability below
-        // (1-p)/(m-1) sum to less than 1-p, so the nucleus is complete before
-        // reaching any of them. Halving the cutoff leaves room for rounding.
-        const size_t m = cand_.size();
-        if (m > 1) {
-            const double cutoff = 0.5 * (1.0 - p) / (double)(m - 1) * sum;
-            cand_.erase(std::remove_if(cand_.begin(), cand_.end(), [&](const Cand& c) { return c.w < cutoff; }),
-                        cand_.end());
-        }
+        drop_outside_nucleus(cand_, p, sum);
         std::sort(cand_.begin(), cand_.end(), before);
     }
 
     // Smallest prefix whose probability reaches p (at least one token).
-    const double target = p * sum;
-    double cum = 0.0;
-    size_t keep = cand_.size();
-    for (size_t i = 0; i < cand_.size(); i++) {
-        cum += cand_[i].w;
-        if (cum >= target) {
-            keep = i + 1;
-            break;
-        }
-    }
+    const size_t keep = nucleus_size(cand_, p * sum);
     cand_.resize(keep);
     sum = 0.0;
     for (const Cand& c : cand_) sum += c.w;

@@ -7,6 +7,8 @@
 // enters except the last bits of exp().
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -24,6 +26,32 @@ public:
 private:
     uint64_t state_;
 };
+
+// Top-p helpers shared by Sampler and the chain's top-p stage; T has a double w, the
+// candidate's unnormalised probability, and sum is their total.
+//
+// Drops candidates that cannot be in the nucleus of probability p, so fewer need sorting:
+// those below (1-p)/(m-1) of the total sum to less than 1-p, so the nucleus is complete
+// before any of them. Halving the cutoff leaves room for rounding.
+template <typename T>
+void drop_outside_nucleus(std::vector<T> & c, double p, double sum) {
+    const size_t m = c.size();
+    if (m <= 1) return;
+    const double cutoff = 0.5 * (1.0 - p) / (double) (m - 1) * sum;
+    c.erase(std::remove_if(c.begin(), c.end(), [&](const T & x) { return x.w < cutoff; }), c.end());
+}
+
+// Length of the smallest prefix of c (most likely first) whose weight reaches target; all of c
+// if none does.
+template <typename T>
+size_t nucleus_size(const std::vector<T> & c, double target) {
+    double cum = 0.0;
+    for (size_t i = 0; i < c.size(); i++) {
+        cum += c[i].w;
+        if (cum >= target) return i + 1;
+    }
+    return c.size();
+}
 
 struct SamplerParams {
     float temp = 0.8f;   // <= 0: greedy

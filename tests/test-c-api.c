@@ -1,8 +1,10 @@
 /* The library used from plain C99, the way a ggml program does: a context with a
  * memory size, tensors, a view, mul_mat + add, a graph computed on 2 threads, results
- * read back element by element and compared with naive loops. Exit code 0 = pass. */
+ * read back element by element and compared with naive loops; then kvgraph.h's sampler
+ * chain, so the header is checked as C. Exit code 0 = pass. */
 #include "ggml.h"
 #include "ggml-cpu.h"
+#include "kvgraph.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +14,56 @@ enum { K = 37, N = 13, M = 9, ROWS = 20, FIRST_ROW = 5 };
 static float value_a(int n, int k) { return (float) ((n * 7 + k * 3) % 11) * 0.125f - 0.5f; }
 static float value_x(int r, int k) { return (float) ((r * 5 + k) % 13) * 0.0625f - 0.25f; }
 static float value_bias(int n) { return 0.5f * (float) n - 2.0f; }
+
+/* A chain of top-k 2 and a seeded draw: only the two best logits come out, both of them, and
+ * apply on a token data array selects one of the two it keeps. Returns the number of failures. */
+static int check_sampler_chain(void) {
+    const float logits[5] = {0.5f, 3.0f, -1.0f, 2.5f, 1.0f};
+    struct kvg_token_data data[5];
+    struct kvg_token_data_array arr;
+    struct kvg_sampler * chain = kvg_sampler_chain_new();
+    int i, failures = 0, seen1 = 0, seen3 = 0;
+
+    if (!chain || !kvg_sampler_chain_add(chain, kvg_sampler_init_top_k(2)) ||
+        !kvg_sampler_chain_add(chain, kvg_sampler_init_temp(1.0f)) ||
+        !kvg_sampler_chain_add(chain, kvg_sampler_init_dist(1234))) {
+        printf("building the sampler chain failed\n");
+        kvg_sampler_free(chain);
+        return 1;
+    }
+    if (kvg_sampler_chain_n(chain) != 3 || kvg_sampler_chain_add(NULL, NULL) || kvg_sampler_chain_n(NULL) != -1) {
+        printf("kvg_sampler_chain_n / _add on NULL: unexpected results\n");
+        ++failures;
+    }
+    for (i = 0; i < 200; ++i) {
+        const kvg_token t = kvg_sampler_sample(chain, logits, 5);
+        seen1 += t == 1;
+        seen3 += t == 3;
+        if (t != 1 && t != 3) {
+            printf("chain sampled %d, outside the top 2\n", (int) t);
+            ++failures;
+        }
+    }
+    if (!seen1 || !seen3) {
+        printf("chain never sampled one of the top 2 (%d, %d)\n", seen1, seen3);
+        ++failures;
+    }
+    for (i = 0; i < 5; ++i) {
+        data[i].id = i;
+        data[i].logit = logits[i];
+        data[i].p = 0.0f;
+    }
+    arr.data = data;
+    arr.size = 5;
+    arr.selected = -1;
+    arr.sorted = false;
+    if (!kvg_sampler_apply(chain, &arr) || arr.size != 2 || arr.selected < 0 || arr.selected >= 2 || !arr.sorted) {
+        printf("kvg_sampler_apply: size %d selected %d\n", (int) arr.size, (int) arr.selected);
+        ++failures;
+    }
+    kvg_sampler_free(chain);
+    return failures;
+}
 
 int main(void) {
     struct ggml_init_params params;
@@ -92,6 +144,8 @@ int main(void) {
     }
 
     ggml_free(ctx);
+    failures += check_sampler_chain();
+    ++checked;
     printf("test-c-api: %d checks, %d mismatches\n", checked, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "sampler.h"
+#include "sampler-test-common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,18 +24,6 @@ SamplerParams make_params(float temp, int top_k, float top_p, uint64_t seed) {
     p.top_p = top_p;
     p.seed = seed;
     return p;
-}
-
-// Logits from a separate generator (an LCG) so the test data does not depend
-// on the code under test.
-std::vector<float> random_logits(int n, uint32_t seed, float scale) {
-    std::vector<float> v((size_t)n);
-    uint32_t s = seed;
-    for (float& x : v) {
-        s = s * 1664525u + 1013904223u;
-        x = ((float)(s >> 8) / 16777216.0f - 0.5f) * 2.0f * scale;
-    }
-    return v;
 }
 
 // Naive reference: full sort, softmax over the top-k, then the nucleus.

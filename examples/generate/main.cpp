@@ -75,6 +75,25 @@ static bool ends_with_stop(const std::string & text, const std::vector<std::stri
     return false;
 }
 
+// The sampler as a chain of llama.cpp-style stages; it draws exactly what kvg_sampler_new(p)
+// draws with the same params and seed.
+static kvg_sampler * make_sampler(const kvg_sampler_params & p) {
+    kvg_sampler * chain = kvg_sampler_chain_new();
+    kvg_sampler * stages[] = {
+        kvg_sampler_init_penalties(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty),
+        kvg_sampler_init_top_k(p.top_k), kvg_sampler_init_min_p(p.min_p, 1), kvg_sampler_init_temp(p.temp),
+        kvg_sampler_init_top_p(p.top_p, 1), kvg_sampler_init_dist(p.seed)};
+    bool ok = chain != nullptr;
+    for (kvg_sampler * s : stages) {
+        if (ok && kvg_sampler_chain_add(chain, s)) continue;
+        kvg_sampler_free(s); // not taken by the chain
+        ok = false;
+    }
+    if (ok) return chain;
+    kvg_sampler_free(chain);
+    return kvg_sampler_new(p); // out of memory: the one-call sampler, same draws
+}
+
 // The next token: the penalties know the text so far; --ignore-eos takes EOS out of the choice.
 static kvg_token next_token(kvg_sampler * smpl, const float * logits, int n_vocab, kvg_token eos, bool ignore_eos,
                             std::vector<float> * scratch) {
@@ -109,7 +128,7 @@ static int generate_one(kvg_model * model, kvg_context * ctx, const options & o,
     }
     const double t_prompt = now_s() - t0;
 
-    kvg_sampler * smpl = kvg_sampler_new(o.sp);
+    kvg_sampler * smpl = make_sampler(o.sp);
     for (kvg_token t : tokens) kvg_sampler_accept(smpl, t); // the penalties see the prompt too
     const int n_vocab = kvg_model_n_vocab(model), n_gen = o.n_gen;
     int n_generated = 0;
@@ -207,7 +226,7 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
     for (int s = 0; s < n_seq; ++s) {
         kvg_sampler_params p = sp;
         p.seed = sp.seed + (uint64_t) s; // independent streams
-        smpl[s] = kvg_sampler_new(p);
+        smpl[s] = make_sampler(p);
         for (size_t i = 0; i < toks[s].size(); ++i) text[s] += kvg_model_has_vocab(model) ? piece(model, i ? toks[s][i - 1] : -1, toks[s][i]) : "";
         print_lines(s, &text[s], false);
     }

@@ -1,0 +1,71 @@
+// A sampler chain in the style of llama.cpp's: stages (penalties, top-k, min-p, temperature,
+// top-p, greedy, dist) each narrow or rescore an array of candidates in turn, and greedy or
+// dist picks one of them.
+//
+// The stages reproduce Sampler (sampler.h) exactly when chained as penalties, top-k, min-p,
+// temp, top-p, dist(seed): the same candidate total order (logit descending, id ascending),
+// the same weights exp((logit - max) / temp) in double and one Rng::next_double() per draw.
+#pragma once
+
+#include "kvgraph.h"
+#include "sampler.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace kvg {
+
+// The array a stage works on, plus the temperature the stages so far asked for but that is not
+// yet divided into the logits: later stages fold it into their probabilities in double, as
+// Sampler does, so rounding the scaled logits to float does not shift the draws.
+struct Candidates {
+    kvg_token_data_array & a;
+    double temp = 1.0;
+    // Divides the logits by temp and sets temp to 1 (before anything that adds to logits).
+    void fold_temp();
+};
+
+class SamplerStage {
+public:
+    virtual ~SamplerStage() = default;
+    virtual void apply(Candidates & c) = 0;
+    virtual void accept(int /*token*/) {}
+    virtual void reset() {}
+};
+
+class SamplerChain : public SamplerStage {
+public:
+    // Takes stage; if this throws (out of memory), stage is left as it was.
+    void add(std::unique_ptr<SamplerStage> && stage) { stages_.push_back(std::move(stage)); }
+    size_t size() const { return stages_.size(); }
+    void apply(Candidates & c) override;
+    void accept(int token) override;
+    void reset() override;
+
+private:
+    std::vector<std::unique_ptr<SamplerStage>> stages_;
+};
+
+std::unique_ptr<SamplerStage> make_greedy_stage();
+std::unique_ptr<SamplerStage> make_dist_stage(uint64_t seed);
+std::unique_ptr<SamplerStage> make_top_k_stage(int k);
+std::unique_ptr<SamplerStage> make_top_p_stage(float p, size_t min_keep);
+std::unique_ptr<SamplerStage> make_min_p_stage(float p, size_t min_keep);
+std::unique_ptr<SamplerStage> make_temp_stage(float t);
+std::unique_ptr<SamplerStage> make_penalties_stage(int last_n, float repeat, float freq, float present);
+
+// Index of the best candidate: highest logit, NaN below everything, lowest id on ties.
+// a.size must be > 0.
+size_t best_candidate(const kvg_token_data_array & a);
+
+// Runs stage on a (selected reset to -1 first) and writes the pending temperature into the logits.
+void apply_stage(SamplerStage & stage, kvg_token_data_array & a);
+
+// Runs stage on logits[0..n) as candidates in id order and returns the selected token, or the
+// best candidate left when no stage selected one (a greedy fallback). Does not accept it.
+// -1 if logits is null or n <= 0. scratch is reused across calls.
+int sample_stage(SamplerStage & stage, const float * logits, int n, std::vector<kvg_token_data> & scratch);
+
+}  // namespace kvg
