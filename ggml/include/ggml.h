@@ -389,6 +389,31 @@ GGML_API struct ggml_tensor * ggml_roll(struct ggml_context * ctx, struct ggml_t
 // a's elements first
 GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim);
 
+// ---- windowed attention with relative positions (SAM's image encoder) ----
+// win_part, win_unpart and get_rel_pos copy elements of any non-block type (F32, F16,
+// BF16, I32, ...; the result has a's type); add_rel_pos is F32.
+// Partition into non-overlapping w x w windows, zero-padded past a's edge:
+// a [C, W, H, 1] -> [C, w, w, npx*npy], npx = ceil(W/w), npy = ceil(H/w); window
+// py*npx + px holds a's positions (px*w + i, py*w + j) at (i, j).
+// Example: a [768, 64, 64, 1], w 14 -> [768, 14, 14, 25].
+GGML_API struct ggml_tensor * ggml_win_part(struct ggml_context * ctx, struct ggml_tensor * a, int w);
+// The reverse of ggml_win_part (the padding dropped): a [C, w, w, >= npx*npy] -> [C, w0, h0],
+// npx = ceil(w0/w), npy = ceil(h0/w); position (x, y) is a's (x%w, y%w) of window
+// (y/w)*npx + x/w.
+GGML_API struct ggml_tensor * ggml_win_unpart(struct ggml_context * ctx, struct ggml_tensor * a, int w0, int h0, int w);
+// Relative-position embeddings gathered per (query, key) pair: a [C, 2k - 1] (one row per
+// offset, offset k - 1 at distance 0), qh == kh == k -> [C, k, k], row (i, j) (key i,
+// query j) = a's row (k - 1) + j - i. As ggml, query and key sizes must be equal.
+GGML_API struct ggml_tensor * ggml_get_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, int qh, int kh);
+// Decomposed relative-position bias added to attention scores: a [k*k, qw*qh, B, 1] (row
+// (qw, qh, b): the scores of one query against k x k keys, kw fastest), pw and ph
+// [k, qw, qh, B] (same shape; all F32): element kh*k + kw of a's row (qw, qh, b) gets
+// ph[kh, qw, qh, b] + pw[kw, qw, qh, b]. The sum is formed in ggml's order (bit-identical
+// results). Result a's shape; _inplace writes a's bytes and returns a view of a.
+GGML_API struct ggml_tensor * ggml_add_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw, struct ggml_tensor * ph);
+GGML_API struct ggml_tensor * ggml_add_rel_pos_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw,
+                                                       struct ggml_tensor * ph);
+
 // each row (along ne[0]) normalized: norm to mean 0 and variance 1, rms_norm to mean square
 // 1 (x / sqrt(mean(x^2) + eps)); shape unchanged
 GGML_API struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);

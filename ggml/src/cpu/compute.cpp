@@ -106,6 +106,10 @@ void ggml_compute_forward(const ggml_compute_params * params, ggml_tensor * node
         case GGML_OP_TIMESTEP_EMBEDDING: ggml_compute_forward_timestep_embedding(params, node); break;
         case GGML_OP_PAD_REFLECT_1D: ggml_compute_forward_pad_reflect_1d(params, node); break;
         case GGML_OP_ROLL: ggml_compute_forward_roll(params, node); break;
+        case GGML_OP_WIN_PART: ggml_compute_forward_win_part(params, node); break;
+        case GGML_OP_WIN_UNPART: ggml_compute_forward_win_unpart(params, node); break;
+        case GGML_OP_GET_REL_POS: ggml_compute_forward_get_rel_pos(params, node); break;
+        case GGML_OP_ADD_REL_POS: ggml_compute_forward_add_rel_pos(params, node); break;
         case GGML_OP_NORM:
         case GGML_OP_RMS_NORM: ggml_compute_forward_norm(params, node); break;
         case GGML_OP_SOFT_MAX: ggml_compute_forward_soft_max(params, node); break;

@@ -50,6 +50,12 @@ void ggml_compute_forward_pad_reflect_1d(const ggml_compute_params * params, ggm
 void ggml_compute_forward_roll(const ggml_compute_params * params, ggml_tensor * dst);
 void ggml_compute_forward_repeat(const ggml_compute_params * params, ggml_tensor * dst);
 
+// kernels-window.cpp (SAM's windowed attention)
+void ggml_compute_forward_win_part(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_win_unpart(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_get_rel_pos(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_add_rel_pos(const ggml_compute_params * params, ggml_tensor * dst);
+
 // kernels-norm.cpp
 void ggml_compute_forward_norm(const ggml_compute_params * params, ggml_tensor * dst);     // NORM, RMS_NORM
 void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tensor * dst);
