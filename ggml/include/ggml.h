@@ -67,6 +67,7 @@ enum ggml_type {
     GGML_TYPE_Q5_0 = 6,
     GGML_TYPE_Q5_1 = 7,
     GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_Q8_1 = 9,  // ggml's; kvgraph neither reads nor encodes it
     GGML_TYPE_Q2_K = 10,
     GGML_TYPE_Q3_K = 11,
     GGML_TYPE_Q4_K = 12,
@@ -79,7 +80,23 @@ enum ggml_type {
     GGML_TYPE_I32  = 26,
     GGML_TYPE_I64  = 27,
     GGML_TYPE_BF16 = 30,
-    // 31..42: other formats of ggml 0.21 that kvgraph does not read
+    // ggml 0.21's other formats, named so that programs written for ggml build; kvgraph
+    // neither reads nor encodes them (ggml_get_type_traits: blck_size 0, no conversions)
+    GGML_TYPE_IQ2_XXS = 16,
+    GGML_TYPE_IQ2_XS  = 17,
+    GGML_TYPE_IQ3_XXS = 18,
+    GGML_TYPE_IQ1_S   = 19,
+    GGML_TYPE_IQ3_S   = 21,
+    GGML_TYPE_IQ2_S   = 22,
+    GGML_TYPE_IQ4_XS  = 23,
+    GGML_TYPE_F64     = 28,
+    GGML_TYPE_IQ1_M   = 29,
+    GGML_TYPE_TQ1_0   = 34,
+    GGML_TYPE_TQ2_0   = 35,
+    GGML_TYPE_MXFP4   = 39,
+    GGML_TYPE_NVFP4   = 40,
+    GGML_TYPE_Q1_0    = 41,
+    GGML_TYPE_Q2_0    = 42,
     GGML_TYPE_COUNT = 43,
 };
 
@@ -216,6 +233,30 @@ struct ggml_type_traits {
 };
 
 GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
+
+// ---- quantization ------------------------------------------------------------
+// Encoding f32 into a type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K and Q8_K (bit-compatible with ggml's block layouts). The same
+// encoders are the types' from_float_ref (ggml_get_type_traits) and from_float
+// (ggml_get_type_traits_cpu; Q8_0 and Q8_K use a SIMD path there). They choose each block's
+// scale (and min) by least squares over candidate scales, not by ggml's algorithms: bytes
+// differ from ggml's, values decode the same way in both.
+// kvgraph's encoders keep no tables: init and free do nothing (safe from any thread).
+GGML_API void ggml_quantize_init(enum ggml_type type);
+GGML_API void ggml_quantize_free(void);
+// true for the types that ggml cannot encode without an importance matrix: IQ2_XXS, IQ2_XS,
+// IQ1_S, IQ1_M (kvgraph encodes none of them)
+GGML_API bool ggml_quantize_requires_imatrix(enum ggml_type type);
+// Encodes nrows rows of n_per_row values (a multiple of the block size) starting at value
+// `start` of src (a multiple of n_per_row) into dst, at the rows' place in a tensor of such
+// rows (dst + start / n_per_row * ggml_row_size(type, n_per_row)); returns the bytes
+// written, nrows * ggml_row_size(type, n_per_row). imatrix: n_per_row importance weights
+// (the error of column j counts imatrix[j] times; NULL: all 1), used by Q4_1, Q5_0, Q5_1,
+// IQ4_NL and the k-quants, ignored by the others. A type kvgraph cannot encode (IQ2_*, IQ3_*,
+// TQ*, MXFP4, ...) aborts with a message naming it (ggml aborts too for types it has no
+// encoder for). Thread-safe: chunks of one tensor may be encoded in parallel.
+GGML_API size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows,
+                                    int64_t n_per_row, const float * imatrix);
 
 // ---- misc --------------------------------------------------------------------
 GGML_API void    ggml_time_init(void);
