@@ -232,6 +232,8 @@ struct ggml_type_traits {
     ggml_from_float_t from_float_ref;
 };
 
+// As ggml, F32 has no to_float (and from_float_ref copies); types kvgraph cannot read have
+// blck_size 0 and no conversions.
 GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 
 // ---- quantization ------------------------------------------------------------
