@@ -206,9 +206,12 @@ ggml_tensor * KvCache::write_k(ggml_context * gctx, int il, ggml_tensor * cur, g
     return ggml_set_rows(gctx, k[il], ggml_reshape_2d(gctx, by_channel, GGML_KV_GROUP, (int64_t) n_embd_kv * n_seq), group_rows);
 }
 
+static void copy_f32_row(const void * x, float * y, int64_t k) { std::memcpy(y, x, (size_t) k * sizeof(float)); }
+
 void KvCache::load_recent(int seq, int group) {
     // dequantize the channel rows of group `group` back into the sequence's k_recent rows
-    const ggml_to_float_t to_float = ggml_get_type_traits(type)->to_float;
+    // (ggml's traits have no to_float for f32: a copy)
+    const ggml_to_float_t to_float = type == GGML_TYPE_F32 ? copy_f32_row : ggml_get_type_traits(type)->to_float;
     float block[GGML_KV_GROUP];
     // A ring never rewrites its sink slots: their rows are saved in f32 when their group
     // leaves k_recent and restored when it comes back. Dequantized, they would be

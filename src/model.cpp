@@ -435,9 +435,10 @@ struct GgufReader {
 };
 
 // Types the CPU matmul runs directly: f32, f16, bf16 and llama.cpp's block types
-// (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, iq4_nl).
+// (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, iq4_nl). Not q8_K: the k-quants' activation
+// format has a vec_dot (with itself) but no matmul kernel.
 bool is_weight_type(ggml_type t) {
-    return t >= 0 && t < GGML_TYPE_COUNT && ggml_get_type_traits_cpu(t)->vec_dot != nullptr;
+    return t >= 0 && t < GGML_TYPE_COUNT && t != GGML_TYPE_Q8_K && ggml_get_type_traits_cpu(t)->vec_dot != nullptr;
 }
 
 // Block formats the library can read but has no kernels for: widened to f32 at load.
@@ -846,7 +847,9 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
         const ggml_type_traits * from = ggml_get_type_traits(s->type);
         const ggml_type_traits * to = ggml_get_type_traits(t);
         for (int64_t i = 0; i < s->ne[1]; ++i) {
-            from->to_float((const char *) s->data + i * s->nb[1], row.data(), s->ne[0]);
+            const char * srow = (const char *) s->data + i * s->nb[1];
+            if (s->type == GGML_TYPE_F32) std::memcpy(row.data(), srow, row.size() * sizeof(float)); // no f32 to_float (as ggml)
+            else from->to_float(srow, row.data(), s->ne[0]);
             to->from_float_ref(row.data(), (char *) d->data + i * d->nb[1], s->ne[0]);
         }
         gguf_add_tensor(g, d);

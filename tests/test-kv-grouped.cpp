@@ -13,6 +13,7 @@
 #include "ggml.h"
 #include "kv-cache.h"
 #include "llama-graph.h"
+#include "types.h"
 
 #include <algorithm>
 #include <cmath>
@@ -68,7 +69,7 @@ double run_grouped_case(const KernelCase & kc) {
                     continue;
                 }
                 tr->from_float_ref(blk, row, G);
-                tr->to_float(row, blk, G);
+                kvg::row_decoder(kc.kt)(row, blk, G);
                 for (int t = 0; t < G; ++t) kref[at(s, g * G + t, c)] = blk[t];
             }
         }
@@ -91,7 +92,7 @@ double run_grouped_case(const KernelCase & kc) {
             if (j >= len[s]) { std::memset(dst, 0xff, v->nb[1]); continue; }
             for (float & x : row) x = U(rng);
             ggml_get_type_traits(vt)->from_float_ref(row.data(), dst, C);
-            ggml_get_type_traits(vt)->to_float(dst, &vref[((size_t) s * n_kv + j) * C], C);
+            kvg::row_decoder(vt)(dst, &vref[((size_t) s * n_kv + j) * C], C);
         }
     }
     ggml_tensor * q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, D, n_q, kc.n_head, n_seq);

@@ -20,6 +20,7 @@
 #include "kv-cache.h"
 #include "llama-graph.h"
 #include "model.h"
+#include "types.h"
 
 #include <algorithm>
 #include <cmath>
@@ -51,7 +52,7 @@ const float NEG_INF = -std::numeric_limits<float>::infinity();
 // Element i of row r of a 2-d cache tensor, as the kernel must see it (dequantized).
 std::vector<float> row_floats(const ggml_tensor * t, int64_t r) {
     std::vector<float> out(t->ne[0]);
-    ggml_get_type_traits(t->type)->to_float((const char *) t->data + r * t->nb[1], out.data(), t->ne[0]);
+    kvg::row_decoder(t->type)((const char *) t->data + r * t->nb[1], out.data(), t->ne[0]);
     return out;
 }
 

@@ -113,9 +113,9 @@ std::vector<float> read_row(const ggml_tensor * t, int64_t i1, int64_t i2, int64
 }
 
 // What the kernels see of an activation row: a round trip through the weight type's
-// vec_dot_type (q8_0 or q8_K for block types).
+// activation type (f32 for float weights, q8_0 or q8_K for block types).
 std::vector<float> as_activation(std::vector<float> x, ggml_type wtype) {
-    const ggml_type vt = ggml_get_type_traits_cpu(wtype)->vec_dot_type;
+    const ggml_type vt = kvg::mm_vec_dot_type(wtype);
     if (vt != GGML_TYPE_F32) {
         std::vector<uint8_t> q(ggml_row_size(vt, (int64_t) x.size()));
         encode_row(vt, x.data(), q.data(), (int64_t) x.size());
@@ -234,8 +234,11 @@ int64_t k_unit(ggml_type t) { return ggml_blck_size(t); }
 
 TEST_CASE("cpu traits: vec_dot types and activation conversion") {
     CHECK(ggml_get_type_traits_cpu(GGML_TYPE_F32)->vec_dot_type == GGML_TYPE_F32);
-    CHECK(ggml_get_type_traits_cpu(GGML_TYPE_F16)->vec_dot_type == GGML_TYPE_F32);
-    CHECK(ggml_get_type_traits_cpu(GGML_TYPE_BF16)->vec_dot_type == GGML_TYPE_F32);
+    // f16 and bf16: ggml's traits (same-type vec_dot); the matmul kernels take f32 activations
+    CHECK(ggml_get_type_traits_cpu(GGML_TYPE_F16)->vec_dot_type == GGML_TYPE_F16);
+    CHECK(ggml_get_type_traits_cpu(GGML_TYPE_BF16)->vec_dot_type == GGML_TYPE_BF16);
+    CHECK(kvg::mm_vec_dot_type(GGML_TYPE_F16) == GGML_TYPE_F32);
+    CHECK(kvg::mm_vec_dot_type(GGML_TYPE_BF16) == GGML_TYPE_F32);
     CHECK(ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->vec_dot_type == GGML_TYPE_Q8_0);
     CHECK(ggml_get_type_traits_cpu(GGML_TYPE_Q4_0)->vec_dot_type == GGML_TYPE_Q8_0);
     for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL}) {
@@ -254,12 +257,13 @@ TEST_CASE("cpu traits: vec_dot types and activation conversion") {
         REQUIRE(bool(tr->from_float));
         CHECK(tr->nrows == 1);
         // from_float must agree with the reference conversion of the type
-        std::vector<float> x(64);
+        const int64_t n = std::max<int64_t>(64, ggml_blck_size(t)); // a whole block of the k-quants
+        std::vector<float> x(n);
         for (auto & v : x) v = frand();
-        std::vector<uint8_t> a(ggml_row_size(t, 64)), b(a.size());
-        tr->from_float(x.data(), a.data(), 64);
+        std::vector<uint8_t> a(ggml_row_size(t, n)), b(a.size());
+        tr->from_float(x.data(), a.data(), n);
         if (t == GGML_TYPE_F32) std::memcpy(b.data(), x.data(), b.size());
-        else ggml_get_type_traits(t)->from_float_ref(x.data(), b.data(), 64);
+        else ggml_get_type_traits(t)->from_float_ref(x.data(), b.data(), n);
         CHECK(a == b);
     }
     CHECK(ggml_cpu_has_neon() == 0);
@@ -357,7 +361,7 @@ TEST_CASE("every register tile shape of every type on every path matches the sca
             CAPTURE(type_name);
             const bool quant = ggml_is_quantized(t);
             const int64_t u = ggml_blck_size(t);
-            const ggml_type vt = ggml_get_type_traits_cpu(t)->vec_dot_type;
+            const ggml_type vt = kvg::mm_vec_dot_type(t);
             const kvg::mm_kernel & mk = kern.mm[mt];
             REQUIRE(mk.rows >= 1);
             REQUIRE(mk.cols >= 1);

@@ -14,6 +14,7 @@
 #include "kv-cache.h"
 #include "llama-graph.h"
 #include "model.h"
+#include "types.h"
 
 #include <cmath>
 #include <cstdio>
@@ -347,7 +348,7 @@ TEST_CASE("quantized GGUF conversions: weights within the format's rounding, mod
             std::vector<float> row(n0);
             for (int64_t r = 0; r < a[i]->ne[1]; ++r) {
                 const float * x = (const float *) ((const char *) a[i]->data + r * a[i]->nb[1]);
-                ggml_get_type_traits(b[i]->type)->to_float((const char *) b[i]->data + r * b[i]->nb[1], row.data(), n0);
+                kvg::row_decoder(b[i]->type)((const char *) b[i]->data + r * b[i]->nb[1], row.data(), n0);
                 const int blk = ggml_is_quantized(b[i]->type) ? 32 : 1;
                 for (int64_t j0 = 0; j0 < n0; j0 += blk) {
                     const float m_abs = amax(x + j0, blk);

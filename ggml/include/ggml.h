@@ -67,6 +67,7 @@ enum ggml_type {
     GGML_TYPE_Q5_0 = 6,
     GGML_TYPE_Q5_1 = 7,
     GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_Q8_1 = 9,  // ggml's; kvgraph neither reads nor encodes it
     GGML_TYPE_Q2_K = 10,
     GGML_TYPE_Q3_K = 11,
     GGML_TYPE_Q4_K = 12,
@@ -79,7 +80,23 @@ enum ggml_type {
     GGML_TYPE_I32  = 26,
     GGML_TYPE_I64  = 27,
     GGML_TYPE_BF16 = 30,
-    // 31..42: other formats of ggml 0.21 that kvgraph does not read
+    // ggml 0.21's other formats, named so that programs written for ggml build; kvgraph
+    // neither reads nor encodes them (ggml_get_type_traits: blck_size 0, no conversions)
+    GGML_TYPE_IQ2_XXS = 16,
+    GGML_TYPE_IQ2_XS  = 17,
+    GGML_TYPE_IQ3_XXS = 18,
+    GGML_TYPE_IQ1_S   = 19,
+    GGML_TYPE_IQ3_S   = 21,
+    GGML_TYPE_IQ2_S   = 22,
+    GGML_TYPE_IQ4_XS  = 23,
+    GGML_TYPE_F64     = 28,
+    GGML_TYPE_IQ1_M   = 29,
+    GGML_TYPE_TQ1_0   = 34,
+    GGML_TYPE_TQ2_0   = 35,
+    GGML_TYPE_MXFP4   = 39,
+    GGML_TYPE_NVFP4   = 40,
+    GGML_TYPE_Q1_0    = 41,
+    GGML_TYPE_Q2_0    = 42,
     GGML_TYPE_COUNT = 43,
 };
 
@@ -215,7 +232,33 @@ struct ggml_type_traits {
     ggml_from_float_t from_float_ref;
 };
 
+// As ggml, F32 has no to_float (and from_float_ref copies); types kvgraph cannot read have
+// blck_size 0 and no conversions.
 GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
+
+// ---- quantization ------------------------------------------------------------
+// Encoding f32 into a type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K and Q8_K (bit-compatible with ggml's block layouts). The same
+// encoders are the types' from_float_ref (ggml_get_type_traits) and from_float
+// (ggml_get_type_traits_cpu; Q8_0 and Q8_K use a SIMD path there). They choose each block's
+// scale (and min) by least squares over candidate scales, not by ggml's algorithms: bytes
+// differ from ggml's, values decode the same way in both.
+// kvgraph's encoders keep no tables: init and free do nothing (safe from any thread).
+GGML_API void ggml_quantize_init(enum ggml_type type);
+GGML_API void ggml_quantize_free(void);
+// true for the types that ggml cannot encode without an importance matrix: IQ2_XXS, IQ2_XS,
+// IQ1_S, IQ1_M (kvgraph encodes none of them)
+GGML_API bool ggml_quantize_requires_imatrix(enum ggml_type type);
+// Encodes nrows rows of n_per_row values (a multiple of the block size) starting at value
+// `start` of src (a multiple of n_per_row) into dst, at the rows' place in a tensor of such
+// rows (dst + start / n_per_row * ggml_row_size(type, n_per_row)); returns the bytes
+// written, nrows * ggml_row_size(type, n_per_row). imatrix: n_per_row importance weights
+// (the error of column j counts imatrix[j] times; NULL: all 1), used by Q4_1, Q5_0, Q5_1,
+// IQ4_NL and the k-quants, ignored by the others. A type kvgraph cannot encode (IQ2_*, IQ3_*,
+// TQ*, MXFP4, ...) aborts with a message naming it (ggml aborts too for types it has no
+// encoder for). Thread-safe: chunks of one tensor may be encoded in parallel.
+GGML_API size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows,
+                                    int64_t n_per_row, const float * imatrix);
 
 // ---- misc --------------------------------------------------------------------
 GGML_API void    ggml_time_init(void);
@@ -484,6 +527,31 @@ GGML_API struct ggml_tensor * ggml_upscale_ext(struct ggml_context * ctx, struct
 GGML_API struct ggml_tensor * ggml_pad(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1, int p2, int p3);
 GGML_API struct ggml_tensor * ggml_pad_ext(struct ggml_context * ctx, struct ggml_tensor * a,
         int lp0, int rp0, int lp1, int rp1, int lp2, int rp2, int lp3, int rp3);
+
+// ---- windowed attention with relative positions (SAM's image encoder) ----
+// win_part, win_unpart and get_rel_pos copy elements of any non-block type (F32, F16,
+// BF16, I32, ...; the result has a's type); add_rel_pos is F32.
+// Partition into non-overlapping w x w windows, zero-padded past a's edge:
+// a [C, W, H, 1] -> [C, w, w, npx*npy], npx = ceil(W/w), npy = ceil(H/w); window
+// py*npx + px holds a's positions (px*w + i, py*w + j) at (i, j).
+// Example: a [768, 64, 64, 1], w 14 -> [768, 14, 14, 25].
+GGML_API struct ggml_tensor * ggml_win_part(struct ggml_context * ctx, struct ggml_tensor * a, int w);
+// The reverse of ggml_win_part (the padding dropped): a [C, w, w, >= npx*npy] -> [C, w0, h0],
+// npx = ceil(w0/w), npy = ceil(h0/w); position (x, y) is a's (x%w, y%w) of window
+// (y/w)*npx + x/w.
+GGML_API struct ggml_tensor * ggml_win_unpart(struct ggml_context * ctx, struct ggml_tensor * a, int w0, int h0, int w);
+// Relative-position embeddings gathered per (query, key) pair: a [C, 2k - 1] (one row per
+// offset, offset k - 1 at distance 0), qh == kh == k -> [C, k, k], row (i, j) (key i,
+// query j) = a's row (k - 1) + j - i. As ggml, query and key sizes must be equal.
+GGML_API struct ggml_tensor * ggml_get_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, int qh, int kh);
+// Decomposed relative-position bias added to attention scores: a [k*k, qw*qh, B, 1] (row
+// (qw, qh, b): the scores of one query against k x k keys, kw fastest), pw and ph
+// [k, qw, qh, B] (same shape; all F32): element kh*k + kw of a's row (qw, qh, b) gets
+// ph[kh, qw, qh, b] + pw[kw, qw, qh, b]. The sum is formed in ggml's order (bit-identical
+// results). Result a's shape; _inplace writes a's bytes and returns a view of a.
+GGML_API struct ggml_tensor * ggml_add_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw, struct ggml_tensor * ph);
+GGML_API struct ggml_tensor * ggml_add_rel_pos_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw,
+                                                       struct ggml_tensor * ph);
 
 // each row (along ne[0]) normalized: norm to mean 0 and variance 1, rms_norm to mean square
 // 1 (x / sqrt(mean(x^2) + eps)); shape unchanged

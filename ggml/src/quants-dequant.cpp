@@ -1,7 +1,8 @@
 // Reading llama.cpp's other weight formats: Q4_1, Q5_0, Q5_1, the k-quants Q2_K..Q6_K and
 // IQ4_NL, bit-compatible with ggml's block layouts (little-endian, f16 scales). Only the
-// decoding to f32 lives here; the loader widens such tensors to f32 when it loads them,
-// so every kernel that takes f32 weights runs them (exactly the values the file encodes).
+// decoding to f32 lives here (the encoders are in quants-encode.cpp); the loader widens
+// such tensors to f32 when it loads them, so every kernel that takes f32 weights runs them
+// (exactly the values the file encodes).
 //
 // Layouts (bytes, in order):
 //   q4_1   d, m (f16) | 16 bytes of nibbles           32 values: d * q + m
@@ -59,7 +60,7 @@ void row_q5_1(const void * x, float * y, int64_t k) {
 }
 
 void row_iq4_nl(const void * x, float * y, int64_t k) {
-    static const int8_t levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    const int8_t * levels = kvg::iq4nl_levels;
     const uint8_t * b = (const uint8_t *) x;
     for (int64_t i = 0; i < k / 32; ++i, b += 18, y += 32) {
         const float d = half_at(b);
@@ -216,13 +217,20 @@ void q8_k_from_float(const float * x, void * y, int64_t k) { quantize_row_q8_K_r
 
 namespace kvg {
 
+const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 const block_type_info * extra_block_types(int * n) {
     static const block_type_info types[] = {
-        {GGML_TYPE_Q4_1, "q4_1", 32, 20, row_q4_1, nullptr},     {GGML_TYPE_Q5_0, "q5_0", 32, 22, row_q5_0, nullptr},
-        {GGML_TYPE_Q5_1, "q5_1", 32, 24, row_q5_1, nullptr},     {GGML_TYPE_Q2_K, "q2_K", QK_K, 84, row_q2_k, nullptr},
-        {GGML_TYPE_Q3_K, "q3_K", QK_K, 110, row_q3_k, nullptr},  {GGML_TYPE_Q4_K, "q4_K", QK_K, 144, row_q4_k, nullptr},
-        {GGML_TYPE_Q5_K, "q5_K", QK_K, 176, row_q5_k, nullptr},  {GGML_TYPE_Q6_K, "q6_K", QK_K, 210, row_q6_k, nullptr},
-        {GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18, row_iq4_nl, nullptr}, {GGML_TYPE_Q8_K, "q8_K", QK_K, 292, row_q8_k, q8_k_from_float},
+        {GGML_TYPE_Q4_1, "q4_1", 32, 20, row_q4_1, encode_unweighted<encode_q4_1>},
+        {GGML_TYPE_Q5_0, "q5_0", 32, 22, row_q5_0, encode_unweighted<encode_q5_0>},
+        {GGML_TYPE_Q5_1, "q5_1", 32, 24, row_q5_1, encode_unweighted<encode_q5_1>},
+        {GGML_TYPE_Q2_K, "q2_K", QK_K, 84, row_q2_k, encode_unweighted<encode_q2_K>},
+        {GGML_TYPE_Q3_K, "q3_K", QK_K, 110, row_q3_k, encode_unweighted<encode_q3_K>},
+        {GGML_TYPE_Q4_K, "q4_K", QK_K, 144, row_q4_k, encode_unweighted<encode_q4_K>},
+        {GGML_TYPE_Q5_K, "q5_K", QK_K, 176, row_q5_k, encode_unweighted<encode_q5_K>},
+        {GGML_TYPE_Q6_K, "q6_K", QK_K, 210, row_q6_k, encode_unweighted<encode_q6_K>},
+        {GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18, row_iq4_nl, encode_unweighted<encode_iq4_nl>},
+        {GGML_TYPE_Q8_K, "q8_K", QK_K, 292, row_q8_k, q8_k_from_float},
     };
     *n = (int) (sizeof(types) / sizeof(types[0]));
     return types;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 // ---- fp16 / bf16 (IEEE half, bfloat16 = top half of a float) -----------------------------
 static inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
@@ -132,7 +133,16 @@ static ggml_type_traits g_traits[GGML_TYPE_COUNT];
 
 static bool init_traits() {
     for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};
-    g_traits[GGML_TYPE_F32]  = {"f32", 1, 0, sizeof(float), false, f32_to_float, f32_from_float};
+    // ggml's formats that kvgraph neither reads nor encodes: named only (blck_size 0)
+    static const std::pair<ggml_type, const char *> named_only[] = {
+        {GGML_TYPE_Q8_1, "q8_1"},   {GGML_TYPE_IQ2_XXS, "iq2_xxs"}, {GGML_TYPE_IQ2_XS, "iq2_xs"}, {GGML_TYPE_IQ3_XXS, "iq3_xxs"},
+        {GGML_TYPE_IQ1_S, "iq1_s"}, {GGML_TYPE_IQ3_S, "iq3_s"},     {GGML_TYPE_IQ2_S, "iq2_s"},   {GGML_TYPE_IQ4_XS, "iq4_xs"},
+        {GGML_TYPE_F64, "f64"},     {GGML_TYPE_IQ1_M, "iq1_m"},     {GGML_TYPE_TQ1_0, "tq1_0"},   {GGML_TYPE_TQ2_0, "tq2_0"},
+        {GGML_TYPE_MXFP4, "mxfp4"}, {GGML_TYPE_NVFP4, "nvfp4"},     {GGML_TYPE_Q1_0, "q1_0"},     {GGML_TYPE_Q2_0, "q2_0"},
+    };
+    for (const auto & n : named_only) g_traits[n.first].type_name = n.second;
+    // as ggml: no to_float for f32 (programs written for ggml skip f32 on it); kvg::row_decoder has one
+    g_traits[GGML_TYPE_F32]  = {"f32", 1, 0, sizeof(float), false, nullptr, f32_from_float};
     g_traits[GGML_TYPE_F16]  = {"f16", 1, 0, sizeof(ggml_fp16_t), false, f16_to_float, f16_from_float};
     g_traits[GGML_TYPE_BF16] = {"bf16", 1, 0, sizeof(ggml_bf16_t), false, bf16_to_float, bf16_from_float};
     g_traits[GGML_TYPE_Q8_0] = {"q8_0", QK8_0, 0, sizeof(block_q8_0), true, q8_0_to_float, q8_0_from_float};
@@ -152,6 +162,10 @@ const ggml_type_traits * ggml_get_type_traits(enum ggml_type type) {
     (void) g_traits_ready;
     GGML_ASSERT(type >= 0 && type < GGML_TYPE_COUNT);
     return &g_traits[type];
+}
+
+ggml_to_float_t kvg::row_decoder(enum ggml_type type) {
+    return type == GGML_TYPE_F32 ? f32_to_float : ggml_get_type_traits(type)->to_float;
 }
 
 bool ggml_type_is_supported(enum ggml_type type) {

@@ -26,6 +26,66 @@ struct block_q8_K {
 };
 static_assert(sizeof(block_q8_K) == 292, "q8_K block must be 292 bytes");
 
+// llama.cpp's other block formats, field by field (ggml's layouts; f16 scales, little-endian).
+// Encoders: quants-encode.cpp; decoders: quants-dequant.cpp.
+struct block_q4_1 {
+    ggml_fp16_t d, m;       // value = q * d + m, q in [0, 15]
+    uint8_t qs[16];         // element j in the low nibble of byte j, element j + 16 in the high one
+};
+struct block_q5_0 {
+    ggml_fp16_t d;          // value = (q - 16) * d, q in [0, 31]
+    uint8_t qh[4];          // 5th bits: bit j of this little-endian word for element j
+    uint8_t qs[16];         // low 4 bits, as q4_1
+};
+struct block_q5_1 {
+    ggml_fp16_t d, m;       // value = q * d + m, q in [0, 31]
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+struct block_iq4_nl {
+    ggml_fp16_t d;          // value = d * kvg::iq4nl_levels[q]
+    uint8_t qs[16];         // table indices, nibbles as q4_1
+};
+// k-quants: super-blocks of QK_K = 256 values in sub-blocks of 16 or 32, each with its own
+// integer scale (and min) times the super-block's f16 scale d (and dmin).
+struct block_q2_K {
+    uint8_t scales[16];     // sub-block j (16 values): scale in the low nibble, min in the high one
+    uint8_t qs[64];         // 2-bit quants: value n at byte 32 (n / 128) + n % 32, bits 2 ((n % 128) / 32)
+    ggml_fp16_t d, dmin;    // value = d * scale * q - dmin * min
+};
+struct block_q3_K {
+    uint8_t hmask[32];      // 3rd bit of value n: bit (n / 32) of byte n % 32
+    uint8_t qs[64];         // low 2 bits, placed as q2_K's
+    uint8_t scales[12];     // 16 6-bit scales + 32: low 4 bits in nibbles of bytes 0..7
+                            // (j < 8 low, else high of byte j - 8), high 2 bits in bytes 8..11
+                            // (byte 8 + j % 4, bits 2 (j / 4))
+    ggml_fp16_t d;          // value = d * (scale - 32) * (q - 4), q the 3-bit code
+};
+struct block_q4_K {
+    ggml_fp16_t d, dmin;    // value = d * scale * q - dmin * min for sub-block j (32 values)
+    uint8_t scales[12];     // 6-bit scales and mins: j < 4 in the low 6 bits of bytes j (scale) and
+                            // j + 4 (min); j >= 4 in the nibbles of byte j + 4 (scale low, min high)
+                            // with the top 2 bits of bytes j - 4 (scale) and j (min)
+    uint8_t qs[128];        // per 64 values: byte 32 i + l holds value 64 i + l (low nibble) and 64 i + 32 + l
+};
+struct block_q5_K {
+    ggml_fp16_t d, dmin;
+    uint8_t scales[12];     // as q4_K
+    uint8_t qh[32];         // 5th bit of value 32 j + l: bit j of byte l
+    uint8_t qs[128];        // as q4_K
+};
+struct block_q6_K {
+    uint8_t ql[128];        // low 4 bits: per half h (128 values) byte 64 h + l holds value 128 h + l
+                            // (low nibble, l < 64) and 128 h + 64 + l (high nibble)
+    uint8_t qh[64];         // high 2 bits: per half, byte 32 h + l, bits 2 k for value 128 h + 32 k + l
+    int8_t scales[16];      // one per 16 values
+    ggml_fp16_t d;          // value = d * scale * (q - 32), q the 6-bit code
+};
+static_assert(sizeof(block_q4_1) == 20 && sizeof(block_q5_0) == 22 && sizeof(block_q5_1) == 24 && sizeof(block_iq4_nl) == 18,
+              "32-value block sizes");
+static_assert(sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110 && sizeof(block_q4_K) == 144 && sizeof(block_q5_K) == 176 &&
+              sizeof(block_q6_K) == 210, "k-quant block sizes");
+
 void quantize_row_q8_K_ref(const float * x, block_q8_K * y, int64_t k);
 void dequantize_row_q8_K(const block_q8_K * x, float * y, int64_t k);
 void quantize_row_q8_0_ref(const float * x, block_q8_0 * y, int64_t k);
@@ -36,8 +96,8 @@ bool ggml_type_is_supported(enum ggml_type type);
 
 namespace kvg {
 // llama.cpp's other block formats (quants-dequant.cpp), with ggml's type ids and layouts:
-// the weights Q4_1, Q5_0, Q5_1, Q2_K..Q6_K and IQ4_NL (decoded; the CPU kernels read them
-// directly) and the activation format Q8_K (also encoded).
+// the weights Q4_1, Q5_0, Q5_1, Q2_K..Q6_K and IQ4_NL (the CPU kernels read them directly)
+// and the activation format Q8_K; all decoded and encoded (quants-encode.cpp).
 struct block_type_info {
     ggml_type type;
     const char * name;   // ggml's type name
@@ -47,4 +107,28 @@ struct block_type_info {
     void (*from_float)(const float * x, void * y, int64_t k); // nullptr: not encoded
 };
 const block_type_info * extra_block_types(int * n);
+// Row decoder of a type: its to_float, and for F32 a copy (ggml's traits, and so
+// ggml_get_type_traits, have no to_float for F32). NULL for types kvgraph cannot read.
+ggml_to_float_t row_decoder(ggml_type type);
+// IQ4_NL's 16 non-linear levels (ggml's table), ascending
+extern const int8_t iq4nl_levels[16];
+
+// Encoders (quants-encode.cpp): k values of x (a multiple of the block size) into blocks at
+// y, each block's scales and codes chosen to minimize the squared error weighted by w (one
+// weight per value, aligned with x; NULL: all 1). Deterministic; no state.
+typedef void (*encode_fn)(const float * x, void * y, int64_t k, const float * w);
+void encode_q4_1(const float * x, void * y, int64_t k, const float * w);
+void encode_q5_0(const float * x, void * y, int64_t k, const float * w);
+void encode_q5_1(const float * x, void * y, int64_t k, const float * w);
+void encode_iq4_nl(const float * x, void * y, int64_t k, const float * w);
+void encode_q2_K(const float * x, void * y, int64_t k, const float * w);
+void encode_q3_K(const float * x, void * y, int64_t k, const float * w);
+void encode_q4_K(const float * x, void * y, int64_t k, const float * w);
+void encode_q5_K(const float * x, void * y, int64_t k, const float * w);
+void encode_q6_K(const float * x, void * y, int64_t k, const float * w);
+// The weighted encoder of type, or NULL (F32, F16, BF16, Q8_0, Q4_0 and Q8_K encode through
+// their traits' from_float_ref, without weights; other types cannot be encoded).
+encode_fn weighted_encoder(ggml_type type);
+// an encoder as a ggml_from_float_t (no weights)
+template <encode_fn F> void encode_unweighted(const float * x, void * y, int64_t k) { F(x, y, k, nullptr); }
 } // namespace kvg

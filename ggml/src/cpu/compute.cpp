@@ -115,6 +115,10 @@ void ggml_compute_forward(const ggml_compute_params * params, ggml_tensor * node
         case GGML_OP_POOL_2D: ggml_compute_forward_pool(params, node); break;
         case GGML_OP_UPSCALE: ggml_compute_forward_upscale(params, node); break;
         case GGML_OP_PAD: ggml_compute_forward_pad(params, node); break;
+        case GGML_OP_WIN_PART: ggml_compute_forward_win_part(params, node); break;
+        case GGML_OP_WIN_UNPART: ggml_compute_forward_win_unpart(params, node); break;
+        case GGML_OP_GET_REL_POS: ggml_compute_forward_get_rel_pos(params, node); break;
+        case GGML_OP_ADD_REL_POS: ggml_compute_forward_add_rel_pos(params, node); break;
         case GGML_OP_NORM:
         case GGML_OP_RMS_NORM: ggml_compute_forward_norm(params, node); break;
         case GGML_OP_SOFT_MAX: ggml_compute_forward_soft_max(params, node); break;

@@ -42,7 +42,7 @@ bool fa_kv_type_ok(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F1
 
 // Row -> floats: the vector dequantizer for q8_0, the type's reference otherwise.
 ggml_to_float_t row_to_float(ggml_type type) {
-    return type == GGML_TYPE_Q8_0 ? cpu_active_kernels().dequantize_q8_0 : ggml_get_type_traits(type)->to_float;
+    return type == GGML_TYPE_Q8_0 ? cpu_active_kernels().dequantize_q8_0 : kvg::row_decoder(type);
 }
 
 // Elements [e0, e0 + n) of a quantized row as floats: the covering blocks go through tmp.

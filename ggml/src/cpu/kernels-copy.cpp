@@ -64,9 +64,9 @@ void check_convertible(const ggml_tensor * t, const char * op) {
 
 // n elements of a row (elements nb0 apart) -> floats. Quantized rows: whole blocks.
 void row_to_f32(const ggml_tensor * t, const char * row, int64_t n, float * out) {
-    const ggml_type_traits * tr = ggml_get_type_traits(t->type);
-    if (tr->to_float && row_is_dense(t)) {
-        tr->to_float(row, out, n);
+    const ggml_to_float_t to_float = kvg::row_decoder(t->type);
+    if (to_float && row_is_dense(t)) {
+        to_float(row, out, n);
         return;
     }
     const size_t nb0 = t->nb[0];

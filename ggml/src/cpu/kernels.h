@@ -57,6 +57,11 @@ void ggml_compute_forward_conv_transpose(const ggml_compute_params * params, ggm
 void ggml_compute_forward_pool(const ggml_compute_params * params, ggml_tensor * dst);            // POOL_1D, POOL_2D
 void ggml_compute_forward_upscale(const ggml_compute_params * params, ggml_tensor * dst);
 void ggml_compute_forward_pad(const ggml_compute_params * params, ggml_tensor * dst);
+// kernels-window.cpp (SAM's windowed attention)
+void ggml_compute_forward_win_part(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_win_unpart(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_get_rel_pos(const ggml_compute_params * params, ggml_tensor * dst);
+void ggml_compute_forward_add_rel_pos(const ggml_compute_params * params, ggml_tensor * dst);
 
 // kernels-norm.cpp
 void ggml_compute_forward_norm(const ggml_compute_params * params, ggml_tensor * dst);     // NORM, RMS_NORM

@@ -167,15 +167,45 @@ static void from_i32(const float * x, void * y, int64_t k) {
     for (int64_t i = 0; i < k; ++i) ((int32_t *) y)[i] = (int32_t) x[i];
 }
 
+// the type's encoder (quants-encode.cpp) is its from_float too
 template <mm_type T> static void set_block_type(ggml_type_traits_cpu * t, ggml_type type) {
-    t[type] = {nullptr, vec_dot<T>, mm_vec_dot_type(type), 1};
+    t[type] = {ggml_get_type_traits(type)->from_float_ref, vec_dot<T>, mm_vec_dot_type(type), 1};
+}
+
+// The public traits of F16 and BF16 are ggml's: rows of the type dotted with rows of the
+// same type (programs size their activation buffers by it). The matmul kernels dot them
+// with f32 activations instead (mm_vec_dot_type).
+template <typename T, float (*widen)(T)>
+static void vec_dot_same(int n, float * s, size_t bs, const void * x, size_t bx, const void * y, size_t by, int nrc) {
+    GGML_UNUSED(bs); GGML_UNUSED(bx); GGML_UNUSED(by);
+    if (nrc != 1) GGML_ABORT("vec_dot: nrc = %d, only 1 row per call is supported", nrc);
+    const T * a = (const T *) x, * b = (const T *) y;
+    double sum = 0.0;
+    for (int i = 0; i < n; ++i) sum += (double) widen(a[i]) * (double) widen(b[i]);
+    *s = (float) sum;
+}
+
+// kvgraph: q8_K rows dotted with q8_K rows (ggml has no vec_dot for q8_K; with one, programs
+// that dot every encodable type with its vec_dot_type also run for q8_K).
+static void vec_dot_q8_K(int n, float * s, size_t bs, const void * x, size_t bx, const void * y, size_t by, int nrc) {
+    GGML_UNUSED(bs); GGML_UNUSED(bx); GGML_UNUSED(by);
+    if (nrc != 1) GGML_ABORT("vec_dot: nrc = %d, only 1 row per call is supported", nrc);
+    if (n % QK_K != 0) GGML_ABORT("vec_dot: n = %d is not a multiple of %d", n, QK_K);
+    const block_q8_K * a = (const block_q8_K *) x, * b = (const block_q8_K *) y;
+    float sum = 0.0f;
+    for (int i = 0; i < n / QK_K; ++i) {
+        int32_t acc = 0;
+        for (int j = 0; j < QK_K; ++j) acc += a[i].qs[j] * b[i].qs[j];
+        sum += a[i].d * b[i].d * (float) acc;
+    }
+    *s = sum;
 }
 
 static const ggml_type_traits_cpu * make_cpu_traits() {
     static ggml_type_traits_cpu t[GGML_TYPE_COUNT] = {};
     t[GGML_TYPE_F32]  = {from_f32, vec_dot<MM_F32>, GGML_TYPE_F32, 1};
-    t[GGML_TYPE_F16]  = {from_f16, vec_dot<MM_F16>, GGML_TYPE_F32, 1};
-    t[GGML_TYPE_BF16] = {from_bf16, vec_dot<MM_BF16>, GGML_TYPE_F32, 1};
+    t[GGML_TYPE_F16]  = {from_f16, vec_dot_same<ggml_fp16_t, ggml_fp16_to_fp32>, GGML_TYPE_F16, 1};
+    t[GGML_TYPE_BF16] = {from_bf16, vec_dot_same<ggml_bf16_t, ggml_bf16_to_fp32>, GGML_TYPE_BF16, 1};
     t[GGML_TYPE_Q8_0] = {from_q8_0, vec_dot<MM_Q8_0>, GGML_TYPE_Q8_0, 1};
     t[GGML_TYPE_Q4_0] = {from_q4_0, vec_dot<MM_Q4_0>, GGML_TYPE_Q8_0, 1};
     set_block_type<MM_Q4_1>(t, GGML_TYPE_Q4_1);
@@ -187,7 +217,7 @@ static const ggml_type_traits_cpu * make_cpu_traits() {
     set_block_type<MM_Q4_K>(t, GGML_TYPE_Q4_K);
     set_block_type<MM_Q5_K>(t, GGML_TYPE_Q5_K);
     set_block_type<MM_Q6_K>(t, GGML_TYPE_Q6_K);
-    t[GGML_TYPE_Q8_K] = {from_q8_K, nullptr, GGML_TYPE_Q8_K, 1};
+    t[GGML_TYPE_Q8_K] = {from_q8_K, vec_dot_q8_K, GGML_TYPE_Q8_K, 1};
     t[GGML_TYPE_I32]  = {from_i32, nullptr, GGML_TYPE_F32, 1};
     return t;
 }

@@ -1,0 +1,240 @@
+// The encoders (quants-encode.cpp) and ggml's quantization API: round trips within a
+// per-type error bound on random and structured data, kvgraph's decoders against naive
+// decoders written here from the block structs, ggml_quantize_chunk by pieces and whole.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "types.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+// RMS error of a round trip relative to the data's largest magnitude. Bounds: measured
+// (printed by the first test case) with about 25% headroom. For reference, a grid of L
+// evenly spaced levels over [-A, A] rounds uniform data with RMS error 2A / (L - 1) / sqrt(12):
+// L = 4 -> 0.19 A, 8 -> 0.082 A, 16 -> 0.038 A, 32 -> 0.019 A, 64 -> 0.0092 A, 255 -> 0.0023 A;
+// affine types span only the block's [min, max], k-quants pay for coded sub-block scales.
+struct type_bound {
+    ggml_type type;
+    double rel_rms;
+};
+const type_bound kTypes[] = {
+    {GGML_TYPE_F16, 4e-4},   {GGML_TYPE_BF16, 3e-3},   {GGML_TYPE_Q8_0, 3e-3},  {GGML_TYPE_Q4_0, 0.047},
+    {GGML_TYPE_Q4_1, 0.039}, {GGML_TYPE_Q5_0, 0.021},  {GGML_TYPE_Q5_1, 0.02},  {GGML_TYPE_IQ4_NL, 0.053},
+    {GGML_TYPE_Q2_K, 0.17},  {GGML_TYPE_Q3_K, 0.091},  {GGML_TYPE_Q4_K, 0.039}, {GGML_TYPE_Q5_K, 0.02},
+    {GGML_TYPE_Q6_K, 0.0093}, {GGML_TYPE_Q8_K, 3e-3},
+};
+
+const int64_t N = 4096; // 16 k-quant super-blocks, 128 blocks of 32
+
+std::vector<float> dataset(int kind, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> x(N);
+    for (int64_t i = 0; i < N; ++i) {
+        switch (kind) {
+            case 0: x[i] = u(rng); break;                                   // uniform
+            case 1: x[i] = g(rng); break;                                   // gaussian
+            case 2: x[i] = 0.37f; break;                                    // constant
+            case 3: x[i] = u(rng) * (i % 97 == 5 ? 40.0f : 1.0f); break;    // rare outliers
+            case 4: x[i] = 1e-3f * g(rng); break;                           // small values
+            case 5: x[i] = 2.0f + 0.5f * u(rng); break;                     // all positive, offset
+            default: x[i] = 0.1f + 2.0f * std::cos((float) i); break;      // ggml's test data
+        }
+    }
+    return x;
+}
+const char * kKinds[] = {"uniform", "gaussian", "constant", "outliers", "small", "offset", "cosine"};
+
+std::vector<float> round_trip(ggml_type t, const std::vector<float> & x) {
+    std::vector<uint8_t> q(ggml_row_size(t, (int64_t) x.size()));
+    std::vector<float> y(x.size());
+    ggml_get_type_traits(t)->from_float_ref(x.data(), q.data(), (int64_t) x.size());
+    kvg::row_decoder(t)(q.data(), y.data(), (int64_t) x.size());
+    return y;
+}
+
+double rel_rms(const std::vector<float> & x, const std::vector<float> & y) {
+    double s = 0.0, amax = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        s += ((double) x[i] - y[i]) * ((double) x[i] - y[i]);
+        amax = std::max(amax, std::fabs((double) x[i]));
+    }
+    return std::sqrt(s / (double) x.size()) / amax;
+}
+
+} // namespace
+
+TEST_CASE("round trips of every encodable type stay within their error bound") {
+    for (const type_bound & tb : kTypes) {
+        const std::string name = ggml_type_name(tb.type);
+        CAPTURE(name);
+        std::string line = name + ":";
+        for (int kind = 0; kind < 7; ++kind) {
+            const std::string kind_name = kKinds[kind];
+            CAPTURE(kind_name);
+            const std::vector<float> x = dataset(kind, 100 + kind);
+            const std::vector<float> y = round_trip(tb.type, x);
+            const double e = rel_rms(x, y);
+            line += " " + std::string(kKinds[kind]) + " " + std::to_string(e);
+            // outliers: a block holding one shares its scale (a coarser grid for the rest)
+            CHECK(e <= (kind == 3 ? 4.0 : 1.0) * tb.rel_rms);
+        }
+        MESSAGE(line);
+        // zeros come back as zeros
+        const std::vector<float> z(N, 0.0f);
+        CHECK(round_trip(tb.type, z) == z);
+    }
+}
+
+// ---- naive decoders, written from the block structs of types.h ----------------------------------
+
+namespace {
+
+float h2f(ggml_fp16_t h) { return ggml_fp16_to_fp32(h); }
+
+// the 5th bit (q5_0) of element j of a 32-value block
+int bit5(const uint8_t * qh, int j) { return (qh[j / 8] >> (j % 8)) & 1; }
+// element j's 4 low bits of a 32-value block (j < 16 low nibbles, else high nibbles)
+int nib(const uint8_t * qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
+
+void naive_q4_1(const block_q4_1 & b, float * y) {
+    for (int j = 0; j < 32; ++j) y[j] = h2f(b.d) * (float) nib(b.qs, j) + h2f(b.m);
+}
+void naive_q5_0(const block_q5_0 & b, float * y) {
+    for (int j = 0; j < 32; ++j) y[j] = h2f(b.d) * (float) ((nib(b.qs, j) | bit5(b.qh, j) << 4) - 16);
+}
+void naive_q4_k(const block_q4_K & b, float * y) {
+    for (int n = 0; n < QK_K; ++n) {
+        const int j = n / 32, l = n % 32;                  // sub-block and position in it
+        const uint8_t byte = b.qs[32 * (j / 2) + l];       // sub-blocks 2i (low) and 2i+1 (high)
+        const int q = j % 2 ? byte >> 4 : byte & 15;
+        int sc, mn;
+        if (j < 4) {
+            sc = b.scales[j] & 63;
+            mn = b.scales[j + 4] & 63;
+        } else {
+            sc = (b.scales[j + 4] & 15) | (b.scales[j - 4] >> 6) << 4;
+            mn = (b.scales[j + 4] >> 4) | (b.scales[j] >> 6) << 4;
+        }
+        y[n] = h2f(b.d) * (float) sc * (float) q - h2f(b.dmin) * (float) mn;
+    }
+}
+void naive_q6_k(const block_q6_K & b, float * y) {
+    for (int n = 0; n < QK_K; ++n) {
+        const int h = n / 128, r = n % 128;                // half, position in it
+        const uint8_t lo = b.ql[64 * h + r % 64];
+        const int low = r < 64 ? lo & 15 : lo >> 4;
+        const int high = (b.qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        y[n] = h2f(b.d) * (float) b.scales[n / 16] * (float) ((low | high << 4) - 32);
+    }
+}
+
+template <class B>
+void check_decoder(ggml_type t, int64_t bs, void (*naive)(const B &, float *)) {
+    const int64_t n = 8 * bs;
+    std::vector<B> blocks(8);
+    std::mt19937 rng(7);
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 0) { // encoded blocks of random data
+            const std::vector<float> x = dataset(1, 5);
+            ggml_get_type_traits(t)->from_float_ref(x.data(), blocks.data(), n);
+        } else {         // random bytes with finite f16 scales: every field exercised
+            auto * p = (uint8_t *) blocks.data();
+            for (size_t i = 0; i < blocks.size() * sizeof(B); ++i) p[i] = (uint8_t) rng();
+            for (B & b : blocks) std::memcpy((uint8_t *) &b + (t == GGML_TYPE_Q6_K ? 208 : 0), "\x00\x3c\x00\x38", t == GGML_TYPE_Q6_K ? 2 : 4);
+        }
+        std::vector<float> got(n), want(n);
+        ggml_get_type_traits(t)->to_float(blocks.data(), got.data(), n);
+        for (int64_t b = 0; b < 8; ++b) naive(blocks[b], want.data() + b * bs);
+        CAPTURE(pass);
+        for (int64_t i = 0; i < n; ++i) {
+            CAPTURE(i);
+            CAPTURE(got[i]); CAPTURE(want[i]);
+            REQUIRE(got[i] == want[i]); // the same products (a zero's sign may differ: fused or not)
+        }
+    }
+}
+
+} // namespace
+
+TEST_CASE("kvgraph's decoders agree with naive decoders on encoded and random blocks") {
+    check_decoder<block_q4_1>(GGML_TYPE_Q4_1, 32, naive_q4_1);
+    check_decoder<block_q5_0>(GGML_TYPE_Q5_0, 32, naive_q5_0);
+    check_decoder<block_q4_K>(GGML_TYPE_Q4_K, QK_K, naive_q4_k);
+    check_decoder<block_q6_K>(GGML_TYPE_Q6_K, QK_K, naive_q6_k);
+}
+
+TEST_CASE("ggml_quantize_chunk: pieces at start offsets write the bytes of the whole, imatrix or not") {
+    const int64_t n_per_row = 512, nrows = 6;
+    const std::vector<float> x = dataset(1, 9);
+    std::vector<float> imatrix(n_per_row);
+    for (int64_t j = 0; j < n_per_row; ++j) imatrix[j] = 0.1f + (float) (j % 7);
+    for (const type_bound & tb : kTypes) {
+        const ggml_type t = tb.type;
+        if (t == GGML_TYPE_Q8_K) continue; // not a ggml_quantize_chunk type in ggml (kvgraph encodes it anyway)
+        const std::string name = ggml_type_name(t);
+        CAPTURE(name);
+        const size_t row = ggml_row_size(t, n_per_row);
+        for (const float * im : {(const float *) nullptr, (const float *) imatrix.data()}) {
+            std::vector<uint8_t> whole(row * nrows), parts(row * nrows, 0xAA);
+            CHECK(ggml_quantize_chunk(t, x.data(), whole.data(), 0, nrows, n_per_row, im) == row * nrows);
+            CHECK(ggml_quantize_chunk(t, x.data(), parts.data(), 0, 2, n_per_row, im) == row * 2);
+            CHECK(ggml_quantize_chunk(t, x.data(), parts.data(), 2 * n_per_row, 3, n_per_row, im) == row * 3);
+            CHECK(ggml_quantize_chunk(t, x.data(), parts.data(), 5 * n_per_row, 1, n_per_row, im) == row);
+            CHECK(whole == parts);
+        }
+        // the unweighted chunk is the type's from_float_ref
+        std::vector<uint8_t> a(row), b(row);
+        ggml_quantize_chunk(t, x.data(), a.data(), 0, 1, n_per_row, nullptr);
+        ggml_get_type_traits(t)->from_float_ref(x.data(), b.data(), n_per_row);
+        CHECK(a == b);
+    }
+}
+
+TEST_CASE("importance weights shift the error toward the unimportant columns") {
+    const int64_t n = 1024;
+    const std::vector<float> x = dataset(1, 11);
+    std::vector<float> w(n);
+    for (int64_t j = 0; j < n; ++j) w[j] = j % 4 == 0 ? 10.0f : 0.0f; // a zero weight must not break the fit
+    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+        const std::string name = ggml_type_name(t);
+        CAPTURE(name);
+        auto weighted_err = [&](const float * im) {
+            std::vector<uint8_t> q(ggml_row_size(t, n));
+            std::vector<float> y(n);
+            ggml_quantize_chunk(t, x.data(), q.data(), 0, 1, n, im);
+            ggml_get_type_traits(t)->to_float(q.data(), y.data(), n);
+            double e = 0.0;
+            for (int64_t j = 0; j < n; ++j) {
+                REQUIRE(std::isfinite(y[j]));
+                e += w[j] * (x[j] - y[j]) * (x[j] - y[j]);
+            }
+            return e;
+        };
+        CHECK(weighted_err(w.data()) < weighted_err(nullptr));
+    }
+}
+
+TEST_CASE("ggml_quantize_requires_imatrix, ggml_quantize_init/free") {
+    for (int i = 0; i < GGML_TYPE_COUNT; ++i) {
+        const ggml_type t = (ggml_type) i;
+        const bool want = t == GGML_TYPE_IQ2_XXS || t == GGML_TYPE_IQ2_XS || t == GGML_TYPE_IQ1_S || t == GGML_TYPE_IQ1_M;
+        CHECK(ggml_quantize_requires_imatrix(t) == want);
+        ggml_quantize_init(t); // no tables: nothing to do, for any type
+    }
+    ggml_quantize_free();
+    // the CPU traits encode the new types with the same encoders
+    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                        GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+        CHECK(bool(ggml_get_type_traits_cpu(t)->from_float == ggml_get_type_traits(t)->from_float_ref));
+    }
+}
