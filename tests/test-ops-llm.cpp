@@ -5,6 +5,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "edges-common.h"
 #include "ops-common.h"
+#include "ggml-alloc.h"
 
 #include <numeric>
 
@@ -579,4 +580,45 @@ TEST_CASE("ftype -> type and the file constants are ggml's") {
     CHECK((int) GGML_FTYPE_MOSTLY_Q2_0 == 28);
     CHECK((int) GGML_GLU_OP_GEGLU_QUICK == 5);
     CHECK((int) GGML_SORT_ORDER_DESC == 1);
+}
+
+TEST_CASE("set/acc in place under the memory planner: same values as separate memory") {
+    struct Prog { ggml_tensor * x, * y, * out; ggml_cgraph * gf; };
+    auto build = [](ggml_context * ctx) {
+        Prog p;
+        p.x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 6);
+        p.y = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 2);
+        ggml_set_input(p.x);
+        ggml_set_input(p.y);
+        ggml_tensor * a = ggml_scale(ctx, p.x, 2.0f); // planned memory that the writes borrow
+        ggml_tensor * s = ggml_set_2d_inplace(ctx, a, ggml_sqr(ctx, p.y), a->nb[1], 1 * a->nb[1]);
+        ggml_tensor * t = ggml_acc_inplace(ctx, a, p.y, a->nb[1], a->nb[2], a->nb[3], 3 * a->nb[1]);
+        ggml_tensor * rows = ggml_scale(ctx, ggml_view_2d(ctx, a, 8, 4, a->nb[1], 1 * a->nb[1]), 1.0f); // reads both writes
+        ggml_tensor * u = ggml_sqr(ctx, p.x); // a candidate to reuse a's bytes if they looked dead
+        p.out = ggml_add(ctx, ggml_add(ctx, ggml_scale(ctx, s, 0.5f), u), ggml_scale(ctx, t, 0.25f));
+        p.out = ggml_concat(ctx, p.out, rows, 1);
+        ggml_set_output(p.out);
+        p.gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(p.gf, p.out);
+        return p;
+    };
+    const std::vector<float> xv = random_values(48, 101), yv = random_values(16, 102);
+    Ctx ref;
+    Prog r = build(ref.ctx);
+    set_values(r.x, xv);
+    set_values(r.y, yv);
+    REQUIRE(ggml_graph_compute_with_ctx(ref.ctx, r.gf, 2) == GGML_STATUS_SUCCESS);
+    for (int n_threads : {1, 2, 4}) {
+        ggml_context * ctx = ggml_init({16u << 20, nullptr, true});
+        Prog p = build(ctx);
+        ggml_gallocr_t ga = ggml_gallocr_new(NULL);
+        REQUIRE(ggml_gallocr_alloc_graph(ga, p.gf));
+        set_values(p.x, xv);
+        set_values(p.y, yv);
+        Ctx work;
+        REQUIRE(ggml_graph_compute_with_ctx(work.ctx, p.gf, n_threads) == GGML_STATUS_SUCCESS);
+        CHECK(bit_equal(values(p.out), values(r.out)));
+        ggml_gallocr_free(ga);
+        ggml_free(ctx);
+    }
 }
