@@ -5,6 +5,7 @@
 
 #include "ggml.h"
 #include "ggml-cpu.h"
+#include "edges-common.h"
 
 #include <cmath>
 #include <cstdio>
@@ -34,22 +35,6 @@ float * f32(ggml_tensor * t) { return (float *) t->data; }
 void fill(ggml_tensor * t, float seed) {
     const int64_t n = ggml_nelements(t);
     for (int64_t i = 0; i < n; ++i) f32(t)[i] = std::sin(seed + 0.37f * (float) i) + 0.01f * (float) (i % 5);
-}
-
-// kind of the control edge t -> dep, or -1 if there is none
-int dep_kind(const ggml_tensor * t, const ggml_tensor * dep) {
-    for (int i = 0; i < ggml_n_control_deps(t); ++i) {
-        ggml_dep_kind kind;
-        if (ggml_get_control_dep(t, i, &kind) == dep) return (int) kind;
-    }
-    return -1;
-}
-
-int node_index(ggml_cgraph * gf, const ggml_tensor * t) {
-    for (int i = 0; i < ggml_graph_n_nodes(gf); ++i) {
-        if (ggml_graph_node(gf, i) == t) return i;
-    }
-    return -1;
 }
 
 std::string read_text(FILE * f) {

@@ -674,6 +674,134 @@ GGML_API struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggm
 GGML_API struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor ** args, int n_args,
                                                   ggml_custom_op_t fun, int n_tasks, void * userdata);
 
+// ---- LLM ops: set/acc, gated linear units, sorting, mixture of experts ----------------
+// (ggml 0.21's names, signatures, enum values and op params; constructors in
+// ggml/src/ops-llm.cpp, kernels in ggml/src/cpu/kernels-llm.cpp)
+
+// Write (set) or add (acc) b into a region of a. The region is a view with b's shape,
+// element stride a's type size, strides nb1, nb2, nb3 and `offset`, all in bytes from
+// the first byte of the result. op params (int32): {nb1, nb2, nb3, offset, inplace}.
+//   ggml_set / ggml_acc: a new tensor, a copy of a (contiguous, a's shape and type) with
+//     the region replaced by b / incremented by b. Reads all of a and b.
+//   *_inplace: a view of a (view_src = a's root) whose region is written; the rest of a
+//     keeps its bytes. set_inplace reads b and writes the region of a's bytes (nothing
+//     else); acc_inplace also reads the region. Readers of a created later get a RAW
+//     edge to it, readers created earlier a WAR edge from it (see "Dependency edges").
+// set: a and b of any non-quantized types (b converted to a's); acc: F32, F16 or BF16.
+// b may have any strides; the region must lie inside the result and its elements must
+// not overlap one another. _1d: nb1.. = the result's strides; _2d: nb2, nb3 likewise.
+GGML_API struct ggml_tensor * ggml_set(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+        size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+        size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_1d_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_2d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, size_t nb1, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_2d_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, size_t nb1, size_t offset);
+GGML_API struct ggml_tensor * ggml_acc(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+        size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_acc_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+        size_t nb1, size_t nb2, size_t nb3, size_t offset);
+
+// Gated linear units (GGML_OP_GLU): y = act(x) * g, elementwise.
+//   ggml_glu(a, op, swapped): a [n, r...] (F32/F16/BF16, dense rows) -> [n/2, r...] of a's
+//     type; x = elements [0, n/2) of each row, g = [n/2, 2(n/2)) (swapped: the other way).
+//   ggml_glu_split(a, b, op): x = a, g = b, same shape and type -> a's shape.
+// act: REGLU relu, GEGLU gelu (tanh approximation, as ggml_gelu), SWIGLU silu, GEGLU_ERF
+// gelu_erf, GEGLU_QUICK gelu_quick; SWIGLU_OAI: x' = min(x, limit), g' = clamp(g, -limit,
+// limit), y = x' sigmoid(alpha x') (g' + 1). op params (int32): {op, swapped[, alpha, limit as float]}.
+enum ggml_glu_op {
+    GGML_GLU_OP_REGLU,
+    GGML_GLU_OP_GEGLU,
+    GGML_GLU_OP_SWIGLU,
+    GGML_GLU_OP_SWIGLU_OAI,
+    GGML_GLU_OP_GEGLU_ERF,
+    GGML_GLU_OP_GEGLU_QUICK,
+    GGML_GLU_OP_COUNT,
+};
+GGML_API const char * ggml_glu_op_name(enum ggml_glu_op op);
+GGML_API enum ggml_glu_op ggml_get_glu_op(const struct ggml_tensor * tensor); // tensor->op must be GGML_OP_GLU
+GGML_API struct ggml_tensor * ggml_glu(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_glu_op op, bool swapped);
+GGML_API struct ggml_tensor * ggml_glu_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, enum ggml_glu_op op);
+#define GGML_KVG_GLU_DECL(name)                                                                                      \
+    GGML_API struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a);                     \
+    GGML_API struct ggml_tensor * ggml_##name##_swapped(struct ggml_context * ctx, struct ggml_tensor * a);           \
+    GGML_API struct ggml_tensor * ggml_##name##_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_KVG_GLU_DECL(reglu)
+GGML_KVG_GLU_DECL(geglu)
+GGML_KVG_GLU_DECL(swiglu)
+GGML_KVG_GLU_DECL(geglu_erf)
+GGML_KVG_GLU_DECL(geglu_quick)
+#undef GGML_KVG_GLU_DECL
+GGML_API struct ggml_tensor * ggml_swiglu_oai(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, float alpha, float limit);
+
+// Sorting rows (a F32, F16 or BF16, any strides). argsort: I32 of a's shape, row i holds
+// the indices that sort row i of a, ties in index order (a stable sort); NaNs go last in
+// either order. top_k: I32 [k, ne1, ne2, ne3], the indices of each row's k largest values
+// (ggml: "in no particular order"; kvgraph gives them largest first, ties in index order,
+// i.e. the first k of a descending argsort). argsort_top_k: that same argsort + view.
+enum ggml_sort_order {
+    GGML_SORT_ORDER_ASC,
+    GGML_SORT_ORDER_DESC,
+};
+GGML_API struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_sort_order order);
+GGML_API struct ggml_tensor * ggml_argsort_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+GGML_API struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+
+// Mixture-of-experts matmul: as [K, N, n_as] (n_as expert matrices, any ggml_mul_mat
+// weight type, dense rows), b F32 [K, ne11, ne12] (ne11 = 1 or n_expert_used),
+// ids I32 [n_expert_used, ne12] (any strides) -> F32 [N, n_expert_used, ne12]:
+// result[:, e, t] = as[:, :, ids[e, t]] x b[:, e % ne11, t] (as ggml_mul_mat's rows).
+GGML_API struct ggml_tensor * ggml_mul_mat_id(struct ggml_context * ctx, struct ggml_tensor * as, struct ggml_tensor * b, struct ggml_tensor * ids);
+
+// softmax_ext writing over a (a view of a)
+GGML_API struct ggml_tensor * ggml_soft_max_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * mask,
+        float scale, float max_bias);
+
+// Copies src's nodes and leafs into dst (dst->size must hold them); dst then holds the nodes.
+GGML_API void ggml_graph_cpy(struct ggml_cgraph * src, struct ggml_cgraph * dst);
+// ggml: zero the gradients; kvgraph has no autograd, so it does nothing.
+GGML_API void ggml_graph_reset(struct ggml_cgraph * cgraph);
+
+// ggml's legacy model-file constants and file types (values of ggml 0.21)
+#define GGML_FILE_MAGIC   0x67676d6c // "ggml"
+#define GGML_FILE_VERSION 2
+#define GGML_QNT_VERSION        2    // bumped on quantization format changes
+#define GGML_QNT_VERSION_FACTOR 1000
+enum ggml_ftype {
+    GGML_FTYPE_UNKNOWN        = -1,
+    GGML_FTYPE_ALL_F32        = 0,
+    GGML_FTYPE_MOSTLY_F16     = 1,  // except 1d tensors
+    GGML_FTYPE_MOSTLY_Q4_0    = 2,
+    GGML_FTYPE_MOSTLY_Q4_1    = 3,
+    GGML_FTYPE_MOSTLY_Q4_1_SOME_F16 = 4, // tok_embeddings.weight and output.weight are F16
+    GGML_FTYPE_MOSTLY_Q8_0    = 7,
+    GGML_FTYPE_MOSTLY_Q5_0    = 8,
+    GGML_FTYPE_MOSTLY_Q5_1    = 9,
+    GGML_FTYPE_MOSTLY_Q2_K    = 10,
+    GGML_FTYPE_MOSTLY_Q3_K    = 11,
+    GGML_FTYPE_MOSTLY_Q4_K    = 12,
+    GGML_FTYPE_MOSTLY_Q5_K    = 13,
+    GGML_FTYPE_MOSTLY_Q6_K    = 14,
+    GGML_FTYPE_MOSTLY_IQ2_XXS = 15,
+    GGML_FTYPE_MOSTLY_IQ2_XS  = 16,
+    GGML_FTYPE_MOSTLY_IQ3_XXS = 17,
+    GGML_FTYPE_MOSTLY_IQ1_S   = 18,
+    GGML_FTYPE_MOSTLY_IQ4_NL  = 19,
+    GGML_FTYPE_MOSTLY_IQ3_S   = 20,
+    GGML_FTYPE_MOSTLY_IQ2_S   = 21,
+    GGML_FTYPE_MOSTLY_IQ4_XS  = 22,
+    GGML_FTYPE_MOSTLY_IQ1_M   = 23,
+    GGML_FTYPE_MOSTLY_BF16    = 24,
+    GGML_FTYPE_MOSTLY_MXFP4   = 25,
+    GGML_FTYPE_MOSTLY_NVFP4   = 26,
+    GGML_FTYPE_MOSTLY_Q1_0    = 27,
+    GGML_FTYPE_MOSTLY_Q2_0    = 28,
+};
+// The weight type of a file type; aborts for UNKNOWN (as ggml) and for the file types
+// whose weight type kvgraph does not implement (IQ formats other than IQ4_NL, MXFP4, ...).
+GGML_API enum ggml_type ggml_ftype_to_ggml_type(enum ggml_ftype ftype);
+
 // ---- dependency edges ------------------------------------------------------------
 // Every tensor's bytes are (root buffer = view_src or itself, byte extent). When an op is
 // created, its reads (sources; set_rows also reads its destination, whose other rows it

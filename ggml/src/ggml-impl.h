@@ -128,9 +128,22 @@ enum { GGML_MAX_ACCESSES = GGML_MAX_SRC + 2 };
 // The bytes a computing op touches when it runs: the extent of every source it reads
 // (cpy's src[1] is only its destination; set_rows also reads its destination, whose rows
 // it does not write it keeps), then the extent of its result, which it writes (its own
-// bytes, or borrowed ones for cpy/set_rows/*_inplace). Empty extents are left out.
+// bytes, or borrowed ones for cpy/set_rows/*_inplace). set/acc in place: b, then only
+// the region of a (read by acc, written by both). Empty extents are left out.
 // Returns the count; 0 for ops that compute nothing.
 int ggml_op_accesses(const struct ggml_tensor * t, ggml_access * out);
+
+// GGML_OP_SET / GGML_OP_ACC (ops-llm.cpp): the region of the result that b is written
+// into or added to, as a view: b's shape, these strides, offset bytes past the result's
+// first byte. The access model reads it for the in-place forms.
+struct ggml_set_region {
+    int64_t ne[GGML_MAX_DIMS];
+    size_t nb[GGML_MAX_DIMS]; // the result's element size, then nb1, nb2, nb3 of the op params
+    size_t offset;
+    size_t nbytes;            // from offset to one past the region's last byte; 0 if empty
+    bool inplace;             // the result is a view of a (only the region is written)
+};
+ggml_set_region ggml_get_set_region(const struct ggml_tensor * t);
 
 // The predecessors of t among the nodes of a graph: each src[] entry and control-edge
 // target for which is_node() holds; one that is not a node but a view op (a hand-built
@@ -173,6 +186,15 @@ struct ggml_hazard_rules {
 // Called by every op constructor once src[] and view_src are set: records the op's
 // accesses in its context and gives it control edges.
 void ggml_hazards_on_new_op(struct ggml_context * ctx, struct ggml_tensor * tensor);
+// The end of an op constructor: sets op and the first two sources, then records the op.
+inline struct ggml_tensor * ggml_finish_op(struct ggml_context * ctx, struct ggml_tensor * r, enum ggml_op op,
+                                           struct ggml_tensor * a, struct ggml_tensor * b = nullptr) {
+    r->op = op;
+    r->src[0] = a;
+    r->src[1] = b;
+    ggml_hazards_on_new_op(ctx, r);
+    return r;
+}
 // Records one more read for a source set after creation (src[i] already set).
 void ggml_hazards_on_new_src(struct ggml_context * ctx, struct ggml_tensor * tensor, int i);
 // Should a control edge pull its target into the graph being built? (graph expansion)

@@ -124,6 +124,18 @@ void ggml_graph_add_node(ggml_cgraph * g, ggml_tensor * tensor) {
     claim(g, tensor);
 }
 
+// The nodes move to dst as they are (same order; the schedule is rebuilt for dst).
+void ggml_graph_cpy(ggml_cgraph * src, ggml_cgraph * dst) {
+    GGML_ASSERT(dst->size >= src->n_leafs && dst->size >= src->n_nodes);
+    ggml_graph_clear(dst);
+    for (int i = 0; i < src->n_leafs; ++i) {
+        hash_insert(&dst->visited_hash_set, src->leafs[i]);
+        dst->leafs[dst->n_leafs++] = src->leafs[i];
+    }
+    for (int i = 0; i < src->n_nodes; ++i) ggml_graph_add_node(dst, src->nodes[i]);
+}
+void ggml_graph_reset(ggml_cgraph * g) { GGML_ASSERT(g != nullptr); } // no gradients to zero
+
 bool ggml_graph_has_node(const ggml_cgraph * g, const ggml_tensor * t) {
     return ggml_hash_contains(&g->visited_hash_set, t) && t->op != GGML_OP_NONE;
 }

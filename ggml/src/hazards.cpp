@@ -12,8 +12,11 @@
 // Accesses (ggml_op_accesses). A computing op reads the extent of each of its sources
 // (except cpy's destination, src[1], which it only writes) and writes the extent of its
 // result: its own bytes, or borrowed ones when the result is a view (cpy, set_rows,
-// *_inplace, custom *_inplace). View ops (view/reshape/permute/transpose) and leafs touch
-// no bytes. set_rows writes rows chosen at run time, so its write is the whole
+// *_inplace, custom *_inplace). set_inplace and acc_inplace are exact instead: their
+// result is a view of all of a, but they write only the region b lands in (acc also
+// reads it) and do not touch a's other bytes, which keep their earlier writers for later
+// readers; their data edge to a still runs them after a's producer. View ops
+// (view/reshape/permute/transpose) and leafs touch no bytes. set_rows writes rows chosen at run time, so its write is the whole
 // destination view (conservative); the rows it does not write keep their earlier
 // contents, which its result exposes, so it also reads its destination (a
 // read-modify-write: it waits for, and pulls in, the earlier writers of those bytes).
@@ -150,10 +153,30 @@ void ggml_tensor_extent(const ggml_tensor * t, const ggml_tensor ** root, size_t
     *end = *begin + ggml_nbytes(t);
 }
 
-static bool op_reads_src(const ggml_tensor * t, int i) { return t->src[i] != nullptr && !(t->op == GGML_OP_CPY && i == 1); }
+// set/acc in place: a's bytes outside the region are neither read nor written
+static bool is_region_write(const ggml_tensor * t) {
+    return (t->op == GGML_OP_SET || t->op == GGML_OP_ACC) && ggml_get_set_region(t).inplace;
+}
+
+static bool op_reads_src(const ggml_tensor * t, int i) {
+    if (t->src[i] == nullptr) return false;
+    if (t->op == GGML_OP_CPY && i == 1) return false;
+    return !(i == 0 && is_region_write(t));
+}
 
 static bool extent_access(const ggml_tensor * t, bool write, ggml_access * out) {
     ggml_tensor_extent(t, &out->root, &out->begin, &out->end);
+    out->write = write;
+    return out->begin < out->end;
+}
+
+// The bytes of the set/acc region inside the result's root.
+static bool region_access(const ggml_tensor * t, bool write, ggml_access * out) {
+    const ggml_set_region g = ggml_get_set_region(t);
+    size_t end;
+    ggml_tensor_extent(t, &out->root, &out->begin, &end);
+    out->begin += g.offset;
+    out->end = out->begin + g.nbytes;
     out->write = write;
     return out->begin < out->end;
 }
@@ -165,6 +188,11 @@ int ggml_op_accesses(const ggml_tensor * t, ggml_access * out) {
         if (op_reads_src(t, i) && extent_access(t->src[i], false, &out[n])) ++n;
     }
     if (t->op == GGML_OP_SET_ROWS && extent_access(t, false, &out[n])) ++n; // the rows it keeps
+    if (is_region_write(t)) {
+        if (t->op == GGML_OP_ACC && region_access(t, false, &out[n])) ++n; // adds to what is there
+        if (region_access(t, true, &out[n])) ++n;
+        return n;
+    }
     if (extent_access(t, true, &out[n])) ++n;
     return n;
 }

@@ -8,11 +8,7 @@
 
 // Wires op and sources into r and hands it to the hazard rules.
 static ggml_tensor * finish_op(ggml_context * ctx, ggml_tensor * r, enum ggml_op op, ggml_tensor * a, ggml_tensor * b = nullptr) {
-    r->op = op;
-    r->src[0] = a;
-    r->src[1] = b;
-    ggml_hazards_on_new_op(ctx, r);
-    return r;
+    return ggml_finish_op(ctx, r, op, a, b);
 }
 
 static void set_i32_params(ggml_tensor * r, std::initializer_list<int32_t> v) {

@@ -364,6 +364,9 @@ ggml_tensor * ggml_soft_max_inplace(ggml_context * ctx, ggml_tensor * a) { retur
 ggml_tensor * ggml_soft_max_ext(ggml_context * ctx, ggml_tensor * a, ggml_tensor * mask, float scale, float max_bias) {
     return soft_max_impl(ctx, a, mask, scale, max_bias, false);
 }
+ggml_tensor * ggml_soft_max_ext_inplace(ggml_context * ctx, ggml_tensor * a, ggml_tensor * mask, float scale, float max_bias) {
+    return soft_max_impl(ctx, a, mask, scale, max_bias, true);
+}
 
 static ggml_tensor * rope_impl(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c, int n_dims, int mode,
                                int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
@@ -585,5 +588,6 @@ static_assert(sizeof(g_unary_op_names) / sizeof(g_unary_op_names[0]) == GGML_UNA
 const char * ggml_unary_op_name(enum ggml_unary_op op) { return op >= 0 && op < GGML_UNARY_OP_COUNT ? g_unary_op_names[op] : "?"; }
 const char * ggml_op_desc(const ggml_tensor * t) {
     if (t->op == GGML_OP_UNARY) return ggml_unary_op_name((enum ggml_unary_op) t->op_params[0]);
+    if (t->op == GGML_OP_GLU) return ggml_glu_op_name(ggml_get_glu_op(t));
     return ggml_op_name(t->op);
 }

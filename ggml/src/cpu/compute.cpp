@@ -25,6 +25,7 @@ int ggml_op_n_tasks(const ggml_tensor * node, int n_threads) {
     if (!ggml_op_computes(node) || ggml_is_empty(node)) return 0; // the access model: views and leafs run no kernel
     switch (node->op) {
         case GGML_OP_MUL_MAT:
+        case GGML_OP_MUL_MAT_ID:
         case GGML_OP_FLASH_ATTN_EXT:
             return n_threads;
         case GGML_OP_ARGMAX:
@@ -32,6 +33,7 @@ int ggml_op_n_tasks(const ggml_tensor * node, int n_threads) {
         case GGML_OP_SUM:
             return 1;
         case GGML_OP_MEAN:
+        case GGML_OP_TOP_K:
             return split_by_size(node->src[0], n_threads); // rows of the source
         case GGML_OP_MAP_CUSTOM1:
         case GGML_OP_MAP_CUSTOM2:
@@ -51,13 +53,20 @@ int ggml_op_n_tasks(const ggml_tensor * node, int n_threads) {
 }
 
 int ggml_op_n_phases(const ggml_tensor * node) {
-    return node->op == GGML_OP_MUL_MAT ? ggml_mul_mat_n_phases(node) : 1;
+    switch (node->op) {
+        case GGML_OP_MUL_MAT: return ggml_mul_mat_n_phases(node);
+        case GGML_OP_MUL_MAT_ID: return ggml_mul_mat_id_n_phases(node);
+        case GGML_OP_SET:
+        case GGML_OP_ACC: return ggml_set_n_phases(node);
+        default: return 1;
+    }
 }
 
 size_t ggml_op_work_size(const ggml_tensor * node, int n_tasks) {
     switch (node->op) {
         case GGML_OP_MUL_MAT: return ggml_mul_mat_work_size(node, n_tasks);
         case GGML_OP_FLASH_ATTN_EXT: return ggml_flash_attn_ext_work_size(node, n_tasks);
+        case GGML_OP_MUL_MAT_ID: return ggml_mul_mat_id_work_size(node, n_tasks);
         default: return 0;
     }
 }
@@ -126,6 +135,12 @@ void ggml_compute_forward(const ggml_compute_params * params, ggml_tensor * node
         case GGML_OP_ROPE: ggml_compute_forward_rope(params, node); break;
         case GGML_OP_MUL_MAT: ggml_compute_forward_mul_mat(params, node); break;
         case GGML_OP_FLASH_ATTN_EXT: ggml_compute_forward_flash_attn_ext(params, node); break;
+        case GGML_OP_SET:
+        case GGML_OP_ACC: ggml_compute_forward_set(params, node); break;
+        case GGML_OP_GLU: ggml_compute_forward_glu(params, node); break;
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: ggml_compute_forward_argsort(params, node); break;
+        case GGML_OP_MUL_MAT_ID: ggml_compute_forward_mul_mat_id(params, node); break;
         case GGML_OP_MAP_CUSTOM1:
         case GGML_OP_MAP_CUSTOM2:
         case GGML_OP_MAP_CUSTOM3:

@@ -302,3 +302,18 @@ void ggml_compute_forward_argmax(const ggml_compute_params * params, ggml_tensor
         std::memcpy((char *) dst->data + r * dst->nb[0], &best, sizeof(best));
     }
 }
+
+void ggml_cpu_load_row(const ggml_tensor * t, const char * row, int64_t n, float * out) { load_row(t, row, n, out); }
+void ggml_cpu_store_row(const ggml_tensor * t, char * row, int64_t n, const float * in) { store_row(t, row, n, in); }
+float (*ggml_cpu_unary_scalar(ggml_unary_op op))(float) {
+    switch (op) {
+        case GGML_UNARY_OP_RELU: return [](float x) { return map_relu{0}.f(x); };
+        case GGML_UNARY_OP_GELU: return [](float x) { return map_gelu{0}.f(x); };
+        case GGML_UNARY_OP_SILU: return [](float x) { return map_silu{0}.f(x); };
+        default: {
+            float (*fn)(float) = unary_fn(op);
+            if (!fn) GGML_ABORT("unary: no CPU kernel for unary op %s (%d)", ggml_unary_op_name(op), (int) op);
+            return fn;
+        }
+    }
+}

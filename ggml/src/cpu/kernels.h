@@ -80,3 +80,18 @@ void   ggml_compute_forward_mul_mat(const ggml_compute_params * params, ggml_ten
 // kernels-attention.cpp
 size_t ggml_flash_attn_ext_work_size(const ggml_tensor * dst, int n_tasks);
 void   ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggml_tensor * dst);
+
+// kernels-llm.cpp: set/acc (phase 0 copies a unless in place), glu, argsort/top_k,
+// mul_mat_id (phase 0 converts b when needed, as mul_mat)
+int    ggml_set_n_phases(const ggml_tensor * dst);
+void   ggml_compute_forward_set(const ggml_compute_params * params, ggml_tensor * dst);     // SET, ACC
+void   ggml_compute_forward_glu(const ggml_compute_params * params, ggml_tensor * dst);
+void   ggml_compute_forward_argsort(const ggml_compute_params * params, ggml_tensor * dst); // ARGSORT, TOP_K
+int    ggml_mul_mat_id_n_phases(const ggml_tensor * dst);
+size_t ggml_mul_mat_id_work_size(const ggml_tensor * dst, int n_tasks);
+void   ggml_compute_forward_mul_mat_id(const ggml_compute_params * params, ggml_tensor * dst);
+// kernels-elementwise.cpp, for the kernels above: n elements (nb[0] apart) of an F32, F16
+// or BF16 row to/from floats; the scalar function of a unary op
+void ggml_cpu_load_row(const ggml_tensor * t, const char * row, int64_t n, float * out);
+void ggml_cpu_store_row(const ggml_tensor * t, char * row, int64_t n, const float * in);
+float (*ggml_cpu_unary_scalar(ggml_unary_op op))(float);
