@@ -7,6 +7,7 @@
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#include "gguf.h"
 #include "ggml-program-common.h"
 
 #include <string.h>
@@ -212,6 +213,9 @@ static void test_enum_values(void) {
         {GGML_LOG_LEVEL_ERROR, 4, "GGML_LOG_LEVEL_ERROR"},
         {GGML_BACKEND_BUFFER_USAGE_COMPUTE, 2, "GGML_BACKEND_BUFFER_USAGE_COMPUTE"},
         {GGML_BACKEND_DEVICE_TYPE_ACCEL, 3, "GGML_BACKEND_DEVICE_TYPE_ACCEL"},
+        {GGML_PREC_F32, 10, "GGML_PREC_F32"},
+        {GGML_SCHED_PRIO_LOW, -1, "GGML_SCHED_PRIO_LOW"},
+        {GGML_SCHED_PRIO_REALTIME, 3, "GGML_SCHED_PRIO_REALTIME"},
     };
     size_t i;
     for (i = 0; i < sizeof v / sizeof v[0]; ++i) EXPECT(v[i].got == v[i].want, "%s = %d, ggml has %d", v[i].name, v[i].got, v[i].want);
@@ -270,8 +274,30 @@ static void test_custom(void) {
     }
 }
 
+/* ggml's signatures where kvgraph once had its own: they compile as ggml programs use them */
+static void test_signatures(void) {
+    struct ggml_threadpool_params tpp = ggml_threadpool_params_default(2);
+    struct ggml_threadpool * pool;
+    struct ggml_context * ctx = new_context(16 * ggml_tensor_overhead(), true);
+    struct ggml_tensor * q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 8, 2, 1);
+    struct ggml_tensor * k = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 8, 4, 1);
+    struct ggml_tensor * fa = ggml_flash_attn_ext(ctx, q, k, k, NULL, 1.0f, 0.0f, 0.0f);
+    struct gguf_init_params gp = {true, NULL};
+    const char not_gguf[8] = "GGUX";
+    EXPECT(tpp.n_threads == 2 && tpp.prio == GGML_SCHED_PRIO_NORMAL && !tpp.paused, "threadpool params defaults");
+    pool = ggml_threadpool_new(&tpp);
+    EXPECT(pool != NULL, "threadpool from ggml's params");
+    ggml_threadpool_free(pool);
+    EXPECT(ggml_flash_attn_ext_get_prec(fa) == GGML_PREC_DEFAULT, "default precision");
+    ggml_flash_attn_ext_set_prec(fa, GGML_PREC_F32);
+    EXPECT(ggml_flash_attn_ext_get_prec(fa) == GGML_PREC_F32, "precision hint kept");
+    EXPECT(gguf_init_from_buffer(not_gguf, sizeof not_gguf, gp) == NULL, "gguf_init_from_buffer refuses a bad magic");
+    ggml_free(ctx);
+}
+
 int main(void) {
     ggml_cpu_init();
+    test_signatures();
     test_enum_values();
     test_custom();
     test_gallocr_and_sched();

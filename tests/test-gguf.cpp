@@ -88,7 +88,7 @@ std::unique_ptr<Loaded> load(const uint8_t * data, size_t n, bool with_ctx = fal
     gguf_init_params p = {no_alloc, with_ctx ? &out->c : nullptr};
     if (!with_ctx) out->c = nullptr;
     char err[512] = "unchanged";
-    out->g = gguf_init_from_buffer(copy.get(), n, p, err, sizeof(err));
+    out->g = gguf_init_from_buffer_ex(copy.get(), n, p, err, sizeof(err));
     out->err = err;
     CHECK(out->c != sentinel);
     if (out->c == sentinel) out->c = nullptr;

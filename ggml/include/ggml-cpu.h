@@ -31,6 +31,8 @@ struct ggml_cplan {
 
     ggml_abort_callback abort_callback;
     void *              abort_callback_data;
+
+    bool use_ref; // ggml: reference kernels only; kvgraph picks kernels by KVG_CPU_FEATURES instead
 };
 
 GGML_API struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads, struct ggml_threadpool * threadpool);
@@ -42,8 +44,23 @@ GGML_API enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struc
 // Plans, allocates the work buffer in ctx and computes.
 GGML_API enum ggml_status  ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph, int n_threads);
 
+// Thread priorities (ggml's values); kvgraph's pools run at the process's priority.
+enum ggml_sched_priority {
+    GGML_SCHED_PRIO_LOW = -1,
+    GGML_SCHED_PRIO_NORMAL,
+    GGML_SCHED_PRIO_MEDIUM,
+    GGML_SCHED_PRIO_HIGH,
+    GGML_SCHED_PRIO_REALTIME
+};
+// ggml's fields; kvgraph uses n_threads and keeps the others for ggml programs (no pinning,
+// no polling, pools never start paused).
 struct ggml_threadpool_params {
+    bool cpumask[GGML_MAX_N_THREADS];
     int n_threads;
+    enum ggml_sched_priority prio;
+    uint32_t poll;
+    bool strict_cpu;
+    bool paused;
 };
 GGML_API struct ggml_threadpool_params ggml_threadpool_params_default(int n_threads);
 GGML_API struct ggml_threadpool * ggml_threadpool_new(struct ggml_threadpool_params * params);

@@ -625,7 +625,15 @@ GGML_API struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, s
 // res:  [n_embd_v, n_head,      n_batch,   ne3] !! permuted !!
 GGML_API struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
         struct ggml_tensor * v, struct ggml_tensor * mask, float scale, float max_bias, float logit_softcap);
-GGML_API void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, int prec);
+// Accumulation precision hints (ggml's values). kvgraph's CPU kernels always accumulate in
+// f32, so the hint is stored and read back but changes nothing.
+enum ggml_prec {
+    GGML_PREC_DEFAULT = 0,
+    GGML_PREC_F32     = 10,
+};
+GGML_API void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
+GGML_API enum ggml_prec ggml_flash_attn_ext_get_prec(const struct ggml_tensor * a);
+GGML_API void ggml_mul_mat_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 // kvgraph: k and v rows may pack P = k->ne[0] / q->ne[0] KV heads side by side (a KV
 // cache row holding all heads of a position, e.g. q8_0 rows whose heads are shorter than
 // a block): k [n_embd_k*P, n_kv, n_head_kv/P, ne3], v [n_embd_v*P, ...]; KV head h is

@@ -1,5 +1,5 @@
 // GGUF reading and writing with ggml's gguf API (names, signatures and semantics), plus a
-// checked loader extension (gguf_init_from_file_ex / gguf_init_from_buffer) that reports
+// checked loader extension (gguf_init_from_file_ex / gguf_init_from_buffer_ex) that reports
 // what is wrong with a file and where. Header compiles as C99 and as C++.
 //
 // File layout (all little-endian):
@@ -74,9 +74,12 @@ GGML_API struct gguf_context * gguf_init_from_file(const char * fname, struct gg
 // message goes to stderr instead. On success err is set to "".
 GGML_API struct gguf_context * gguf_init_from_file_ex(const char * fname, struct gguf_init_params params,
                                                       char * err, size_t err_size);
-// Same, parsing size bytes at data (not kept after the call returns).
-GGML_API struct gguf_context * gguf_init_from_buffer(const void * data, size_t size, struct gguf_init_params params,
-                                                     char * err, size_t err_size);
+// ggml's: parses size bytes at data (not kept after the call returns); NULL on failure, the
+// message through the log callback.
+GGML_API struct gguf_context * gguf_init_from_buffer(const void * data, size_t size, struct gguf_init_params params);
+// kvgraph extension: the same, the message in err as gguf_init_from_file_ex.
+GGML_API struct gguf_context * gguf_init_from_buffer_ex(const void * data, size_t size, struct gguf_init_params params,
+                                                        char * err, size_t err_size);
 
 GGML_API void gguf_free(struct gguf_context * ctx);
 

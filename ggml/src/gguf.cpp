@@ -453,7 +453,11 @@ void report(const std::string & msg, char * err, size_t err_size) {
 
 gguf_context * gguf_init_empty(void) { return new gguf_context(); }
 
-gguf_context * gguf_init_from_buffer(const void * data, size_t size, gguf_init_params params, char * err, size_t err_size) {
+gguf_context * gguf_init_from_buffer(const void * data, size_t size, gguf_init_params params) {
+    return gguf_init_from_buffer_ex(data, size, params, nullptr, 0);
+}
+
+gguf_context * gguf_init_from_buffer_ex(const void * data, size_t size, gguf_init_params params, char * err, size_t err_size) {
     std::string msg;
     gguf_context * ctx = nullptr;
     if (!data && size > 0) {

@@ -455,7 +455,11 @@ ggml_tensor * ggml_flash_attn_ext_grouped(ggml_context * ctx, ggml_tensor * q, g
     r->src[6] = k_recent_group;
     return finish_op(ctx, r);
 }
-void ggml_flash_attn_ext_set_prec(ggml_tensor * a, int prec) { ggml_set_op_params_i32(a, 3, prec); }
+void ggml_flash_attn_ext_set_prec(ggml_tensor * a, enum ggml_prec prec) { ggml_set_op_params_i32(a, 3, (int32_t) prec); }
+enum ggml_prec ggml_flash_attn_ext_get_prec(const ggml_tensor * a) {
+    return (enum ggml_prec) ggml_get_op_params_i32(a, 3);
+}
+void ggml_mul_mat_set_prec(ggml_tensor * a, enum ggml_prec prec) { ggml_set_op_params_i32(a, 0, (int32_t) prec); }
 void ggml_flash_attn_ext_set_kv_len(ggml_context * ctx, ggml_tensor * a, ggml_tensor * kv_len) {
     GGML_ASSERT(a->op == GGML_OP_FLASH_ATTN_EXT && a->src[4] == nullptr);
     GGML_ASSERT(kv_len->type == GGML_TYPE_I32 && ggml_is_contiguous(kv_len) && ggml_nelements(kv_len) == a->src[0]->ne[3]);

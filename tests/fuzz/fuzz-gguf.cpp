@@ -95,7 +95,7 @@ void check_round_trip(const gguf_context * g, const uint8_t * data, size_t size)
     buf.insert(buf.end(), section, section + used);
 
     char err[512];
-    gguf_context * h = gguf_init_from_buffer(buf.data(), buf.size(), {true, nullptr}, err, sizeof err);
+    gguf_context * h = gguf_init_from_buffer_ex(buf.data(), buf.size(), {true, nullptr}, err, sizeof err);
     FUZZ_CHECK(h != nullptr, "re-reading the written metadata failed: %s", err);
     FUZZ_CHECK(gguf_get_n_kv(h) == gguf_get_n_kv(g) && gguf_get_n_tensors(h) == gguf_get_n_tensors(g), "counts differ");
     FUZZ_CHECK(gguf_get_alignment(h) == gguf_get_alignment(g), "alignment differs");
@@ -137,7 +137,7 @@ void check_round_trip(const gguf_context * g, const uint8_t * data, size_t size)
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     char err[512];
     ggml_context * meta = nullptr;
-    gguf_context * g = gguf_init_from_buffer(data, size, {true, &meta}, err, sizeof err);
+    gguf_context * g = gguf_init_from_buffer_ex(data, size, {true, &meta}, err, sizeof err);
     if (!g) {
         FUZZ_CHECK(meta == nullptr, "ggml context left behind on failure");
         FUZZ_CHECK(std::strncmp(err, "gguf: ", 6) == 0 && fuzz::contains(err, " offset "),
@@ -151,7 +151,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
 
     // with data: same result, and every tensor holds its bytes of the buffer
     ggml_context * full = nullptr;
-    gguf_context * g2 = gguf_init_from_buffer(data, size, {false, &full}, err, sizeof err);
+    gguf_context * g2 = gguf_init_from_buffer_ex(data, size, {false, &full}, err, sizeof err);
     FUZZ_CHECK(g2 && full, "loading with data failed after loading without: %s", err);
     ggml_tensor * t = ggml_get_first_tensor(full);
     for (int64_t i = 0; i < gguf_get_n_tensors(g2); ++i, t = ggml_get_next_tensor(full, t)) {

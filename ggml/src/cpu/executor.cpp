@@ -640,8 +640,10 @@ enum ggml_status ggml_graph_compute_with_ctx(ggml_context * ctx, ggml_cgraph * c
 }
 
 ggml_threadpool_params ggml_threadpool_params_default(int n_threads) {
-    ggml_threadpool_params p;
+    ggml_threadpool_params p = {};
     p.n_threads = clamp_threads(n_threads);
+    p.prio = GGML_SCHED_PRIO_NORMAL;
+    p.poll = 50; // ggml's default
     return p;
 }
 
