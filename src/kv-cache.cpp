@@ -209,6 +209,7 @@ ggml_tensor * KvCache::write_k(ggml_context * gctx, int il, ggml_tensor * cur, g
 static void copy_f32_row(const void * x, float * y, int64_t k) { std::memcpy(y, x, (size_t) k * sizeof(float)); }
 
 void KvCache::load_recent(int seq, int group) {
+    if (open_batch) save_recent(seq, open_batch); // the batch may be rolled back to this group
     // dequantize the channel rows of group `group` back into the sequence's k_recent rows
     // (ggml's traits have no to_float for f32: a copy)
     const ggml_to_float_t to_float = type == GGML_TYPE_F32 ? copy_f32_row : ggml_get_type_traits(type)->to_float;
@@ -303,6 +304,74 @@ void KvCache::store(int seq, int64_t pos) {
     s.slot_pos[j] = pos;
     s.n_used = std::max<int>(s.n_used, (int) j + 1);
     s.n_past = std::max(s.n_past, pos + 1);
+}
+
+// ---- batches -------------------------------------------------------------------------------------
+
+bool KvCache::begin_batch(const int32_t * pos, const int32_t * seq, int n, Batch * b, std::string * err) {
+    b->first.assign(n_seq, -1);
+    b->last.assign(n_seq, -1);
+    for (int i = 0; i < n; ++i) {
+        if (b->first[seq[i]] < 0) b->first[seq[i]] = pos[i];
+        b->last[seq[i]] = pos[i];
+    }
+    for (int s = 0; s < n_seq; ++s) {
+        if (b->first[s] < 0) continue;
+        if (!check_start(s, b->first[s], err)) return false;
+        if (mode == KvMode::Linear && b->last[s] >= n_ctx) {
+            kvg::note_status(KVG_STATUS_CONTEXT_FULL);
+            if (err) {
+                *err = std::to_string(b->last[s] - b->first[s] + 1) + " tokens at position " + std::to_string(b->first[s]) +
+                       " do not fit in the context of " + std::to_string(n_ctx) + " tokens" +
+                       (n_seq > 1 ? " (sequence " + std::to_string(s) + ")" : "");
+            }
+            return false;
+        }
+    }
+    b->n_used.resize(n_seq);
+    b->group.resize(n_seq);
+    for (int s = 0; s < n_seq; ++s) b->n_used[s] = seqs[s].n_used, b->group[s] = seqs[s].recent_group;
+    b->recent_saved.assign(n_seq, 0);
+    open_batch = b;
+    for (int s = 0; s < n_seq; ++s) {
+        if (b->first[s] >= 0) rewind(s, b->first[s]); // rows from there on are being replaced
+    }
+    return true;
+}
+
+void KvCache::apply(int seq, int64_t pos) { store(seq, pos); }
+
+void KvCache::commit_batch(Batch *) { open_batch = nullptr; }
+
+void KvCache::rollback_batch(Batch * b) {
+    open_batch = nullptr;
+    for (int s = 0; s < n_seq; ++s) {
+        if (b->first[s] < 0) continue;
+        rewind(s, b->first[s]); // also every slot the batch wrote: they hold its positions
+        seqs[s].n_used = b->n_used[s];
+        seqs[s].recent_group = b->group[s];
+        if (b->recent_saved[s]) restore_recent(s, *b);
+    }
+}
+
+// The f32 rows of seq's group being filled, every layer, kept once per batch.
+void KvCache::save_recent(int seq, Batch * b) const {
+    if (b->recent_saved[seq]) return;
+    const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
+    if (b->saved_recent.empty()) b->saved_recent.resize((size_t) n_seq * k_recent.size() * rows);
+    for (size_t il = 0; il < k_recent.size(); ++il) {
+        const float * src = (const float *) k_recent[il]->data + (size_t) seq * rows;
+        std::memcpy(b->saved_recent.data() + ((size_t) seq * k_recent.size() + il) * rows, src, rows * sizeof(float));
+    }
+    b->recent_saved[seq] = 1;
+}
+
+void KvCache::restore_recent(int seq, const Batch & b) {
+    const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
+    for (size_t il = 0; il < k_recent.size(); ++il) {
+        float * dst = (float *) k_recent[il]->data + (size_t) seq * rows;
+        std::memcpy(dst, b.saved_recent.data() + ((size_t) seq * k_recent.size() + il) * rows, rows * sizeof(float));
+    }
 }
 
 } // namespace kvg

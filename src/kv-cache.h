@@ -28,6 +28,16 @@
 // New rows are written with ggml_set_rows at row indices that are a graph input. The host
 // side (slot_pos) remembers which position each slot holds; it builds the attention mask
 // and each sequence's valid length (slots [0, n_used) were written at least once).
+//
+// A batch changes the cache in three steps (as llama.cpp's find-slot / apply / commit):
+//   begin_batch  checks that each sequence can continue where the batch starts it and that
+//                the tokens fit, snapshots the host state, forgets the positions replaced;
+//   apply        per token, in order, before the graph that writes it is filled;
+//   commit_batch after every graph ran, or rollback_batch when one failed: the host state
+//                comes back as at begin_batch, minus the positions the batch replaced (a
+//                slot the batch overwrote is never claimed as held), with the grouped-K
+//                group being filled restored exactly (its f32 rows are saved if the batch
+//                moves to another group).
 #pragma once
 
 #include "ggml.h"
@@ -94,6 +104,27 @@ struct KvCache {
     void fill_group_rows(int64_t * rows) const; // [n_embd_kv * n_seq]: k[il] rows of each sequence's recent group
 
     // ---- host-side state of the sequences ----
+    struct Seq;
+    // One batch's change, from begin_batch to commit_batch / rollback_batch.
+    // Everything a rollback needs: positions from `first` on were forgotten at begin_batch
+    // and every slot the batch writes holds one of them, so forgetting them again undoes the
+    // slots; the rest is a few numbers and, if the batch left it, the group being filled.
+    // Kept across batches, so that a batch allocates nothing once the vectors have grown.
+    struct Batch {
+        std::vector<int64_t> first, last;  // per sequence: its first/last position in the batch, -1: none
+        std::vector<int> n_used, group;    // per sequence: Seq::n_used and recent_group at begin_batch
+        std::vector<char> recent_saved;    // grouped K, per sequence: its k_recent rows are in saved_recent
+        std::vector<float> saved_recent;   // [n_seq][n_layer][32 * n_embd_kv]
+    };
+    // Token i of the batch is at position pos[i] of sequence seq[i] (valid ids; consecutive
+    // positions per sequence, in order). false + message if a sequence cannot continue at its
+    // first position (kvg_status context full if a linear cache has no room or a ring no
+    // longer holds the window), and nothing changes.
+    bool begin_batch(const int32_t * pos, const int32_t * seq, int n, Batch * b, std::string * err);
+    void apply(int seq, int64_t pos); // the next graph writes pos (call in token order; see store)
+    void commit_batch(Batch * b);
+    void rollback_batch(Batch * b);
+
     struct Seq {
         int64_t n_past = 0;            // positions [0, n_past) were decoded (ring: the recent ones are held)
         int n_used = 0;                // slots [0, n_used) were written at least once: the valid length
@@ -103,7 +134,6 @@ struct KvCache {
         int64_t held(int64_t j) const { return j < (int64_t) slot_pos.size() ? slot_pos[j] : -1; }
         int recent_group = -1;         // grouped K: the group whose rows k_recent holds
     };
-    std::vector<Seq> seqs;
 
     // Can sequence seq continue at pos? pos <= n_past, and (ring) the window before pos is held.
     bool check_start(int seq, int64_t pos, std::string * err) const;
@@ -123,6 +153,7 @@ struct KvCache {
         return q >= 0 && q <= pos && (mode == KvMode::Linear || q < n_sink || q > pos - n_window);
     }
     int kv_len(int seq) const { return seqs[seq].n_used; }
+    int64_t n_past(int seq) const { return seqs[seq].n_past; }
 
     size_t bytes() const;         // K + V of all layers (what a static cache keeps resident)
     // What bytes() will be after init(hp, p), computed without allocating (p must be valid).
@@ -150,6 +181,11 @@ struct KvCache {
 private:
     ggml_tensor * view(ggml_context * ctx, ggml_tensor * t, int n_kv, bool packed) const;
     void load_recent(int seq, int group);
+    void save_recent(int seq, Batch * b) const;
+    void restore_recent(int seq, const Batch & b);
+
+    std::vector<Seq> seqs;
+    Batch * open_batch = nullptr; // between begin_batch and commit/rollback
 };
 
 } // namespace kvg

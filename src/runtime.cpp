@@ -27,6 +27,16 @@ static const size_t MAX_CHUNKS_PER_GRAPH = 4;
 // Sequences per context.
 static const int MAX_SEQ = 256;
 
+// Per-call working memory of decode, kept so that a call allocates only when a batch is
+// larger than any before.
+struct Scratch {
+    std::vector<int64_t> next, chunk_first;
+    std::vector<uint8_t> output, seen;
+    std::vector<kvg::Ubatch> chunks;     // the first n_chunks are this call's
+    std::vector<std::vector<int32_t>> index; // batch index of each chunk token
+    kvg::KvCache::Batch batch;
+};
+
 struct kvg_context {
     const kvg::Model * model = nullptr;
     kvg_context_params params{};
@@ -43,6 +53,7 @@ struct kvg_context {
     std::vector<float> logits; // [outputs of the last decode call, n_vocab]
     std::vector<int> logit_row; // per token of the last call: its row in logits, -1 if none
     int n_batch_tokens = 0;     // tokens of the last successful call
+    Scratch scratch;
 };
 
 // The integer a C caller stored in an enum field: C allows any int there, while reading
@@ -295,7 +306,7 @@ size_t kvg_kv_cache_bytes(const kvg_context * ctx) { return ctx ? ctx->kv.bytes(
 int32_t kvg_n_past(const kvg_context * ctx) { return kvg_seq_n_past(ctx, 0); }
 int32_t kvg_seq_n_past(const kvg_context * ctx, int32_t seq) {
     if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
-    return (int32_t) std::min<int64_t>(ctx->kv.seqs[seq].n_past, INT32_MAX);
+    return (int32_t) std::min<int64_t>(ctx->kv.n_past(seq), INT32_MAX);
 }
 int32_t kvg_n_seq_max(const kvg_context * ctx) { return ctx ? ctx->kv.n_seq : 0; }
 void kvg_set_n_threads(kvg_context * ctx, int32_t n_threads) {
@@ -334,12 +345,13 @@ static bool compute(kvg_context * ctx, ggml_cgraph * gf, std::string * err) {
     return true;
 }
 
-// Checks a batch: ids, sequences, consecutive positions per sequence, room in the cache.
-static bool check_batch(const kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq,
-                        int32_t n, std::vector<int64_t> * first, std::string * e) {
+// Checks a batch: ids, sequences, consecutive positions per sequence (whether the cache can
+// take it is the cache's to say: KvCache::begin_batch).
+static bool check_batch(kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq,
+                        int32_t n, std::string * e) {
     const int n_vocab = ctx->model->hp.n_vocab, n_seq = ctx->kv.n_seq;
-    std::vector<int64_t> next(n_seq, -1), count(n_seq, 0);
-    first->assign(n_seq, -1);
+    std::vector<int64_t> & next = ctx->scratch.next;
+    next.assign(n_seq, -1);
     for (int32_t i = 0; i < n; ++i) {
         if (tokens[i] < 0 || tokens[i] >= n_vocab) {
             *e = "token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) + ", outside the vocabulary 0.." +
@@ -357,25 +369,109 @@ static bool check_batch(const kvg_context * ctx, const kvg_token * tokens, const
                  std::to_string(pos[i]) + ", expected " + std::to_string(next[s]) + " (consecutive positions)";
             return false;
         }
-        if (next[s] < 0) {
-            if (!ctx->kv.check_start(s, pos[i], e)) return false;
-            (*first)[s] = pos[i];
-        }
-        if (pos[i] == INT32_MAX) {
-            *e = "position " + std::to_string(pos[i]) + " is too large";
+        if (pos[i] < 0 || pos[i] == INT32_MAX) {
+            *e = "position " + std::to_string(pos[i]) + " is invalid";
             return false;
         }
         next[s] = pos[i] + 1;
-        ++count[s];
     }
-    for (int s = 0; s < n_seq && ctx->kv.mode == kvg::KvMode::Linear; ++s) {
-        if (count[s] > 0 && next[s] > ctx->kv.n_ctx) {
-            kvg::note_status(KVG_STATUS_CONTEXT_FULL);
-            *e = std::to_string(count[s]) + " tokens at position " + std::to_string((*first)[s]) +
-                 " do not fit in the context of " + std::to_string(ctx->kv.n_ctx) + " tokens" +
-                 (n_seq > 1 ? " (sequence " + std::to_string(s) + ")" : "");
-            return false;
+    return true;
+}
+
+// Which tokens get logits (each sequence's last, or all with logits_all) and their rows.
+static void plan_outputs(kvg_context * ctx, const int32_t * seq, int32_t n) {
+    Scratch & sc = ctx->scratch;
+    sc.output.assign(n, 0);
+    sc.seen.assign(ctx->kv.n_seq, 0);
+    for (int32_t i = n - 1; i >= 0; --i) {
+        sc.output[i] = ctx->params.logits_all || !sc.seen[seq[i]];
+        sc.seen[seq[i]] = 1;
+    }
+    ctx->logit_row.assign(n, -1);
+    int n_out = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        if (sc.output[i]) ctx->logit_row[i] = n_out++;
+    }
+    ctx->logits.resize((size_t) n_out * ctx->model->hp.n_vocab);
+}
+
+// Chunks of at most n_batch tokens in which no token writes a slot an earlier token of the
+// same chunk still attends (ring); the chunks' vectors are reused from call to call.
+static int split_chunks(kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq, int32_t n) {
+    Scratch & sc = ctx->scratch;
+    const kvg::KvCache & kv = ctx->kv;
+    int n_chunks = 0;
+    sc.chunk_first.assign(kv.n_seq, -1);
+    for (int32_t i = 0; i < n; ++i) {
+        const int s = seq[i];
+        if (n_chunks == 0 || sc.chunks[n_chunks - 1].n() == ctx->params.n_batch ||
+            (sc.chunk_first[s] >= 0 && pos[i] > kv.chunk_last(sc.chunk_first[s]))) {
+            if ((int) sc.chunks.size() == n_chunks) sc.chunks.emplace_back(), sc.index.emplace_back();
+            kvg::Ubatch & ub = sc.chunks[n_chunks];
+            ub.tokens.clear(), ub.pos.clear(), ub.seq.clear(), ub.output.clear(), sc.index[n_chunks].clear();
+            ++n_chunks;
+            std::fill(sc.chunk_first.begin(), sc.chunk_first.end(), -1);
         }
+        if (sc.chunk_first[s] < 0) sc.chunk_first[s] = pos[i];
+        kvg::Ubatch & ub = sc.chunks[n_chunks - 1];
+        ub.tokens.push_back(tokens[i]);
+        ub.pos.push_back(pos[i]);
+        ub.seq.push_back(s);
+        ub.output.push_back(sc.output[i]);
+        sc.index[n_chunks - 1].push_back(i);
+    }
+    return n_chunks;
+}
+
+// Runs chunks [c0, c1) in one graph of shape `shape` and copies their logits out.
+static bool run_graph(kvg_context * ctx, const kvg::GraphShape & shape, size_t c0, size_t c1, std::string * e) {
+    Scratch & sc = ctx->scratch;
+    kvg::LlamaGraph * g = get_graph(ctx, shape, e);
+    if (!g) return false;
+    const bool flash = ctx->params.attn == KVG_ATTN_FLASH;
+    for (size_t c = c0; c < c1; ++c) {
+        const kvg::Ubatch & ub = sc.chunks[c];
+        if (flash) for (int i = 0; i < ub.n(); ++i) ctx->kv.apply(ub.seq[i], ub.pos[i]);
+        g->set_inputs((int) (c - c0), ub, ctx->kv);
+    }
+    if (!compute(ctx, g->gf, e)) return false;
+    const int n_vocab = ctx->model->hp.n_vocab;
+    for (size_t c = c0; c < c1; ++c) {
+        const ggml_tensor * out = g->chunks[c - c0].logits;
+        int row = 0;
+        for (int i = 0; i < sc.chunks[c].n(); ++i) {
+            if (!sc.chunks[c].output[i]) continue;
+            std::memcpy(ctx->logits.data() + (size_t) ctx->logit_row[sc.index[c][i]] * n_vocab,
+                        (const float *) out->data + (size_t) row++ * n_vocab, sizeof(float) * n_vocab);
+        }
+    }
+    return true;
+}
+
+// Runs the chunks, several per graph where their shapes allow.
+static bool run_chunks(kvg_context * ctx, int n_chunks, std::string * e) {
+    Scratch & sc = ctx->scratch;
+    kvg::KvCache & kv = ctx->kv;
+    const bool flash = ctx->params.attn == KVG_ATTN_FLASH;
+    for (size_t c0 = 0; c0 < (size_t) n_chunks;) {
+        // Padding-free shapes do not depend on the cache state: consecutive chunks of one
+        // shape share a graph (bucketed shapes grow with the fill, so one chunk per graph).
+        kvg::GraphShape shape;
+        size_t c1 = c0 + 1;
+        if (flash) {
+            shape = kvg::ubatch_shape(sc.chunks[c0], kv, true, true);
+            // grouped K: apply() may load a group's rows on the host, between graphs only
+            while (c1 < (size_t) n_chunks && c1 - c0 < MAX_CHUNKS_PER_GRAPH && !kv.grouped() &&
+                   kvg::ubatch_shape(sc.chunks[c1], kv, true, true) == shape) {
+                ++c1;
+            }
+        } else {
+            for (int i = 0; i < sc.chunks[c0].n(); ++i) kv.apply(sc.chunks[c0].seq[i], sc.chunks[c0].pos[i]);
+            shape = kvg::ubatch_shape(sc.chunks[c0], kv, false, false);
+        }
+        shape.n_chunks = (int) (c1 - c0);
+        if (!run_graph(ctx, shape, c0, c1, e)) return false;
+        c0 = c1;
     }
     return true;
 }
@@ -387,95 +483,16 @@ static bool decode(kvg_context * ctx, const kvg_token * tokens, const int32_t * 
         *e = "no tokens";
         return false;
     }
-    std::vector<int64_t> first;
-    if (!check_batch(ctx, tokens, pos, seq, n, &first, e)) return false;
-    kvg::KvCache & kv = ctx->kv;
-    const int n_vocab = ctx->model->hp.n_vocab;
-    for (int s = 0; s < kv.n_seq; ++s) {
-        if (first[s] >= 0) kv.rewind(s, first[s]); // rows from there on are being replaced
-    }
-
-    // which tokens get logits, and where they go
-    std::vector<uint8_t> output(n, 0);
-    std::vector<bool> seen(kv.n_seq, false);
-    for (int32_t i = n - 1; i >= 0; --i) {
-        output[i] = ctx->params.logits_all || !seen[seq[i]];
-        seen[seq[i]] = true;
-    }
-    ctx->logit_row.assign(n, -1);
-    int n_out = 0;
-    for (int32_t i = 0; i < n; ++i) {
-        if (output[i]) ctx->logit_row[i] = n_out++;
-    }
-    ctx->logits.resize((size_t) n_out * n_vocab);
-
-    // chunks: at most n_batch tokens, and no token writes a slot an earlier token of the
-    // same chunk still attends (ring)
-    std::vector<kvg::Ubatch> chunks;
-    std::vector<std::vector<int32_t>> index; // batch index of each chunk token
-    std::vector<int64_t> chunk_first(kv.n_seq, -1);
-    for (int32_t i = 0; i < n; ++i) {
-        const int s = seq[i];
-        if (chunks.empty() || chunks.back().n() == ctx->params.n_batch ||
-            (chunk_first[s] >= 0 && pos[i] > kv.chunk_last(chunk_first[s]))) {
-            chunks.emplace_back();
-            index.emplace_back();
-            std::fill(chunk_first.begin(), chunk_first.end(), -1);
-        }
-        if (chunk_first[s] < 0) chunk_first[s] = pos[i];
-        kvg::Ubatch & ub = chunks.back();
-        ub.tokens.push_back(tokens[i]);
-        ub.pos.push_back(pos[i]);
-        ub.seq.push_back(s);
-        ub.output.push_back(output[i]);
-        index.back().push_back(i);
-    }
-
-    const bool flash = ctx->params.attn == KVG_ATTN_FLASH;
-    for (size_t c0 = 0; c0 < chunks.size();) {
-        // Padding-free shapes do not depend on the cache state: consecutive chunks of one
-        // shape share a graph (bucketed shapes grow with the fill, so one chunk per graph).
-        kvg::GraphShape shape;
-        size_t c1 = c0 + 1;
-        if (flash) {
-            shape = kvg::ubatch_shape(chunks[c0], kv, true, true);
-            // grouped K: store() may load a group's rows on the host, between graphs only
-            while (c1 < chunks.size() && c1 - c0 < MAX_CHUNKS_PER_GRAPH && !kv.grouped() &&
-                   kvg::ubatch_shape(chunks[c1], kv, true, true) == shape) {
-                ++c1;
-            }
-        } else {
-            for (int i = 0; i < chunks[c0].n(); ++i) kv.store(chunks[c0].seq[i], chunks[c0].pos[i]);
-            shape = kvg::ubatch_shape(chunks[c0], kv, false, false);
-        }
-        shape.n_chunks = (int) (c1 - c0);
-        kvg::LlamaGraph * g = get_graph(ctx, shape, e);
-        if (!g) break;
-        for (size_t c = c0; c < c1; ++c) {
-            if (flash) {
-                for (int i = 0; i < chunks[c].n(); ++i) kv.store(chunks[c].seq[i], chunks[c].pos[i]);
-            }
-            g->set_inputs((int) (c - c0), chunks[c], kv);
-        }
-        if (!compute(ctx, g->gf, e)) break;
-        for (size_t c = c0; c < c1; ++c) {
-            const ggml_tensor * out = g->chunks[c - c0].logits;
-            int row = 0;
-            for (int i = 0; i < chunks[c].n(); ++i) {
-                if (!chunks[c].output[i]) continue;
-                std::memcpy(ctx->logits.data() + (size_t) ctx->logit_row[index[c][i]] * n_vocab,
-                            (const float *) out->data + (size_t) row++ * n_vocab, sizeof(float) * n_vocab);
-            }
-        }
-        c0 = c1;
-    }
-    if (!e->empty()) {
-        // the failed chunk's rows may not have been written: forget the whole batch
-        for (int s = 0; s < kv.n_seq; ++s) {
-            if (first[s] >= 0) kv.rewind(s, first[s]);
-        }
+    if (!check_batch(ctx, tokens, pos, seq, n, e)) return false;
+    kvg::KvCache::Batch & batch = ctx->scratch.batch;
+    if (!ctx->kv.begin_batch(pos, seq, n, &batch, e)) return false;
+    plan_outputs(ctx, seq, n);
+    const int n_chunks = split_chunks(ctx, tokens, pos, seq, n);
+    if (!run_chunks(ctx, n_chunks, e)) {
+        ctx->kv.rollback_batch(&batch); // positions from the batch's first on are forgotten
         return false;
     }
+    ctx->kv.commit_batch(&batch);
     ctx->n_batch_tokens = n;
     return true;
 }

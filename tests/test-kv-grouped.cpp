@@ -470,3 +470,48 @@ TEST_CASE("q8_0 cache: flash and matmul attention agree (greedy tokens, logits w
         kvg_model_free(m);
     }
 }
+
+// A batch that fails after it moved the open group (here: written into group 2 from group 1)
+// gives back the cache it found: the open group's f32 rows bit for bit (they exist nowhere
+// else: the q8_0 copy is rounded), the positions before the batch, none after it.
+TEST_CASE("q8_0 cache: a rolled-back batch restores the open group's f32 rows exactly") {
+    kvg::HParams hp;
+    hp.n_layer = 2, hp.n_embd = 64, hp.n_head = 4, hp.n_head_kv = 2; // n_embd_kv 32
+    kvg::KvCache kv;
+    std::string e;
+    REQUIRE(kv.init(hp, 128, GGML_TYPE_Q8_0, &e));
+    for (int p = 0; p < 40; ++p) kv.apply(0, p); // positions 0..39: group 1 is open
+    REQUIRE(kv.recent_group(0) == 1);
+    const int C = hp.n_embd_kv();
+    std::vector<std::vector<float>> before(hp.n_layer);
+    for (int il = 0; il < hp.n_layer; ++il) {
+        float * rows = (float *) kv.k_recent[il]->data;
+        for (int i = 0; i < G * C; ++i) rows[i] = 0.1f * (float) (i % 97) - 3.0f + 1e-3f * (float) il; // not q8_0-exact
+        before[il].assign(rows, rows + G * C);
+    }
+    std::vector<int32_t> pos, seq;
+    for (int p = 40; p < 70; ++p) pos.push_back(p), seq.push_back(0);
+    kvg::KvCache::Batch b;
+    REQUIRE(kv.begin_batch(pos.data(), seq.data(), (int) pos.size(), &b, &e));
+    for (int32_t p : pos) kv.apply(0, p); // crosses into group 2 at 64: group 1 leaves k_recent
+    REQUIRE(kv.recent_group(0) == 2);
+    kv.rollback_batch(&b);
+    CHECK(kv.recent_group(0) == 1);
+    CHECK(kv.n_past(0) == 40);
+    CHECK(kv.kv_len(0) == 40);
+    for (int il = 0; il < hp.n_layer; ++il) {
+        CHECK(std::memcmp(kv.k_recent[il]->data, before[il].data(), before[il].size() * sizeof(float)) == 0);
+    }
+    for (int j = 0; j < 128; ++j) CHECK(kv.visible(0, j, 100) == (j < 40));
+    CHECK(kv.check_start(0, 40, &e)); // continues where the batch began
+
+    // a batch that cannot start changes nothing
+    std::vector<int32_t> far = {41}, zero = {0};
+    CHECK_FALSE(kv.begin_batch(far.data(), zero.data(), 1, &b, &e));
+    CHECK(kv.n_past(0) == 40);
+    std::vector<int32_t> full(100), seq0(100, 0);
+    for (int i = 0; i < 100; ++i) full[i] = 40 + i;
+    CHECK_FALSE(kv.begin_batch(full.data(), seq0.data(), 100, &b, &e));
+    CHECK(e.find("do not fit in the context of 128") != std::string::npos);
+    CHECK(kv.n_past(0) == 40);
+}
