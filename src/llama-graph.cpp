@@ -329,19 +329,19 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
     return g;
 }
 
-void LlamaGraph::set_inputs(int c, const Ubatch & ub, const KvCache & kv) {
-    const Chunk & in = chunks[c];
-    const int n = shape.n_tokens, n_kv = shape.n_kv, n_q = shape.n_q, n_seq = shape.n_seq;
-    GGML_ASSERT(ub.n() == n);
+// Token ids, positions, cache rows, output rows and the query-row layout of one chunk.
+void LlamaGraph::set_token_inputs(const Chunk & in, const Ubatch & ub, const KvCache & kv) {
+    const int n = shape.n_tokens, n_q = shape.n_q;
     int32_t * tok = (int32_t *) in.tokens->data;
     int32_t * pos = (int32_t *) in.pos->data;
     int64_t * idx = (int64_t *) in.kv_idx->data;
     // query row of each token: the k-th token of sequence s is row s * n_q + k
-    std::vector<int> count(n_seq, 0), token_of_row((size_t) n_q * n_seq, -1);
+    seq_count.assign(shape.n_seq, 0);
+    token_of_row.assign((size_t) n_q * shape.n_seq, -1);
     int n_out = 0;
     for (int i = 0; i < n; ++i) {
         const int s = ub.seq[i];
-        const int r = s * n_q + count[s]++;
+        const int r = s * n_q + seq_count[s]++;
         token_of_row[r] = i;
         tok[i] = ub.tokens[i];
         pos[i] = ub.pos[i];
@@ -355,25 +355,32 @@ void LlamaGraph::set_inputs(int c, const Ubatch & ub, const KvCache & kv) {
             ((int32_t *) in.q_idx->data)[r] = std::max(token_of_row[r], 0); // padding rows read token 0
         }
     }
-    if (in.k_group_rows) {
-        kv.fill_group_rows((int64_t *) in.k_group_rows->data);
-        const int64_t G = KvCache::n_groups(n_kv);
-        for (int s = 0; s < n_seq; ++s) {
-            if (in.k_recent_group) ((int32_t *) in.k_recent_group->data)[s] = kv.recent_group(s);
-            // matmul path: sequences of this chunk read at most group G - 1; the others' rows are dropped
-            const int64_t first = ((int64_t) s * G + std::min<int64_t>(kv.recent_group(s), G - 1)) * GGML_KV_GROUP;
-            for (int j = 0; in.k_recent_rows && j < GGML_KV_GROUP; ++j) {
-                ((int64_t *) in.k_recent_rows->data)[s * GGML_KV_GROUP + j] = first + j;
-            }
+}
+
+// Grouped K: the k[il] rows of each sequence's open group, the group k_recent holds, and
+// (matmul path) which rows of the dequantized keys k_recent's rows replace.
+void LlamaGraph::set_group_inputs(const Chunk & in, const KvCache & kv) const {
+    kv.fill_group_rows((int64_t *) in.k_group_rows->data);
+    const int64_t G = KvCache::n_groups(shape.n_kv);
+    for (int s = 0; s < shape.n_seq; ++s) {
+        if (in.k_recent_group) ((int32_t *) in.k_recent_group->data)[s] = kv.recent_group(s);
+        // matmul path: sequences of this chunk read at most group G - 1; the others' rows are dropped
+        const int64_t first = ((int64_t) s * G + std::min<int64_t>(kv.recent_group(s), G - 1)) * GGML_KV_GROUP;
+        for (int j = 0; in.k_recent_rows && j < GGML_KV_GROUP; ++j) {
+            ((int64_t *) in.k_recent_rows->data)[s * GGML_KV_GROUP + j] = first + j;
         }
     }
-    // valid lengths: sequences without tokens in this chunk read nothing
-    for (int s = 0; s < n_seq && in.kv_len; ++s) ((int32_t *) in.kv_len->data)[s] = count[s] > 0 ? kv.kv_len(s) : 0;
+}
 
+// Valid lengths and the attention mask: 0 where a query row may attend a slot, -inf elsewhere.
+void LlamaGraph::set_mask_inputs(const Chunk & in, const Ubatch & ub, const KvCache & kv) const {
+    const int n_kv = shape.n_kv, n_q = shape.n_q;
+    // sequences without tokens in this chunk read nothing
+    for (int s = 0; s < shape.n_seq && in.kv_len; ++s) ((int32_t *) in.kv_len->data)[s] = seq_count[s] > 0 ? kv.kv_len(s) : 0;
     const float neg_inf = -std::numeric_limits<float>::infinity();
     float * mask = (float *) in.mask->data;
-    for (int s = 0; s < n_seq; ++s) {
-        const int valid = count[s] > 0 ? std::min(kv.kv_len(s), n_kv) : 0;
+    for (int s = 0; s < shape.n_seq; ++s) {
+        const int valid = seq_count[s] > 0 ? std::min(kv.kv_len(s), n_kv) : 0;
         // padding-free attention never reads past the valid length: no need to fill it
         const int end = shape.kv_len ? valid : n_kv;
         for (int k = 0; k < n_q; ++k) {
@@ -387,6 +394,14 @@ void LlamaGraph::set_inputs(int c, const Ubatch & ub, const KvCache & kv) {
             for (int j = valid; j < end; ++j) row[j] = neg_inf;
         }
     }
+}
+
+void LlamaGraph::set_inputs(int c, const Ubatch & ub, const KvCache & kv) {
+    const Chunk & in = chunks[c];
+    GGML_ASSERT(ub.n() == shape.n_tokens);
+    set_token_inputs(in, ub, kv);
+    if (in.k_group_rows) set_group_inputs(in, kv);
+    set_mask_inputs(in, ub, kv);
 }
 
 std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::string * err, int n_rows) {

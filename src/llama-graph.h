@@ -96,6 +96,14 @@ struct LlamaGraph {
     // the chunks before c), not those of later chunks.
     void set_inputs(int c, const Ubatch & ub, const KvCache & kv);
 
+  private:
+    void set_token_inputs(const Chunk & in, const Ubatch & ub, const KvCache & kv);
+    void set_group_inputs(const Chunk & in, const KvCache & kv) const;
+    void set_mask_inputs(const Chunk & in, const Ubatch & ub, const KvCache & kv) const;
+    std::vector<int> seq_count, token_of_row; // of the chunk being filled, reused from run to run
+
+  public:
+
     ggml_gallocr_t galloc = nullptr; // owns the memory of the intermediate tensors
 };
 
