@@ -242,6 +242,24 @@ int32_t kvg_n_past(const struct kvg_context * ctx);
 int32_t kvg_seq_n_past(const struct kvg_context * ctx, int32_t seq);
 int32_t kvg_n_seq_max(const struct kvg_context * ctx);
 
+// ---- editing sequences (llama.cpp's llama_memory_seq_* meanings) ----------------------------
+// Forgets positions [p0, p1) of sequence seq (p0 < 0: from 0, p1 < 0: to the end). Removing
+// a suffix is a rollback: the next token of seq goes at p0, and its logits are those of a
+// fresh context fed the kept tokens (bit-identical in f32 and f16 caches). Positions removed
+// from the middle are never attended again (the later ones keep their positions). false
+// with a message, and nothing changed, for an unknown sequence or p0 > p1, or where the
+// result could not be exact: a q8_0 cache cut inside a finished group of 32 positions (cut
+// at a multiple of 32 or inside the group being filled), a ring that no longer holds the
+// window before p0 (kvg_status: bad input, unsupported, context full).
+bool kvg_seq_rm(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, char * err, size_t err_size);
+// Forgets every sequence but seq (an emptied sequence starts again at position 0). false
+// with a message for an unknown sequence.
+bool kvg_seq_keep(struct kvg_context * ctx, int32_t seq, char * err, size_t err_size);
+// Smallest / largest position sequence seq holds; -1 when it holds none, seq is unknown or
+// ctx is NULL. A ring holds only its window and sinks.
+int32_t kvg_seq_pos_min(const struct kvg_context * ctx, int32_t seq);
+int32_t kvg_seq_pos_max(const struct kvg_context * ctx, int32_t seq);
+
 // ---- sampling ---------------------------------------------------------------------------------------
 // The steps, in order (llama.cpp's meanings): penalties on the recently accepted tokens,
 // then greedy (temp <= 0) or top-k, min-p, temperature softmax, top-p and a seeded draw.

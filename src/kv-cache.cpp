@@ -291,6 +291,53 @@ void KvCache::rewind(int seq, int64_t pos) {
     s.n_past = pos;
 }
 
+bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
+    Seq & s = seqs[seq];
+    if (p0 >= s.n_past || p0 >= p1) return true; // nothing held there
+    if (p1 < s.n_past) { // a middle range: never attended again
+        for (int64_t & q : s.slot_pos) {
+            if (q >= p0 && q < p1) q = -1;
+        }
+        return true;
+    }
+    const int64_t group = slot(p0) / GGML_KV_GROUP;
+    if (grouped() && slot(p0) % GGML_KV_GROUP != 0 && group != s.recent_group) {
+        kvg::note_status(KVG_STATUS_UNSUPPORTED);
+        if (err) {
+            *err = "position " + std::to_string(p0) + " lies inside a finished group of 32 slots of the q8_0 cache, whose keys "
+                   "are kept only rounded: remove from a multiple of 32 or from the group being filled (slots " +
+                   std::to_string((int64_t) s.recent_group * GGML_KV_GROUP) + " on)";
+        }
+        return false;
+    }
+    if (!check_start(seq, p0, err)) return false; // a ring must still hold the window before p0
+    rewind(seq, p0);
+    if (p0 == 0) s.n_used = 0; // empty: attention starts from nothing again
+    return true;
+}
+
+void KvCache::keep_only(int seq) {
+    for (int s = 0; s < n_seq; ++s) {
+        if (s == seq) continue;
+        rewind(s, 0);
+        seqs[s].n_used = 0;
+    }
+}
+
+int64_t KvCache::pos_min(int seq) const {
+    int64_t m = -1;
+    for (int64_t q : seqs[seq].slot_pos) {
+        if (q >= 0 && (m < 0 || q < m)) m = q;
+    }
+    return m;
+}
+
+int64_t KvCache::pos_max(int seq) const {
+    int64_t m = -1;
+    for (int64_t q : seqs[seq].slot_pos) m = std::max(m, q);
+    return m;
+}
+
 void KvCache::use_group(int seq, int64_t pos) {
     const int group = (int) (slot(pos) / GGML_KV_GROUP);
     if (grouped() && seqs[seq].recent_group != group) load_recent(seq, group);

@@ -142,6 +142,14 @@ struct KvCache {
     // (grouped K) so that the chunk stays inside one group of slots.
     int64_t chunk_last(int64_t pos) const;
     void rewind(int seq, int64_t pos); // forget positions >= pos
+    // Forget positions [p0, p1) of seq (p1 past n_past: a suffix, the next token goes at p0).
+    // Refused with a message (nothing changes) where the result would not be exact: a q8_0
+    // cache cut inside a finished 32-slot group (its keys survive only rounded), or a ring
+    // that no longer holds the window before p0.
+    bool remove(int seq, int64_t p0, int64_t p1, std::string * err);
+    void keep_only(int seq);             // forget every other sequence
+    int64_t pos_min(int seq) const;      // smallest position held, -1 if none
+    int64_t pos_max(int seq) const;      // largest position held, -1 if none
     // The next graph writes pos (call in token order). Grouped K: if pos's group is not the
     // sequence's recent group, its rows are first loaded into k_recent from the q8_0 copy
     // (slots still held there, e.g. after a rewind or a ring wrap, stay readable).

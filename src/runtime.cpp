@@ -313,6 +313,50 @@ void kvg_set_n_threads(kvg_context * ctx, int32_t n_threads) {
     if (ctx && n_threads > 0 && n_threads <= GGML_MAX_N_THREADS) ctx->params.n_threads = n_threads;
 }
 
+// ---- editing sequences ---------------------------------------------------------------------------
+
+static bool known_seq(const kvg_context * ctx, int32_t seq, const char * fn, char * err, size_t err_size) {
+    if (ctx && seq >= 0 && seq < ctx->kv.n_seq) return true;
+    set_err(err, err_size, std::string(fn) + ": " + (ctx ? "sequence " + std::to_string(seq) + " is not in 0.." +
+                                                             std::to_string(ctx->kv.n_seq - 1) : std::string("no context")));
+    return false;
+}
+
+bool kvg_seq_rm(kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, char * err, size_t err_size) try {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, seq, "kvg_seq_rm", err, err_size)) return false;
+    const int64_t from = p0 < 0 ? 0 : p0, to = p1 < 0 ? INT64_MAX : p1;
+    if (from > to) {
+        set_err(err, err_size, "kvg_seq_rm: p0 = " + std::to_string(p0) + " is past p1 = " + std::to_string(p1));
+        return false;
+    }
+    std::string e;
+    if (!ctx->kv.remove(seq, from, to, &e)) {
+        set_err(err, err_size, "kvg_seq_rm: " + e);
+        return false;
+    }
+    return true;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_seq_rm");
+    return false;
+}
+
+bool kvg_seq_keep(kvg_context * ctx, int32_t seq, char * err, size_t err_size) {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, seq, "kvg_seq_keep", err, err_size)) return false;
+    ctx->kv.keep_only(seq);
+    return true;
+}
+
+int32_t kvg_seq_pos_min(const kvg_context * ctx, int32_t seq) {
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
+    return (int32_t) ctx->kv.pos_min(seq);
+}
+int32_t kvg_seq_pos_max(const kvg_context * ctx, int32_t seq) {
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
+    return (int32_t) ctx->kv.pos_max(seq);
+}
+
 // The graph of a shape, built on first use.
 static kvg::LlamaGraph * get_graph(kvg_context * ctx, const kvg::GraphShape & shape, std::string * err) {
     ++ctx->use_clock;

@@ -1,0 +1,189 @@
+// Editing sequences (kvg_seq_rm / kvg_seq_keep / kvg_seq_pos_min / kvg_seq_pos_max): a
+// rollback gives the logits of a fresh context fed the kept tokens, in every cache type and
+// mode where it is allowed; where it could not be exact it is refused and nothing changes.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "kvgraph.h"
+#include "test-runtime-common.h"
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<int> random_tokens(int n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<int> t(n);
+    for (int & x : t) x = 3 + (int) (rng() % 509); // stories260K: 512 ids, 0..2 special
+    return t;
+}
+
+kvg_context_params params(kvg_kv_type type, kvg_kv_mode mode = KVG_KV_LINEAR) {
+    kvg_context_params p = kvg_context_default_params();
+    p.n_threads = 2;
+    p.kv_type = type;
+    p.kv_mode = mode;
+    if (mode == KVG_KV_RING) p.n_ctx = 64, p.n_sink = 4, p.n_window = 40; // slack 20
+    return p;
+}
+
+// Decodes tokens at pos (sequence 0), in pieces of `piece` tokens, then n greedy tokens;
+// returns the logits of every greedy step.
+std::vector<float> decode_then_greedy(kvg_context * c, const std::vector<int> & tokens, int pos, int piece, int n,
+                                      int nv, std::vector<int> * picked = nullptr) {
+    char err[512] = "";
+    const float * l = nullptr;
+    for (size_t i = 0; i < tokens.size(); i += piece) {
+        const int m = (int) std::min<size_t>(piece, tokens.size() - i);
+        l = kvg_decode(c, tokens.data() + i, m, pos + (int) i, err, sizeof err);
+        INFO(err);
+        REQUIRE(l != nullptr);
+    }
+    std::vector<float> out;
+    int p = pos + (int) tokens.size();
+    for (int k = 0; k < n; ++k) {
+        out.insert(out.end(), l, l + nv);
+        const int t = kvg_argmax(l, nv);
+        if (picked) picked->push_back(t);
+        l = kvg_decode(c, &t, 1, p++, err, sizeof err);
+        INFO(err);
+        REQUIRE(l != nullptr);
+    }
+    return out;
+}
+
+// A context that decoded `seen` and rolled back to `keep`, against a fresh one fed the
+// first `keep` tokens, both continuing with `cont` and 24 greedy tokens.
+void check_rollback(kvg_model * m, const kvg_context_params & p, const std::vector<int> & seen, int keep,
+                    const std::vector<int> & cont, bool bit_identical) {
+    const int nv = kvg_model_n_vocab(m);
+    kvg_context * a = new_ctx(m, p);
+    decode_then_greedy(a, std::vector<int>(seen.begin(), seen.begin() + 40), 0, 40, 0, nv);
+    decode_then_greedy(a, std::vector<int>(seen.begin() + 40, seen.end()), 40, 1, 0, nv);
+    char err[512] = "";
+    REQUIRE_MESSAGE(kvg_seq_rm(a, 0, keep, -1, err, sizeof err), err);
+    CHECK(kvg_seq_pos_max(a, 0) == keep - 1);
+    std::vector<int> ta, tb;
+    const std::vector<float> la = decode_then_greedy(a, cont, keep, 3, 24, nv, &ta);
+    kvg_context * b = new_ctx(m, p);
+    decode_then_greedy(b, std::vector<int>(seen.begin(), seen.begin() + keep), 0, 40, 0, nv);
+    const std::vector<float> lb = decode_then_greedy(b, cont, keep, 3, 24, nv, &tb);
+    CHECK(ta == tb);
+    float top = 0.0f;
+    for (float x : lb) top = std::max(top, std::fabs(x));
+    const float diff = max_diff(la.data(), lb.data(), la.size());
+    MESSAGE("kv type ", p.kv_type, " mode ", p.kv_mode, ", rolled back ", seen.size(), " -> ", keep, ": max |dlogit| ", diff,
+            " of ", top);
+    if (bit_identical) CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
+    else CHECK(diff <= 1e-4f * top);
+    kvg_context_free(a);
+    kvg_context_free(b);
+}
+
+} // namespace
+
+TEST_CASE("rollback with kvg_seq_rm: f32 and f16 caches give a fresh context's logits bit for bit") {
+    kvg_model * m = load_shared_model("stories260K.bin");
+    const std::vector<int> seen = random_tokens(50, 1), cont = random_tokens(8, 2);
+    for (kvg_kv_type type : {KVG_KV_F32, KVG_KV_F16}) {
+        for (int keep : {45, 40, 12, 1}) check_rollback(m, params(type), seen, keep, cont, true);
+    }
+    kvg_model_free(m);
+}
+
+TEST_CASE("rollback with kvg_seq_rm: a q8_0 cache inside the group being filled or at a group boundary") {
+    kvg_model * m = load_shared_model("stories260K.bin");
+    const std::vector<int> seen = random_tokens(50, 3), cont = random_tokens(8, 4);
+    for (int keep : {45, 33, 32}) check_rollback(m, params(KVG_KV_Q8_0), seen, keep, cont, false);
+    // inside the finished group 0 (positions 0..31): refused, and the sequence keeps its 50
+    kvg_context * c = new_ctx(m, params(KVG_KV_Q8_0));
+    decode_then_greedy(c, seen, 0, 50, 0, kvg_model_n_vocab(m));
+    char err[512] = "";
+    CHECK_FALSE(kvg_seq_rm(c, 0, 20, -1, err, sizeof err));
+    CHECK(kvg_last_status() == KVG_STATUS_UNSUPPORTED);
+    CHECK(std::string(err).find("finished group") != std::string::npos);
+    CHECK(kvg_seq_pos_max(c, 0) == 49);
+    CHECK(kvg_seq_rm(c, 0, 32, -1, err, sizeof err)); // the boundary is exact
+    kvg_context_free(c);
+    kvg_model_free(m);
+}
+
+TEST_CASE("rollback with kvg_seq_rm: a ring within its slack, before and after wrapping; beyond it refused") {
+    kvg_model * m = load_shared_model("stories260K.bin");
+    const std::vector<int> cont = random_tokens(8, 6);
+    check_rollback(m, params(KVG_KV_F32, KVG_KV_RING), random_tokens(50, 5), 45, cont, true);
+    check_rollback(m, params(KVG_KV_F32, KVG_KV_RING), random_tokens(100, 7), 95, cont, true); // wrapped
+    kvg_context * c = new_ctx(m, params(KVG_KV_F32, KVG_KV_RING));
+    decode_then_greedy(c, random_tokens(100, 7), 0, 10, 0, kvg_model_n_vocab(m));
+    char err[512] = "";
+    CHECK_FALSE(kvg_seq_rm(c, 0, 50, -1, err, sizeof err)); // the window before 50 was overwritten
+    CHECK(kvg_last_status() == KVG_STATUS_CONTEXT_FULL);
+    CHECK(std::string(err).find("no longer holds") != std::string::npos);
+    CHECK(kvg_seq_pos_max(c, 0) == 99);
+    CHECK(kvg_seq_pos_min(c, 0) == 0); // a sink
+    kvg_context_free(c);
+    kvg_model_free(m);
+}
+
+TEST_CASE("kvg_seq_rm of a middle range, kvg_seq_keep, positions, bad input changes nothing") {
+    kvg_model * m = load_shared_model("stories260K.bin");
+    const int nv = kvg_model_n_vocab(m);
+    kvg_context_params p = params(KVG_KV_F32);
+    p.n_seq_max = 3;
+    kvg_context * c = new_ctx(m, p);
+    const std::vector<int> t = random_tokens(30, 8);
+    char err[512] = "";
+    for (int s = 0; s < 3; ++s) {
+        std::vector<int> pos(30), seq(30, s);
+        for (int i = 0; i < 30; ++i) pos[i] = i;
+        REQUIRE(kvg_decode_batch(c, t.data(), pos.data(), seq.data(), 30, err, sizeof err));
+    }
+    // bad input: false, a message, nothing changed
+    CHECK_FALSE(kvg_seq_rm(c, 3, 0, -1, err, sizeof err));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
+    CHECK_FALSE(kvg_seq_rm(c, 0, 10, 5, err, sizeof err));
+    CHECK(std::string(err).find("past p1") != std::string::npos);
+    CHECK_FALSE(kvg_seq_keep(c, -1, err, sizeof err));
+    CHECK_FALSE(kvg_seq_rm(nullptr, 0, 0, -1, err, sizeof err));
+    CHECK(kvg_seq_pos_max(nullptr, 0) == -1);
+    CHECK(kvg_seq_pos_max(c, 7) == -1);
+    for (int s = 0; s < 3; ++s) CHECK(kvg_seq_pos_max(c, s) == 29);
+
+    // middle: positions 0..9 of sequence 1 are no longer attended; the others keep theirs
+    REQUIRE(kvg_seq_rm(c, 1, -1, 10, err, sizeof err));
+    CHECK(kvg_seq_pos_min(c, 1) == 10);
+    CHECK(kvg_seq_pos_max(c, 1) == 29);
+    CHECK(kvg_n_past(c) == 30);
+    const int next = 5;
+    std::vector<int> pos = {30, 30}, seq = {0, 1};
+    std::vector<int> toks = {next, next};
+    REQUIRE(kvg_decode_batch(c, toks.data(), pos.data(), seq.data(), 2, err, sizeof err));
+    const std::vector<float> l0(kvg_get_logits(c, 0), kvg_get_logits(c, 0) + nv);
+    const std::vector<float> l1(kvg_get_logits(c, 1), kvg_get_logits(c, 1) + nv);
+    CHECK(max_diff(l0.data(), l1.data(), nv) > 1e-3f); // sequence 1 no longer sees 0..9
+
+    // keep: only sequence 2 remains; the others start again at 0
+    REQUIRE(kvg_seq_keep(c, 2, err, sizeof err));
+    CHECK(kvg_seq_pos_max(c, 0) == -1);
+    CHECK(kvg_seq_pos_max(c, 1) == -1);
+    CHECK(kvg_seq_pos_max(c, 2) == 29);
+    CHECK(kvg_seq_n_past(c, 0) == 0);
+    std::vector<int> p0 = {0}, s0 = {0};
+    CHECK(kvg_decode_batch(c, t.data(), p0.data(), s0.data(), 1, err, sizeof err));
+    // sequence 2 continues as a context that only ever had it
+    std::vector<int> p2 = {30}, s2 = {2};
+    REQUIRE(kvg_decode_batch(c, &next, p2.data(), s2.data(), 1, err, sizeof err));
+    const std::vector<float> kept(kvg_get_logits(c, -1), kvg_get_logits(c, -1) + nv);
+    kvg_context * alone = new_ctx(m, params(KVG_KV_F32));
+    std::vector<int> t31 = t;
+    t31.push_back(next);
+    const float * la = kvg_decode(alone, t31.data(), 31, 0, err, sizeof err);
+    REQUIRE(la != nullptr);
+    CHECK(max_diff(kept.data(), la, nv) <= 1e-4f);
+    kvg_context_free(alone);
+    kvg_context_free(c);
+    kvg_model_free(m);
+}
