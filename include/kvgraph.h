@@ -159,11 +159,21 @@ const char * kvg_model_desc(const struct kvg_model * model);
 // ---- tokenizer --------------------------------------------------------------------------------
 // Writes up to n_max token ids; returns the count, or -(count) if n_max is too small or
 // tokens is NULL, or INT32_MIN if the model is NULL or has no tokenizer. NULL text is "".
-int32_t kvg_tokenize(const struct kvg_model * model, const char * text, bool add_bos, kvg_token * tokens, int32_t n_max);
+int32_t kvg_tokenize(
+        const struct kvg_model * model,
+        const char             * text,     // UTF-8, NUL-terminated
+        bool                     add_bos,  // prepend the model's BOS token (if it has one)
+        kvg_token              * tokens,
+        int32_t                  n_max);   // capacity of tokens
 // Text that token adds after prev (prev < 0: token starts the text), streaming-safe. Returns
 // its length (buf NUL-terminated when it fits), or -(length) if buf is NULL or too small,
 // or INT32_MIN if the model is NULL or has no tokenizer.
-int32_t kvg_token_to_piece(const struct kvg_model * model, kvg_token prev, kvg_token token, char * buf, int32_t size);
+int32_t kvg_token_to_piece(
+        const struct kvg_model * model,
+        kvg_token                prev,   // the token before it, or < 0 at the start of the text
+        kvg_token                token,
+        char                   * buf,
+        int32_t                  size);  // bytes of buf
 // Whole-sequence text; same return convention as kvg_token_to_piece; INT32_MIN also for
 // n < 0 or tokens NULL with n > 0.
 int32_t kvg_detokenize(const struct kvg_model * model, const kvg_token * tokens, int32_t n, char * buf, int32_t size);

@@ -26,7 +26,10 @@ GGML_API const char *          ggml_backend_buft_name          (ggml_backend_buf
 GGML_API ggml_backend_buffer_t ggml_backend_buft_alloc_buffer  (ggml_backend_buffer_type_t buft, size_t size);
 GGML_API size_t                ggml_backend_buft_get_alignment (ggml_backend_buffer_type_t buft);
 GGML_API size_t                ggml_backend_buft_get_max_size  (ggml_backend_buffer_type_t buft);
-GGML_API size_t                ggml_backend_buft_get_alloc_size(ggml_backend_buffer_type_t buft, const struct ggml_tensor * tensor);
+// Bytes a tensor needs in a buffer of this type (ggml_nbytes on the CPU).
+GGML_API size_t                ggml_backend_buft_get_alloc_size(
+        ggml_backend_buffer_type_t buft,
+        const struct ggml_tensor * tensor);
 GGML_API bool                  ggml_backend_buft_is_host       (ggml_backend_buffer_type_t buft);
 
 // ---- buffers ----
@@ -35,24 +38,32 @@ enum ggml_backend_buffer_usage {
     GGML_BACKEND_BUFFER_USAGE_WEIGHTS = 1,
     GGML_BACKEND_BUFFER_USAGE_COMPUTE = 2,
 };
-GGML_API const char *                   ggml_backend_buffer_name         (ggml_backend_buffer_t buffer);
-GGML_API void                           ggml_backend_buffer_free         (ggml_backend_buffer_t buffer); // NULL: nothing
-GGML_API void *                         ggml_backend_buffer_get_base     (ggml_backend_buffer_t buffer);
-GGML_API size_t                         ggml_backend_buffer_get_size     (ggml_backend_buffer_t buffer);
-GGML_API enum ggml_status               ggml_backend_buffer_init_tensor  (ggml_backend_buffer_t buffer, struct ggml_tensor * tensor);
-GGML_API size_t                         ggml_backend_buffer_get_alignment(ggml_backend_buffer_t buffer);
-GGML_API size_t                         ggml_backend_buffer_get_max_size (ggml_backend_buffer_t buffer);
-GGML_API size_t                         ggml_backend_buffer_get_alloc_size(ggml_backend_buffer_t buffer, const struct ggml_tensor * tensor);
-GGML_API void                           ggml_backend_buffer_clear        (ggml_backend_buffer_t buffer, uint8_t value);
-GGML_API bool                           ggml_backend_buffer_is_host      (ggml_backend_buffer_t buffer);
-GGML_API void                           ggml_backend_buffer_set_usage    (ggml_backend_buffer_t buffer, enum ggml_backend_buffer_usage usage);
-GGML_API enum ggml_backend_buffer_usage ggml_backend_buffer_get_usage    (ggml_backend_buffer_t buffer);
-GGML_API ggml_backend_buffer_type_t     ggml_backend_buffer_get_type     (ggml_backend_buffer_t buffer);
-GGML_API void                           ggml_backend_buffer_reset        (ggml_backend_buffer_t buffer);
+GGML_API const char *     ggml_backend_buffer_name         (ggml_backend_buffer_t buffer);
+GGML_API void             ggml_backend_buffer_free         (ggml_backend_buffer_t buffer); // NULL: nothing
+GGML_API void *           ggml_backend_buffer_get_base     (ggml_backend_buffer_t buffer);
+GGML_API size_t           ggml_backend_buffer_get_size     (ggml_backend_buffer_t buffer);
+GGML_API enum ggml_status ggml_backend_buffer_init_tensor  (ggml_backend_buffer_t buffer, struct ggml_tensor * tensor);
+GGML_API size_t           ggml_backend_buffer_get_alignment(ggml_backend_buffer_t buffer);
+GGML_API size_t           ggml_backend_buffer_get_max_size (ggml_backend_buffer_t buffer);
+GGML_API size_t           ggml_backend_buffer_get_alloc_size(
+        ggml_backend_buffer_t      buffer,
+        const struct ggml_tensor * tensor);
+// Sets every byte of the buffer to value.
+GGML_API void             ggml_backend_buffer_clear        (ggml_backend_buffer_t buffer, uint8_t value);
+GGML_API bool             ggml_backend_buffer_is_host      (ggml_backend_buffer_t buffer);
+GGML_API void             ggml_backend_buffer_set_usage(
+        ggml_backend_buffer_t          buffer,
+        enum ggml_backend_buffer_usage usage);
+GGML_API enum ggml_backend_buffer_usage ggml_backend_buffer_get_usage(ggml_backend_buffer_t buffer);
+GGML_API ggml_backend_buffer_type_t     ggml_backend_buffer_get_type (ggml_backend_buffer_t buffer);
+GGML_API void                           ggml_backend_buffer_reset    (ggml_backend_buffer_t buffer);
 
 // A tensor placed at addr inside buffer (tensor->data and tensor->buffer set), and a view
 // given its root's address plus its offset.
-GGML_API enum ggml_status ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer, struct ggml_tensor * tensor, void * addr);
+GGML_API enum ggml_status ggml_backend_tensor_alloc(
+        ggml_backend_buffer_t buffer,
+        struct ggml_tensor  * tensor,
+        void                * addr);     // inside buffer's memory
 GGML_API enum ggml_status ggml_backend_view_init(struct ggml_tensor * tensor);
 
 // ---- backends ----
@@ -65,9 +76,21 @@ GGML_API size_t                     ggml_backend_get_max_size(ggml_backend_t bac
 
 // Copies between host memory and bytes [offset, offset + size) of a tensor that has
 // memory; an out-of-range request aborts with a message (as ggml).
-GGML_API void ggml_backend_tensor_set   (      struct ggml_tensor * tensor, const void * data, size_t offset, size_t size);
-GGML_API void ggml_backend_tensor_get   (const struct ggml_tensor * tensor,       void * data, size_t offset, size_t size);
-GGML_API void ggml_backend_tensor_memset(      struct ggml_tensor * tensor,     uint8_t value, size_t offset, size_t size);
+GGML_API void ggml_backend_tensor_set(
+        struct ggml_tensor * tensor,
+        const void         * data,    // size bytes to write
+        size_t               offset,  // in bytes, into the tensor
+        size_t               size);
+GGML_API void ggml_backend_tensor_get(
+        const struct ggml_tensor * tensor,
+        void                     * data,    // size bytes to fill
+        size_t                     offset,  // in bytes, into the tensor
+        size_t                     size);
+GGML_API void ggml_backend_tensor_memset(
+        struct ggml_tensor * tensor,
+        uint8_t              value,
+        size_t               offset,
+        size_t               size);
 GGML_API void ggml_backend_tensor_copy(struct ggml_tensor * src, struct ggml_tensor * dst);
 
 GGML_API void             ggml_backend_synchronize(ggml_backend_t backend); // computes are synchronous here
@@ -87,14 +110,16 @@ enum ggml_backend_dev_type {
 };
 GGML_API size_t                     ggml_backend_dev_count(void);                  // 1
 GGML_API ggml_backend_dev_t         ggml_backend_dev_get(size_t index);            // NULL past the end
-GGML_API ggml_backend_dev_t         ggml_backend_dev_by_type(enum ggml_backend_dev_type type); // NULL unless CPU
+// NULL unless type is GGML_BACKEND_DEVICE_TYPE_CPU
+GGML_API ggml_backend_dev_t         ggml_backend_dev_by_type(enum ggml_backend_dev_type type);
 GGML_API const char *               ggml_backend_dev_name(ggml_backend_dev_t device);
 GGML_API const char *               ggml_backend_dev_description(ggml_backend_dev_t device);
 GGML_API enum ggml_backend_dev_type ggml_backend_dev_type(ggml_backend_dev_t device);
 GGML_API ggml_backend_t             ggml_backend_dev_init(ggml_backend_dev_t device, const char * params);
 GGML_API ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t device);
 GGML_API ggml_backend_dev_t         ggml_backend_get_device(ggml_backend_t backend);
-GGML_API ggml_backend_t             ggml_backend_init_by_type(enum ggml_backend_dev_type type, const char * params); // NULL unless CPU
+// NULL unless type is GGML_BACKEND_DEVICE_TYPE_CPU; params is ignored
+GGML_API ggml_backend_t             ggml_backend_init_by_type(enum ggml_backend_dev_type type, const char * params);
 GGML_API ggml_backend_t             ggml_backend_init_best(void); // the CPU backend
 GGML_API void                       ggml_backend_load_all(void);  // nothing to load: the CPU is built in
 GGML_API void                       ggml_backend_load_all_from_path(const char * dir_path);
@@ -104,26 +129,39 @@ GGML_API void                       ggml_backend_load_all_from_path(const char *
 // graph's tensors, graph_compute allocates (if needed) and runs it. Graphs that span
 // several backends do not exist here; only backends[0] is used (n_backends must be >= 1).
 typedef struct ggml_backend_sched * ggml_backend_sched_t;
-GGML_API ggml_backend_sched_t ggml_backend_sched_new(ggml_backend_t * backends, ggml_backend_buffer_type_t * bufts, int n_backends,
-                                                     size_t graph_size, bool parallel, bool op_offload);
-GGML_API void                 ggml_backend_sched_free(ggml_backend_sched_t sched);
-GGML_API bool                 ggml_backend_sched_reserve(ggml_backend_sched_t sched, struct ggml_cgraph * measure_graph);
-GGML_API bool                 ggml_backend_sched_alloc_graph(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
-GGML_API enum ggml_status     ggml_backend_sched_graph_compute(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
-GGML_API enum ggml_status     ggml_backend_sched_graph_compute_async(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
-GGML_API void                 ggml_backend_sched_synchronize(ggml_backend_sched_t sched);
-GGML_API void                 ggml_backend_sched_reset(ggml_backend_sched_t sched);
-GGML_API int                  ggml_backend_sched_get_n_backends(ggml_backend_sched_t sched);
-GGML_API ggml_backend_t       ggml_backend_sched_get_backend(ggml_backend_sched_t sched, int i);
-GGML_API size_t               ggml_backend_sched_get_buffer_size(ggml_backend_sched_t sched, ggml_backend_t backend);
+GGML_API ggml_backend_sched_t ggml_backend_sched_new(
+        ggml_backend_t             * backends,
+        ggml_backend_buffer_type_t * bufts,       // may be NULL (host memory is the one kind here)
+        int                          n_backends,  // >= 1; only backends[0] is used
+        size_t                       graph_size,  // (ggml: the largest graph; unused here)
+        bool                         parallel,    // (ggml: pipeline parallelism; unused here)
+        bool                         op_offload); // (ggml: offload to a GPU; unused here)
+GGML_API void             ggml_backend_sched_free(ggml_backend_sched_t sched);
+GGML_API bool             ggml_backend_sched_reserve(ggml_backend_sched_t sched, struct ggml_cgraph * measure_graph);
+GGML_API bool             ggml_backend_sched_alloc_graph(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
+GGML_API enum ggml_status ggml_backend_sched_graph_compute(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
+// the same as ggml_backend_sched_graph_compute (computes are synchronous here)
+GGML_API enum ggml_status ggml_backend_sched_graph_compute_async(ggml_backend_sched_t sched, struct ggml_cgraph * g);
+GGML_API void             ggml_backend_sched_synchronize(ggml_backend_sched_t sched);
+GGML_API void             ggml_backend_sched_reset(ggml_backend_sched_t sched);
+GGML_API int              ggml_backend_sched_get_n_backends(ggml_backend_sched_t sched);
+GGML_API ggml_backend_t   ggml_backend_sched_get_backend(ggml_backend_sched_t sched, int i); // NULL unless i == 0
+GGML_API size_t           ggml_backend_sched_get_buffer_size(ggml_backend_sched_t sched, ggml_backend_t backend);
 
 // ---- whole contexts ----
 // One buffer of the given type holding every tensor of a no_alloc context that has no
 // memory yet; views get their root's address. NULL if there is nothing to allocate (or
 // the memory cannot be had; a message says which).
-GGML_API size_t                       ggml_backend_alloc_ctx_tensors_from_buft_size(struct ggml_context * ctx, ggml_backend_buffer_type_t buft);
-GGML_API struct ggml_backend_buffer * ggml_backend_alloc_ctx_tensors_from_buft(struct ggml_context * ctx, ggml_backend_buffer_type_t buft);
-GGML_API struct ggml_backend_buffer * ggml_backend_alloc_ctx_tensors(struct ggml_context * ctx, ggml_backend_t backend);
+// _size: the bytes that buffer would have, without allocating it.
+GGML_API size_t ggml_backend_alloc_ctx_tensors_from_buft_size(
+        struct ggml_context      * ctx,
+        ggml_backend_buffer_type_t buft);
+GGML_API struct ggml_backend_buffer * ggml_backend_alloc_ctx_tensors_from_buft(
+        struct ggml_context      * ctx,
+        ggml_backend_buffer_type_t buft);
+GGML_API struct ggml_backend_buffer * ggml_backend_alloc_ctx_tensors(
+        struct ggml_context * ctx,
+        ggml_backend_t        backend);
 
 #ifdef __cplusplus
 }

@@ -8,17 +8,21 @@
 extern "C" {
 #endif
 
-struct ggml_threadpool; // persistent worker threads, reused across computes; grows when a compute asks for more
+// Persistent worker threads, reused across computes; grows when a compute asks for more.
+struct ggml_threadpool;
 typedef struct ggml_threadpool * ggml_threadpool_t;
 
-// ggml's CPU backend (ggml-backend.h): computes with n_threads (default: the hardware's,
-// at most 4... as ggml's default GGML_DEFAULT_N_THREADS = 4) on the process-wide pool or
-// the one set.
+// ggml's CPU backend (ggml-backend.h): computes with n_threads (default
+// GGML_DEFAULT_N_THREADS = 4, as ggml, whatever the hardware has; set_n_threads takes
+// 1..GGML_MAX_N_THREADS and aborts otherwise) on the process-wide pool or the one set.
 GGML_API ggml_backend_t ggml_backend_cpu_init(void);
 GGML_API bool ggml_backend_is_cpu                (ggml_backend_t backend);
 GGML_API void ggml_backend_cpu_set_n_threads     (ggml_backend_t backend_cpu, int n_threads);
 GGML_API void ggml_backend_cpu_set_threadpool    (ggml_backend_t backend_cpu, ggml_threadpool_t threadpool);
-GGML_API void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_callback abort_callback, void * abort_callback_data);
+GGML_API void ggml_backend_cpu_set_abort_callback(
+        ggml_backend_t      backend_cpu,
+        ggml_abort_callback abort_callback,       // polled between nodes; true stops the compute
+        void              * abort_callback_data);
 // ggml's one-time CPU setup; nothing to do here (tables are built on first use).
 GGML_API void ggml_cpu_init(void);
 
@@ -35,14 +39,22 @@ struct ggml_cplan {
     bool use_ref; // ggml: reference kernels only; kvgraph picks kernels by KVG_CPU_FEATURES instead
 };
 
-GGML_API struct ggml_cplan ggml_graph_plan(const struct ggml_cgraph * cgraph, int n_threads, struct ggml_threadpool * threadpool);
+// The work buffer size and thread settings for computing cgraph; n_threads <= 0 means
+// GGML_DEFAULT_N_THREADS, threadpool NULL the process-wide pool. The caller sets work_data.
+GGML_API struct ggml_cplan ggml_graph_plan(
+        const struct ggml_cgraph * cgraph,
+        int                        n_threads,
+        struct ggml_threadpool   * threadpool);
 // Runs each node once (a node listed twice runs at its first place: a deliberate difference
 // from ggml), after everything its data and control edges name, and after every earlier
 // node of the list that touches bytes it touches (one of the two writing). Returns
 // GGML_STATUS_FAILED, with a message, if the control edges form a cycle.
 GGML_API enum ggml_status  ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan);
 // Plans, allocates the work buffer in ctx and computes.
-GGML_API enum ggml_status  ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph, int n_threads);
+GGML_API enum ggml_status  ggml_graph_compute_with_ctx(
+        struct ggml_context * ctx,
+        struct ggml_cgraph  * cgraph,
+        int                   n_threads);
 
 // Thread priorities (ggml's values); kvgraph's pools run at the process's priority.
 enum ggml_sched_priority {
@@ -76,8 +88,17 @@ enum ggml_sched_mode {
 GGML_API void ggml_cpu_set_sched_mode(enum ggml_sched_mode mode);
 GGML_API enum ggml_sched_mode ggml_cpu_get_sched_mode(void);
 
-// x: a row of n elements of the weight type, y: a row of its vec_dot_type; s[0] = dot(x, y) (nrc = 1 only)
-typedef void (*ggml_vec_dot_t)(int n, float * s, size_t bs, const void * x, size_t bx, const void * y, size_t by, int nrc);
+// s[0] = dot(x, y) over n elements: x a row of the weight type, y a row of its
+// vec_dot_type. ggml's row strides bs, bx, by are unused since nrc must be 1 (one row each).
+typedef void (*ggml_vec_dot_t)(
+        int          n,
+        float      * s,
+        size_t       bs,
+        const void * x,
+        size_t       bx,
+        const void * y,
+        size_t       by,
+        int          nrc);
 
 struct ggml_type_traits_cpu {
     ggml_from_float_t from_float;

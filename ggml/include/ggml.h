@@ -1,6 +1,12 @@
 // kvgraph tensor library: ggml's context API (names, structs and semantics of the
 // subset we implement) plus explicit dependency edges between ops that touch the
 // same memory. Header compiles as C99 and as C++.
+//
+// Notation, as in ggml: a shape is written [ne0, ne1, ne2, ne3], innermost dimension first
+// (ne[0] counts the elements of a row, adjacent in memory in a contiguous tensor); nb[i]
+// are strides in bytes. "Op conventions" below has the rest. kvgraph's own additions
+// (dependency edges, the graph validator, flash attention's kv_len, packed heads and
+// grouped keys, the scheduler mode) are marked "kvgraph".
 #pragma once
 
 #include <stdbool.h>
@@ -164,7 +170,7 @@ struct ggml_tensor {
     enum ggml_type type;
     struct ggml_backend_buffer * buffer; // the backend buffer holding data (ggml-backend.h), or NULL
 
-    int64_t ne[GGML_MAX_DIMS]; // number of elements
+    int64_t ne[GGML_MAX_DIMS]; // number of elements per dim, ne[0] innermost
     size_t  nb[GGML_MAX_DIMS]; // stride in bytes: nb[0] = type_size, nb[i] = nb[i-1]*ne[i-1] when contiguous
 
     enum ggml_op op;
@@ -257,8 +263,14 @@ GGML_API bool ggml_quantize_requires_imatrix(enum ggml_type type);
 // IQ4_NL and the k-quants, ignored by the others. A type kvgraph cannot encode (IQ2_*, IQ3_*,
 // TQ*, MXFP4, ...) aborts with a message naming it (ggml aborts too for types it has no
 // encoder for). Thread-safe: chunks of one tensor may be encoded in parallel.
-GGML_API size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows,
-                                    int64_t n_per_row, const float * imatrix);
+GGML_API size_t ggml_quantize_chunk(
+        enum ggml_type   type,
+        const float    * src,
+        void           * dst,
+        int64_t          start,      // first value of src to encode (a multiple of n_per_row)
+        int64_t          nrows,
+        int64_t          n_per_row,
+        const float    * imatrix);   // n_per_row weights, or NULL
 
 // ---- misc --------------------------------------------------------------------
 GGML_API void    ggml_time_init(void);
@@ -310,11 +322,37 @@ GGML_API struct ggml_tensor * ggml_get_next_tensor(const struct ggml_context * c
 GGML_API struct ggml_tensor * ggml_get_tensor(struct ggml_context * ctx, const char * name);
 
 // ---- tensors -----------------------------------------------------------------
-GGML_API struct ggml_tensor * ggml_new_tensor(struct ggml_context * ctx, enum ggml_type type, int n_dims, const int64_t * ne);
-GGML_API struct ggml_tensor * ggml_new_tensor_1d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0);
-GGML_API struct ggml_tensor * ggml_new_tensor_2d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1);
-GGML_API struct ggml_tensor * ggml_new_tensor_3d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2);
-GGML_API struct ggml_tensor * ggml_new_tensor_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+// A new tensor of the given type and shape [ne0, ...] (n_dims 1..4; the missing dims are
+// 1), contiguous: nb[0] = the type's size, nb[i] = nb[i-1]*ne[i-1] (in whole blocks for
+// quantized types, so ne0 must be a multiple of the block size). Its data lives in the
+// context's memory, or is NULL in a no_alloc context until a buffer is assigned.
+GGML_API struct ggml_tensor * ggml_new_tensor(
+        struct ggml_context * ctx,
+        enum ggml_type        type,
+        int                   n_dims,
+        const int64_t       * ne);
+GGML_API struct ggml_tensor * ggml_new_tensor_1d(
+        struct ggml_context * ctx,
+        enum ggml_type        type,
+        int64_t               ne0);
+GGML_API struct ggml_tensor * ggml_new_tensor_2d(
+        struct ggml_context * ctx,
+        enum ggml_type        type,
+        int64_t               ne0,
+        int64_t               ne1);
+GGML_API struct ggml_tensor * ggml_new_tensor_3d(
+        struct ggml_context * ctx,
+        enum ggml_type        type,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2);
+GGML_API struct ggml_tensor * ggml_new_tensor_4d(
+        struct ggml_context * ctx,
+        enum ggml_type        type,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2,
+        int64_t               ne3);
 GGML_API struct ggml_tensor * ggml_new_i32(struct ggml_context * ctx, int32_t value);
 GGML_API struct ggml_tensor * ggml_new_f32(struct ggml_context * ctx, float value);
 GGML_API struct ggml_tensor * ggml_dup_tensor(struct ggml_context * ctx, const struct ggml_tensor * src);
@@ -333,7 +371,14 @@ GGML_API void ggml_set_output(struct ggml_tensor * tensor);
 GGML_API struct ggml_tensor * ggml_set_zero(struct ggml_tensor * tensor);
 GGML_API struct ggml_tensor * ggml_set_i32(struct ggml_tensor * tensor, int32_t value);
 GGML_API struct ggml_tensor * ggml_set_f32(struct ggml_tensor * tensor, float value);
-GGML_API void ggml_unravel_index(const struct ggml_tensor * tensor, int64_t i, int64_t * i0, int64_t * i1, int64_t * i2, int64_t * i3);
+// The indices (i0, i1, i2, i3) of the i-th element in logical order (ne[0] fastest).
+GGML_API void ggml_unravel_index(
+        const struct ggml_tensor * tensor,
+        int64_t                    i,
+        int64_t                  * i0,
+        int64_t                  * i1,
+        int64_t                  * i2,
+        int64_t                  * i3);
 // *_1d index over the elements in logical (row-major, ne[0] fastest) order, honouring strides.
 GGML_API int32_t ggml_get_i32_1d(const struct ggml_tensor * tensor, int i);
 GGML_API void    ggml_set_i32_1d(const struct ggml_tensor * tensor, int i, int32_t value);
@@ -347,23 +392,66 @@ GGML_API void *  ggml_get_data(const struct ggml_tensor * tensor);
 GGML_API float * ggml_get_data_f32(const struct ggml_tensor * tensor);
 
 // ---- ops -----------------------------------------------------------------------
-// Shapes use ggml's order: ne[0] is the innermost (contiguous) dimension.
-// An op whose result is a view of an existing tensor writes into that tensor's bytes
-// (cpy, set_rows, *_inplace): the context records dependency edges for it.
+// Op conventions, used by every op below:
+// - Shapes are written [ne0, ne1, ne2, ne3] with ne[0] the innermost dimension (the
+//   elements of one row, adjacent in memory for a contiguous tensor); trailing dims of
+//   size 1 may be left out. x[i0, i1, i2, i3] is the element at those indices.
+// - A "row" is the ne[0] elements with the same (i1, i2, i3).
+// - Unless said otherwise an op returns a new tensor (fresh memory, contiguous). An
+//   _inplace variant returns a view of a with the same shape and writes the result into
+//   a's bytes.
+// - Broadcasting "b over a": every a->ne[i] is a multiple of b->ne[i], and index i of a
+//   reads index i % b->ne[i] of b. mul_mat and flash attention broadcast differently
+//   (consecutive blocks, see there).
+// - Shape and type errors are programming errors: the constructor (or the kernel, when the
+//   graph runs) aborts with a message naming the tensors.
+// - An op whose result is a view of an existing tensor writes into that tensor's bytes
+//   (cpy, set_rows, *_inplace): the context records dependency edges for it (see
+//   "dependency edges" below; a kvgraph extension).
 
+// A copy of a: same type and shape, contiguous. _inplace: a view of a (copies nothing).
 GGML_API struct ggml_tensor * ggml_dup(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_dup_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
 
-// a op b, b broadcast over a (each ne[i] of a is a multiple of b's)
-GGML_API struct ggml_tensor * ggml_add(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-GGML_API struct ggml_tensor * ggml_add_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-GGML_API struct ggml_tensor * ggml_sub(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-GGML_API struct ggml_tensor * ggml_sub_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-GGML_API struct ggml_tensor * ggml_mul(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-GGML_API struct ggml_tensor * ggml_mul_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-GGML_API struct ggml_tensor * ggml_div(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-GGML_API struct ggml_tensor * ggml_div_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// Elementwise a + b, a - b, a * b, a / b, computed in f32:
+//   a:      [ne0, ne1, ne2, ne3]   F32, F16 or BF16, any strides
+//   b:      broadcast over a       F32, F16 or BF16, any strides
+//   result: a's shape and type
+GGML_API struct ggml_tensor * ggml_add(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
+GGML_API struct ggml_tensor * ggml_add_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
+GGML_API struct ggml_tensor * ggml_sub(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
+GGML_API struct ggml_tensor * ggml_sub_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
+GGML_API struct ggml_tensor * ggml_mul(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
+GGML_API struct ggml_tensor * ggml_mul_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
+GGML_API struct ggml_tensor * ggml_div(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
+GGML_API struct ggml_tensor * ggml_div_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
 
+// Elementwise maps: a (F32, F16 or BF16, any shape and strides) -> a's shape and type.
+// sqr: x^2, sqrt: sqrt(x), scale: x * s.
 GGML_API struct ggml_tensor * ggml_sqr(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_sqr_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_sqrt(struct ggml_context * ctx, struct ggml_tensor * a);
@@ -371,15 +459,25 @@ GGML_API struct ggml_tensor * ggml_sqrt_inplace(struct ggml_context * ctx, struc
 GGML_API struct ggml_tensor * ggml_scale(struct ggml_context * ctx, struct ggml_tensor * a, float s);
 GGML_API struct ggml_tensor * ggml_scale_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float s);
 
-GGML_API struct ggml_tensor * ggml_unary(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
-GGML_API struct ggml_tensor * ggml_unary_inplace(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
+// Unary activations (GGML_OP_UNARY), elementwise: a (F32, F16 or BF16, any shape and
+// strides) -> a's shape and type. ggml_unary(a, op) applies any enum ggml_unary_op that has
+// a constructor below. relu: max(x, 0); gelu: the tanh approximation
+// 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))); silu: x sigmoid(x).
+GGML_API struct ggml_tensor * ggml_unary(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        enum ggml_unary_op    op);
+GGML_API struct ggml_tensor * ggml_unary_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        enum ggml_unary_op    op);
 GGML_API struct ggml_tensor * ggml_relu(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_relu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
-GGML_API struct ggml_tensor * ggml_gelu(struct ggml_context * ctx, struct ggml_tensor * a); // tanh approximation
+GGML_API struct ggml_tensor * ggml_gelu(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_gelu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_silu(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_silu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
-// ggml's other unary ops (F32/F16, any layout; _inplace writes over a), ggml's definitions:
+// ggml's other unary ops, same rules, ggml's definitions:
 // abs, sgn (-1/0/1), neg, step (x > 0), tanh, elu (x > 0 ? x : e^x - 1), sigmoid, gelu_quick
 // (x sigmoid(1.702x)), hardswish (x min(1, max(0, (x+3)/6))), hardsigmoid, exp, expm1,
 // softplus (log(1 + e^x), x above 20 as is), gelu_erf (0.5x(1 + erf(x/sqrt 2))), floor,
@@ -407,30 +505,53 @@ GGML_KVG_UNARY_DECL(round)
 GGML_KVG_UNARY_DECL(trunc)
 #undef GGML_KVG_UNARY_DECL
 
-// [n, r2, r3, r4] -> [1, r2, r3, r4]
+// ---- reductions (a F32, F16 or BF16, any strides) ----
+// sum_rows: the sum of each row, [ne0, ne1, ne2, ne3] -> [1, ne1, ne2, ne3], a's type.
 GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);
-// a [n, r] (F32) -> I32 [r]: the index of each row's maximum; of tied maxima the last (as
-// ggml); NaNs never win
+// argmax: a F32 matrix [n, r] -> I32 [r], the index of each row's maximum; of tied maxima
+// the last (as ggml); NaNs never win.
 GGML_API struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
-// The sum of all elements ([1], a's type); the mean of each row ([1, ne1, ne2, ne3], F32).
+// sum: all elements -> [1], a's type. mean: the mean of each row -> F32 [1, ne1, ne2, ne3].
 GGML_API struct ggml_tensor * ggml_sum(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a);
-// a tiled to b's shape (each of b's dims a multiple of a's); a itself when the shapes match.
-GGML_API struct ggml_tensor * ggml_repeat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// a tiled to b's shape (only b's shape is used; each b->ne[i] a multiple of a->ne[i]):
+// result[i0, i1, i2, i3] = a[i0 % a->ne[0], ...], a's type. Returns a itself when the
+// shapes are equal (as ggml).
+GGML_API struct ggml_tensor * ggml_repeat(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);  // only its shape is used
 
 // ---- generators and rearrangements (F32) ----
 // [start, start + step, ...) below stop: ceil((stop - start) / step) values (step != 0).
 GGML_API struct ggml_tensor * ggml_arange(struct ggml_context * ctx, float start, float stop, float step);
 // timesteps [N] -> [dim, N]: for j < dim/2, cos(t f_j) at j and sin(t f_j) at dim/2 + j, with
 // f_j = max_period^(-j / (dim/2)); an odd dim's last value is 0.
-GGML_API struct ggml_tensor * ggml_timestep_embedding(struct ggml_context * ctx, struct ggml_tensor * timesteps, int dim, int max_period);
+GGML_API struct ggml_tensor * ggml_timestep_embedding(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * timesteps,
+        int                   dim,
+        int                   max_period);
 // dim 0 padded by reflection, p0 in front and p1 behind (each < ne0): [a b c d] -> [b a b c d c].
 GGML_API struct ggml_tensor * ggml_pad_reflect_1d(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1);
 // Element i of dim d moves to (i + shift_d) mod ne_d (shifts may be negative, |shift| <= ne).
-GGML_API struct ggml_tensor * ggml_roll(struct ggml_context * ctx, struct ggml_tensor * a, int shift0, int shift1, int shift2, int shift3);
-// a and b equal in every dim but dim (0..3) -> a's shape with ne[dim] = a->ne[dim] + b->ne[dim];
-// a's elements first
-GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim);
+GGML_API struct ggml_tensor * ggml_roll(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int                   shift0,
+        int                   shift1,
+        int                   shift2,
+        int                   shift3);
+// Concatenation along dim (0..3):
+//   a:      [ne0, ne1, ne2, ne3]   any type (quantized: dense rows)
+//   b:      a's type, every ne[i] equal to a's except ne[dim]
+//   result: a's shape with ne[dim] = a->ne[dim] + b->ne[dim], a's type; a's elements first
+//           (index i < a->ne[dim] of dim reads a, the rest b at i - a->ne[dim])
+GGML_API struct ggml_tensor * ggml_concat(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   dim);
 
 // ---- convolution, pooling, resampling, padding ----
 // Images are [W, H, C, N] (width innermost), 1-D signals [L, C, N]; kernels are
@@ -444,43 +565,123 @@ GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml
 // ic*KH*KW + kh*KW + kw of row (ow, oh, n) = b[ow*s0 + kw*d0 - p0, oh*s1 + kh*d1 - p1, ic, n]
 // (0 outside b). !is_2D: a [KW, IC, OC], b [W, IC, N] -> [IC*KW, OW, N] (s1, p1, d1
 // unused; b->ne[3] must be 1). b may have any strides.
-GGML_API struct ggml_tensor * ggml_im2col(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-        int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D, enum ggml_type dst_type);
+GGML_API struct ggml_tensor * ggml_im2col(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,        // kernel (shape only)
+        struct ggml_tensor  * b,        // data
+        int                   s0,       // stride, dim 0
+        int                   s1,       // stride, dim 1
+        int                   p0,       // padding, dim 0
+        int                   p1,       // padding, dim 1
+        int                   d0,       // dilation, dim 0
+        int                   d1,       // dilation, dim 1
+        bool                  is_2D,
+        enum ggml_type        dst_type);
 
 // a [K, IC, OC], b [L, IC, N] -> [OL, OC, N]: out[o, oc, n] = sum over ic, k of
 // a[k, ic, oc] * b[o*s0 + k*d0 - p0, ic, n]. Built from im2col (F32) and mul_mat; a and b
 // contiguous. _ph: p0 = K / 2.
-GGML_API struct ggml_tensor * ggml_conv_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int p0, int d0);
-GGML_API struct ggml_tensor * ggml_conv_1d_ph(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s, int d);
+GGML_API struct ggml_tensor * ggml_conv_1d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,   // kernel
+        struct ggml_tensor  * b,   // data
+        int                   s0,  // stride
+        int                   p0,  // padding
+        int                   d0); // dilation
+GGML_API struct ggml_tensor * ggml_conv_1d_ph(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   s,   // stride
+        int                   d);  // dilation
 // depthwise: a [K, 1, C], b [L, C, N] -> [OL, C, N]: channel c convolved with a[:, 0, c] only
-GGML_API struct ggml_tensor * ggml_conv_1d_dw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int p0, int d0);
-GGML_API struct ggml_tensor * ggml_conv_1d_dw_ph(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int d0);
+GGML_API struct ggml_tensor * ggml_conv_1d_dw(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   s0,
+        int                   p0,
+        int                   d0);
+GGML_API struct ggml_tensor * ggml_conv_1d_dw_ph(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   s0,
+        int                   d0);
 
 // a [KW, KH, IC, OC], b [W, H, IC, N] -> [OW, OH, OC, N] (im2col + mul_mat; a, b contiguous).
 // sk_p0: stride = kernel size, no padding (patch embedding); s1_ph: stride 1, padding K/2.
-GGML_API struct ggml_tensor * ggml_conv_2d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-        int s0, int s1, int p0, int p1, int d0, int d1);
-GGML_API struct ggml_tensor * ggml_conv_2d_sk_p0(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-GGML_API struct ggml_tensor * ggml_conv_2d_s1_ph(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_conv_2d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,   // kernel
+        struct ggml_tensor  * b,   // data
+        int                   s0,  // stride, dim 0
+        int                   s1,  // stride, dim 1
+        int                   p0,  // padding, dim 0
+        int                   p1,  // padding, dim 1
+        int                   d0,  // dilation, dim 0
+        int                   d1); // dilation, dim 1
+GGML_API struct ggml_tensor * ggml_conv_2d_sk_p0(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
+GGML_API struct ggml_tensor * ggml_conv_2d_s1_ph(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
 // The same convolution in one op (GGML_OP_CONV_2D), no im2col buffer; a and b any strides.
-GGML_API struct ggml_tensor * ggml_conv_2d_direct(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-        int s0, int s1, int p0, int p1, int d0, int d1);
+GGML_API struct ggml_tensor * ggml_conv_2d_direct(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   s0,
+        int                   s1,
+        int                   p0,
+        int                   p1,
+        int                   d0,
+        int                   d1);
 // depthwise: a [KW, KH, 1, C], b [W, H, C, N] -> [OW, OH, C, N]. _dw goes through im2col and
 // mul_mat (a, b contiguous); _dw_direct is one op (GGML_OP_CONV_2D_DW) reading a and b
 // through their strides (e.g. a channels-innermost permuted view); its result is contiguous.
-GGML_API struct ggml_tensor * ggml_conv_2d_dw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-        int s0, int s1, int p0, int p1, int d0, int d1);
-GGML_API struct ggml_tensor * ggml_conv_2d_dw_direct(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-        int stride0, int stride1, int pad0, int pad1, int dilation0, int dilation1);
+GGML_API struct ggml_tensor * ggml_conv_2d_dw(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   s0,
+        int                   s1,
+        int                   p0,
+        int                   p1,
+        int                   d0,
+        int                   d1);
+GGML_API struct ggml_tensor * ggml_conv_2d_dw_direct(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   stride0,
+        int                   stride1,
+        int                   pad0,
+        int                   pad1,
+        int                   dilation0,
+        int                   dilation1);
 
 // Transposed convolution (each input element spreads a kernel-sized patch over the output):
 // a [K, OC, IC], b [L, IC, N] -> [OL, OC, N], OL = (L - 1)*s0 - 2*p0 + d0*(K - 1) + 1,
 // out[o, oc, n] = sum of a[k, oc, ic] * b[l, ic, n] over l*s0 + k*d0 - p0 = o.
 // (ggml: N = 1, p0 = 0, d0 = 1 only; kvgraph takes any.) a and b may have any strides.
-GGML_API struct ggml_tensor * ggml_conv_transpose_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int p0, int d0);
+GGML_API struct ggml_tensor * ggml_conv_transpose_1d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,   // kernel
+        struct ggml_tensor  * b,   // data
+        int                   s0,  // stride
+        int                   p0,  // padding
+        int                   d0); // dilation
 // a [KW, KH, OC, IC], b [W, H, IC, N] -> [(W - 1)*stride + KW, (H - 1)*stride + KH, OC, N]
 // (no padding, no dilation)
-GGML_API struct ggml_tensor * ggml_conv_transpose_2d_p0(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int stride);
+GGML_API struct ggml_tensor * ggml_conv_transpose_2d_p0(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   stride);
 
 // Pooling over windows of each row (1d) or each [W, H] plane (2d); a F32 or F16, result
 // F32. Output size (n + 2p - k) / s + 1 (truncated), window at o*s - p; padded positions are
@@ -491,11 +692,25 @@ enum ggml_op_pool {
     GGML_OP_POOL_COUNT,
 };
 // a [L, ne1, ne2, ne3] -> [OL, ne1, ne2, ne3]
-GGML_API struct ggml_tensor * ggml_pool_1d(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_op_pool op, int k0, int s0, int p0);
+GGML_API struct ggml_tensor * ggml_pool_1d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        enum ggml_op_pool     op,
+        int                   k0,  // window
+        int                   s0,  // stride
+        int                   p0); // padding
 // a [W, H, ne2, ne3] -> [OW, OH, ne2, ne3]; the paddings are floats as in ggml (the
 // window offset uses their integer part)
-GGML_API struct ggml_tensor * ggml_pool_2d(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_op_pool op,
-        int k0, int k1, int s0, int s1, float p0, float p1);
+GGML_API struct ggml_tensor * ggml_pool_2d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        enum ggml_op_pool     op,
+        int                   k0,
+        int                   k1,
+        int                   s0,
+        int                   s1,
+        float                 p0,
+        float                 p1);
 
 // Resampling (GGML_OP_UPSCALE): a F32 [ne0, ne1, ne2, ne3] -> F32 of the given sizes.
 // NEAREST: source index floor(i / (n_out / n_in)) in every dim (in float, as ggml).
@@ -513,20 +728,50 @@ enum ggml_scale_flag {
     GGML_SCALE_FLAG_ALIGN_CORNERS = (1 << 8),
     GGML_SCALE_FLAG_ANTIALIAS     = (1 << 9),
 };
-// mode: a ggml_scale_mode, or'ed with ggml_scale_flag bits
-GGML_API struct ggml_tensor * ggml_interpolate(struct ggml_context * ctx, struct ggml_tensor * a,
-        int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, uint32_t mode);
+GGML_API struct ggml_tensor * ggml_interpolate(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2,
+        int64_t               ne3,
+        uint32_t              mode); // a ggml_scale_mode, or'ed with ggml_scale_flag bits
 // dims 0 and 1 multiplied by scale_factor
-GGML_API struct ggml_tensor * ggml_upscale(struct ggml_context * ctx, struct ggml_tensor * a, int scale_factor, enum ggml_scale_mode mode);
+GGML_API struct ggml_tensor * ggml_upscale(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int                   scale_factor,
+        enum ggml_scale_mode  mode);
 // ggml_interpolate with a plain mode (deprecated in ggml)
-GGML_API struct ggml_tensor * ggml_upscale_ext(struct ggml_context * ctx, struct ggml_tensor * a,
-        int ne0, int ne1, int ne2, int ne3, enum ggml_scale_mode mode);
+GGML_API struct ggml_tensor * ggml_upscale_ext(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int                   ne0,
+        int                   ne1,
+        int                   ne2,
+        int                   ne3,
+        enum ggml_scale_mode  mode);
 
 // Zero padding (GGML_OP_PAD), a F32 or F16, result of a's type: dim i gains lp_i zeros in
 // front and rp_i behind. ggml_pad pads behind only.
-GGML_API struct ggml_tensor * ggml_pad(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1, int p2, int p3);
-GGML_API struct ggml_tensor * ggml_pad_ext(struct ggml_context * ctx, struct ggml_tensor * a,
-        int lp0, int rp0, int lp1, int rp1, int lp2, int rp2, int lp3, int rp3);
+GGML_API struct ggml_tensor * ggml_pad(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int                   p0,
+        int                   p1,
+        int                   p2,
+        int                   p3);
+GGML_API struct ggml_tensor * ggml_pad_ext(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int                   lp0,
+        int                   rp0,
+        int                   lp1,
+        int                   rp1,
+        int                   lp2,
+        int                   rp2,
+        int                   lp3,
+        int                   rp3);
 
 // ---- windowed attention with relative positions (SAM's image encoder) ----
 // win_part, win_unpart and get_rel_pos copy elements of any non-block type (F32, F16,
@@ -539,7 +784,12 @@ GGML_API struct ggml_tensor * ggml_win_part(struct ggml_context * ctx, struct gg
 // The reverse of ggml_win_part (the padding dropped): a [C, w, w, >= npx*npy] -> [C, w0, h0],
 // npx = ceil(w0/w), npy = ceil(h0/w); position (x, y) is a's (x%w, y%w) of window
 // (y/w)*npx + x/w.
-GGML_API struct ggml_tensor * ggml_win_unpart(struct ggml_context * ctx, struct ggml_tensor * a, int w0, int h0, int w);
+GGML_API struct ggml_tensor * ggml_win_unpart(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int                   w0,  // width of the result
+        int                   h0,  // height of the result
+        int                   w);  // window size
 // Relative-position embeddings gathered per (query, key) pair: a [C, 2k - 1] (one row per
 // offset, offset k - 1 at distance 0), qh == kh == k -> [C, k, k], row (i, j) (key i,
 // query j) = a's row (k - 1) + j - i. As ggml, query and key sizes must be equal.
@@ -549,82 +799,304 @@ GGML_API struct ggml_tensor * ggml_get_rel_pos(struct ggml_context * ctx, struct
 // [k, qw, qh, B] (same shape; all F32): element kh*k + kw of a's row (qw, qh, b) gets
 // ph[kh, qw, qh, b] + pw[kw, qw, qh, b]. The sum is formed in ggml's order (bit-identical
 // results). Result a's shape; _inplace writes a's bytes and returns a view of a.
-GGML_API struct ggml_tensor * ggml_add_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw, struct ggml_tensor * ph);
-GGML_API struct ggml_tensor * ggml_add_rel_pos_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw,
-                                                       struct ggml_tensor * ph);
+GGML_API struct ggml_tensor * ggml_add_rel_pos(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * pw,
+        struct ggml_tensor  * ph);
+GGML_API struct ggml_tensor * ggml_add_rel_pos_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * pw,
+        struct ggml_tensor  * ph);
 
-// each row (along ne[0]) normalized: norm to mean 0 and variance 1, rms_norm to mean square
-// 1 (x / sqrt(mean(x^2) + eps)); shape unchanged
-GGML_API struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
-GGML_API struct ggml_tensor * ggml_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
-GGML_API struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
-GGML_API struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+// Normalization of each row (along ne[0]):
+//   a:      [ne0, ne1, ne2, ne3]   F32, any strides
+//   result: a's shape, F32
+// norm:     (x - mean) / sqrt(variance + eps)   (mean 0, variance 1)
+// rms_norm: x / sqrt(mean(x^2) + eps)           (mean square 1)
+GGML_API struct ggml_tensor * ggml_norm(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        float                 eps);
+GGML_API struct ggml_tensor * ggml_norm_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        float                 eps);
+GGML_API struct ggml_tensor * ggml_rms_norm(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        float                 eps);
+GGML_API struct ggml_tensor * ggml_rms_norm_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        float                 eps);
 
-// a [K, N, ne2, ne3], b [K, M, ne2 * x, ne3 * y] -> F32 [N, M, ne2 * x, ne3 * y]:
-// result[n, m] = sum over k of a[k, n] * b[k, m] (each row of b dotted with each row of a);
-// a is broadcast over dims 2 and 3 (grouped-query attention).
-GGML_API struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// Matrix product: every row of b dotted with every row of a.
+//   a:      [K, N, ne02, ne03]   F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL or Q2_K..Q6_K;
+//                                dense rows, not transposed
+//   b:      [K, M, ne12, ne13]   F32, any strides; ne12 % ne02 == 0 and ne13 % ne03 == 0
+//   result: [N, M, ne12, ne13]   F32, i.e. [a->ne[1], b->ne[1], b->ne[2], b->ne[3]]
+// result[n, m, i2, i3] = sum over k of a[k, n, i2 / r2, i3 / r3] * b[k, m, i2, i3], with
+// r2 = ne12 / ne02 and r3 = ne13 / ne03: a is broadcast over b's dims 2 and 3 in blocks
+// (matrix j of a serves r2 consecutive matrices of b, as grouped-query attention needs),
+// not cyclically as in the elementwise ops.
+GGML_API struct ggml_tensor * ggml_mul_mat(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
 
-// copy a into b (converting type, quantizing if needed); returns a view of b
-GGML_API struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-// make contiguous
+// Copy a into b: the elements of a in logical order (ne[0] fastest, strides honoured) are
+// stored in b's logical order; the element counts must be equal, the shapes need not be.
+// Converts between F32, F16, BF16, I8, I16 and I32, quantizes into a type kvgraph encodes
+// and dequantizes from a type it reads (quantized tensors need dense rows). Returns a view
+// of b (the op writes b's bytes).
+GGML_API struct ggml_tensor * ggml_cpy(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);
+// A contiguous copy of a (a's type) in a's logical element order; cont_Nd gives it the shape
+// [ne0, ...] (same element count as a).
 GGML_API struct ggml_tensor * ggml_cont(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_cont_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
-GGML_API struct ggml_tensor * ggml_cont_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1);
-GGML_API struct ggml_tensor * ggml_cont_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
-GGML_API struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+GGML_API struct ggml_tensor * ggml_cont_2d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1);
+GGML_API struct ggml_tensor * ggml_cont_3d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2);
+GGML_API struct ggml_tensor * ggml_cont_4d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2,
+        int64_t               ne3);
 
-// views: return tensors sharing a's bytes (a must be contiguous for reshape). view_Nd: ne0..
-// are the view's sizes, nb1.. its strides in bytes (nb0 is a's element size), offset in
-// bytes from a's first byte; the view must lie inside a. permute: a's dim i becomes the
-// result's dim axis_i. transpose swaps dims 0 and 1.
-GGML_API struct ggml_tensor * ggml_reshape(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// ---- views: tensors that share a's bytes (no copy, a's type) ----
+// reshape: a contiguous -> [ne0, ne1, ...] with the same element count, contiguous.
+// ggml_reshape(a, b) takes b's shape (only b's shape is used).
+GGML_API struct ggml_tensor * ggml_reshape(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b);  // only its shape is used
 GGML_API struct ggml_tensor * ggml_reshape_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
-GGML_API struct ggml_tensor * ggml_reshape_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1);
-GGML_API struct ggml_tensor * ggml_reshape_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
-GGML_API struct ggml_tensor * ggml_reshape_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
-GGML_API struct ggml_tensor * ggml_view_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, size_t offset);
-GGML_API struct ggml_tensor * ggml_view_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
-GGML_API struct ggml_tensor * ggml_view_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
-GGML_API struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
-GGML_API struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3);
+GGML_API struct ggml_tensor * ggml_reshape_2d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1);
+GGML_API struct ggml_tensor * ggml_reshape_3d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2);
+GGML_API struct ggml_tensor * ggml_reshape_4d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2,
+        int64_t               ne3);
+
+// view_Nd: the view [ne0, ..] whose element (i0, i1, i2, i3) is at byte
+//   offset + i0*nb0 + i1*nb1 + i2*nb2 + i3*nb3   from a's first byte,
+// with nb0 = a's element size (elements of a row stay adjacent) and nb1..nb3 given in
+// bytes (dims past N get contiguous strides). offset is in bytes too. a may have any
+// strides; the view's byte extent must lie inside the bytes of a's root tensor (a itself,
+// or the tensor a is a view of), or the call aborts. For a quantized type ne0 must be a
+// multiple of the block size.
+GGML_API struct ggml_tensor * ggml_view_1d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_view_2d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1,
+        size_t                nb1,     // row stride in bytes
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_view_3d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2,
+        size_t                nb1,     // row stride in bytes
+        size_t                nb2,     // slice stride in bytes
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_view_4d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2,
+        int64_t               ne3,
+        size_t                nb1,     // row stride in bytes
+        size_t                nb2,     // slice stride in bytes
+        size_t                nb3,
+        size_t                offset);
+
+// Reorders the dims of a: dim i of a becomes dim axis_i of the result (ne and nb move
+// together; axis0..axis3 a permutation of 0..3). Example: a [D, H, T, 1] permuted with
+// (0, 2, 1, 3) is [D, T, H, 1]. The result is usually not contiguous (ggml_cont copies it).
+GGML_API struct ggml_tensor * ggml_permute(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        int                   axis0,
+        int                   axis1,
+        int                   axis2,
+        int                   axis3);
+// Swaps dims 0 and 1: [ne0, ne1, ne2, ne3] -> [ne1, ne0, ne2, ne3] (permute(1, 0, 2, 3)).
 GGML_API struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tensor * a);
 
-// rows of a at the I32 indices b: a [n_embd, n_rows, ne2], b [n, ne2] -> [n_embd, n, ne2],
-// F32 (a float or quantized type converted), or I32 when a is I32
-GGML_API struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-// a[c[i]] = b[i]: scatter the rows of b (F32) into a at the I32/I64 indices c, converting to
-// a's type; returns a view of a (its other rows unchanged).
-// a [n_embd, n_rows, ne2, ne3], b [n_embd, n, ne2, ne3], c [n, ne2 or 1, ne3 or 1]
-GGML_API struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c);
+// ---- rows ----
+// Gather rows of a at the indices b:
+//   a:      [ne0, n_rows, ne2, ne3]   any type kvgraph reads: F32, F16, BF16, I8, I16, I32 or
+//                                     a quantized type with dense rows
+//   b:      I32 [n, ne2, ne3]         indices into dim 1 of a, each in [0, n_rows)
+//   result: [ne0, n, ne2, ne3]        I32 when a is I32, else F32 (converted or dequantized)
+// result[:, i, j, k] = a[:, b[i, j, k], j, k]. No broadcasting: b->ne[1] == a->ne[2] and
+// b->ne[2] == a->ne[3]. An index out of range aborts when the graph runs.
+GGML_API struct ggml_tensor * ggml_get_rows(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,   // data
+        struct ggml_tensor  * b);  // row indices
+// Scatter the rows of b into a at the indices c (a[c[i]] = b[i]):
+//   a:      [ne0, n_rows, ne2, ne3]   destination: F32, F16, BF16, I8, I16, I32, or a type
+//                                     kvgraph encodes (see ggml_quantize_chunk; dense rows)
+//   b:      F32 [ne0, n, ne2, ne3]    the rows to write
+//   c:      I32 or I64 [n, ne12, ne13]   indices into dim 1 of a, each in [0, n_rows);
+//                                     broadcast over b: ne2 % ne12 == 0, ne3 % ne13 == 0
+//   result: a view of a (a's shape and type)
+// a[:, c[i, j % ne12, k % ne13], j, k] = b[:, i, j, k], converted to a's type; the other
+// rows of a keep their bytes. An index out of range aborts when the graph runs.
+GGML_API struct ggml_tensor * ggml_set_rows(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,   // destination
+        struct ggml_tensor  * b,   // source rows
+        struct ggml_tensor  * c);  // row indices
 
-// set elements above the diagonal (shifted by n_past) to -INF
+// ---- masks, softmax, rope ----
+// Causal mask: a F32 [n, m, ne2, ne3] -> a's shape; element (i0, i1) of every matrix
+// becomes -INF where i0 > n_past + i1, the others are copied.
 GGML_API struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
 GGML_API struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
 
+// Softmax of each row: softmax_ext(a, NULL, 1.0f, 0.0f).
 GGML_API struct ggml_tensor * ggml_soft_max(struct ggml_context * ctx, struct ggml_tensor * a);
 GGML_API struct ggml_tensor * ggml_soft_max_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
-// softmax(a*scale + mask*(ALiBi slope)); mask F32/F16 [ne0, ne1 (>= a->ne[1])], broadcast over dims 2,3
-GGML_API struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * mask, float scale, float max_bias);
+// Softmax of each row of a * scale + slope * mask:
+//   a:      F32 [n_kv, n_q, n_head, ne3], dense rows
+//   mask:   F16 or F32 [n_kv, >= n_q, ne2m, ne3m], or NULL; row i1 of the mask goes with row
+//           i1 of a (rows past n_q unused); broadcast over dims 2 and 3 (n_head % ne2m == 0,
+//           ne3 % ne3m == 0)
+//   result: a's shape, F32
+//   scale:    multiplies a before the mask is added
+//   max_bias: 0: slope = 1. Otherwise ALiBi: dim 2 of a is the head h and
+//             slope = m0^(h + 1) for h < n2, m1^(2(h - n2) + 1) after, where n2 is the
+//             largest power of 2 <= n_head, m0 = 2^(-max_bias / n2), m1 = 2^(-max_bias / (2 n2))
+// kvgraph: a row that is -INF everywhere becomes all zeros (not NaN).
+GGML_API struct ggml_tensor * ggml_soft_max_ext(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * mask,
+        float                 scale,
+        float                 max_bias);
 
-// rotary position embedding; b: I32 positions [a->ne[2]]; mode 0 = adjacent pairs, GGML_ROPE_TYPE_NEOX = halves
-GGML_API struct ggml_tensor * ggml_rope(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode);
-GGML_API struct ggml_tensor * ggml_rope_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int n_dims, int mode);
-GGML_API struct ggml_tensor * ggml_rope_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c,
-        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
-        float beta_fast, float beta_slow);
-GGML_API struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c,
-        int n_dims, int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
-        float beta_fast, float beta_slow);
+// Rotary position embedding: pairs of elements of each row rotated by an angle that grows
+// with the token's position.
+//   a:      F32 or F16 [head_dim, n_head, n_tokens, ne3]
+//   b:      I32 [n_tokens], the position of each token (dim 2 of a)
+//   c:      F32 [>= n_dims/2] frequency factors, or NULL (rope_ext only)
+//   result: a's shape and type
+// Pair k (0 <= k < n_dims/2) of a row of token t turns by theta_k = b[t] * freq_base^(-2k/n_dims)
+// / c[k] (c[k] = 1 without c), then scaled as the parameters below say. ggml_rope is
+// rope_ext with c NULL, freq_base 10000, freq_scale 1, ext_factor 0, attn_factor 1.
+GGML_API struct ggml_tensor * ggml_rope(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   n_dims,
+        int                   mode);
+GGML_API struct ggml_tensor * ggml_rope_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        int                   n_dims,
+        int                   mode);
+// rope_ext's parameters are listed one per line. YaRN (Peng et al., 2023), on when
+// ext_factor != 0: with r_k = 1 for the pairs below the one that turns beta_fast times
+// over n_ctx_orig positions, 0 for the pairs above the one that turns beta_slow times and
+// linear in between, pair k turns by (1 - e)*freq_scale*theta_k + e*theta_k, e = r_k *
+// ext_factor (fast pairs keep their angle, slow pairs are interpolated), and cos and sin
+// are also multiplied by 1 + 0.1*ln(1/freq_scale). Typical YaRN values: ext_factor 1,
+// beta_fast 32, beta_slow 1. Without YaRN, freq_scale alone interpolates every pair.
+GGML_API struct ggml_tensor * ggml_rope_ext(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,            // positions
+        struct ggml_tensor  * c,            // frequency factors, or NULL
+        int                   n_dims,       // leading elements of a row that rotate (even, <= head_dim);
+                                            // the rest are copied
+        int                   mode,         // 0: pairs (x[2k], x[2k+1]); GGML_ROPE_TYPE_NEOX: pairs
+                                            // (x[k], x[k + n_dims/2]); other modes abort
+        int                   n_ctx_orig,   // the context the model was trained for (YaRN only)
+        float                 freq_base,    // base of the frequencies (e.g. 10000)
+        float                 freq_scale,   // angles times freq_scale: 1 / the context
+                                            // extension factor (linear interpolation), 1 = none
+        float                 ext_factor,   // YaRN's blend; 0 disables YaRN (then n_ctx_orig,
+                                            // beta_fast and beta_slow are unused)
+        float                 attn_factor,  // cos and sin multiplied by it (1 = none)
+        float                 beta_fast,    // YaRN: pairs turning more than beta_fast times
+        float                 beta_slow);   // over n_ctx_orig keep their angle, pairs turning
+                                            // fewer than beta_slow times are interpolated
+GGML_API struct ggml_tensor * ggml_rope_ext_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        struct ggml_tensor  * c,
+        int                   n_dims,
+        int                   mode,
+        int                   n_ctx_orig,
+        float                 freq_base,
+        float                 freq_scale,
+        float                 ext_factor,
+        float                 attn_factor,
+        float                 beta_fast,
+        float                 beta_slow);
 
-#define GGML_KQ_MASK_PAD 1
-// q:    [n_embd_k, n_batch,     n_head,    ne3]
-// k:    [n_embd_k, n_kv,        n_head_kv, ne3]
-// v:    [n_embd_v, n_kv,        n_head_kv, ne3] !! not transposed !!
-// mask: [n_kv,     n_batch_pad, ne32, ne33] (F16 or F32, may be NULL)
-// res:  [n_embd_v, n_head,      n_batch,   ne3] !! permuted !!
-GGML_API struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
-        struct ggml_tensor * v, struct ggml_tensor * mask, float scale, float max_bias, float logit_softcap);
+// ---- attention ----
+// Fused attention: softmax(q k^T * scale [softcap] + slope * mask) v, per query row and head.
+//   q:      F32 [D, n_q, n_head, ne3]
+//   k:      F32, F16 or Q8_0 [D, n_kv, n_head_kv, ne3]; n_head % n_head_kv == 0
+//   v:      F32, F16 or Q8_0 [Dv, n_kv, n_head_kv, ne3]   not transposed: one row per position
+//   mask:   F16 or F32 [n_kv, >= n_q, ne2m, ne3m], or NULL; added to the scores (times the
+//           ALiBi slope); broadcast over dims 2 and 3 (n_head % ne2m == 0, ne3 % ne3m == 0);
+//           -INF positions are skipped
+//   result: F32 [Dv, n_head, n_q, ne3]   permuted against q: heads in dim 1, queries in dim 2
+// Query head h reads KV head h / (n_head / n_head_kv) (grouped-query attention). Each ne3
+// slice is independent (one sequence each). The scores are s = (q . k) * scale; with
+// logit_softcap != 0, s = logit_softcap * tanh(s / logit_softcap). max_bias: ALiBi slopes
+// as ggml_soft_max_ext (0: slope 1).
+#define GGML_KQ_MASK_PAD 1 // mask rows need no padding past n_q
+GGML_API struct ggml_tensor * ggml_flash_attn_ext(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * q,
+        struct ggml_tensor  * k,
+        struct ggml_tensor  * v,
+        struct ggml_tensor  * mask,
+        float                 scale,
+        float                 max_bias,
+        float                 logit_softcap);
 // Accumulation precision hints (ggml's values). kvgraph's CPU kernels always accumulate in
 // f32, so the hint is stored and read back but changes nothing.
 enum ggml_prec {
@@ -634,53 +1106,136 @@ enum ggml_prec {
 GGML_API void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 GGML_API enum ggml_prec ggml_flash_attn_ext_get_prec(const struct ggml_tensor * a);
 GGML_API void ggml_mul_mat_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
-// kvgraph: k and v rows may pack P = k->ne[0] / q->ne[0] KV heads side by side (a KV
-// cache row holding all heads of a position, e.g. q8_0 rows whose heads are shorter than
-// a block): k [n_embd_k*P, n_kv, n_head_kv/P, ne3], v [n_embd_v*P, ...]; KV head h is
-// elements [(h % P)*n_embd, (h % P + 1)*n_embd) of row slice h / P. k and v may be F32,
-// F16 or Q8_0 (dequantized on the fly).
-// kvgraph: padding-free attention (ONNX Attention's nonpad_kv_seqlen). kv_len: I32 [ne3],
-// one entry per ne3 slice of q/k/v (one sequence each): the query rows of slice s attend
-// K/V positions [0, kv_len[s]) only; positions past it are never read (no work, mask
-// ignored there). Values are clamped to [0, n_kv]. Stored as src[4]; the read is
+// kvgraph extension, packed heads: k and v rows may pack P = k->ne[0] / q->ne[0] KV heads
+// side by side (a KV cache row holding all heads of a position, e.g. q8_0 rows whose heads
+// are shorter than a block): k [D*P, n_kv, n_head_kv/P, ne3], v [Dv*P, ...]; KV head h is
+// elements [(h % P)*D, (h % P + 1)*D) of row slice h / P.
+// kvgraph extension, padding-free attention (ONNX Attention's nonpad_kv_seqlen). kv_len:
+// I32 [ne3], one entry per ne3 slice of q/k/v (one sequence each): the query rows of slice
+// s attend K/V positions [0, kv_len[s]) only; positions past it are never read (no work,
+// mask ignored there). Values are clamped to [0, n_kv]. Stored as src[4]; the read is
 // registered with the dependency rules like any source.
-GGML_API void ggml_flash_attn_ext_set_kv_len(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * kv_len);
-// kvgraph: K stored by channel in groups of GGML_KV_GROUP positions, so that a quantized
-// block spans one channel of 32 positions (per-channel scales, as KIVI quantizes keys:
-// key channels differ in range far more than positions do), with the group still being
-// filled kept unquantized:
-//   k_groups: [GGML_KV_GROUP, n_embd_k*H, n_groups, ne3] (F32, F16 or Q8_0): row (c, g, s)
+GGML_API void ggml_flash_attn_ext_set_kv_len(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,        // a ggml_flash_attn_ext result without kv_len
+        struct ggml_tensor  * kv_len);
+// kvgraph extension, grouped keys: K stored by channel in groups of GGML_KV_GROUP
+// positions, so that a quantized block spans one channel of 32 positions (per-channel
+// scales, as KIVI quantizes keys: key channels differ in range far more than positions
+// do), with the group still being filled kept unquantized:
+//   k_groups: [GGML_KV_GROUP, D*H, n_groups, ne3] (F32, F16 or Q8_0): row (c, g, s)
 //             holds channel c of positions [32g, 32g + 32) of slice s; KV head h owns
-//             channels [h*n_embd_k, (h+1)*n_embd_k)
-//   k_recent: F32 [n_embd_k*H, GGML_KV_GROUP, ne3]: the positions of group k_recent_group[s]
+//             channels [h*D, (h+1)*D)
+//   k_recent: F32 [D*H, GGML_KV_GROUP, ne3]: the positions of group k_recent_group[s]
 //             (I32 [ne3]) of slice s, row = position - 32 * group; read instead of k_groups
 //   v, mask, result as in ggml_flash_attn_ext (n_kv = v->ne[1] <= 32 * n_groups).
 #define GGML_KV_GROUP 32
-GGML_API struct ggml_tensor * ggml_flash_attn_ext_grouped(struct ggml_context * ctx, struct ggml_tensor * q,
-        struct ggml_tensor * k_groups, struct ggml_tensor * k_recent, struct ggml_tensor * k_recent_group,
-        struct ggml_tensor * v, struct ggml_tensor * mask, float scale, float max_bias, float logit_softcap);
+GGML_API struct ggml_tensor * ggml_flash_attn_ext_grouped(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * q,
+        struct ggml_tensor  * k_groups,
+        struct ggml_tensor  * k_recent,
+        struct ggml_tensor  * k_recent_group,
+        struct ggml_tensor  * v,
+        struct ggml_tensor  * mask,
+        float                 scale,
+        float                 max_bias,
+        float                 logit_softcap);
 
-// custom ops: fun(dst, a, [b, [c,]] ith, nth, userdata); n_tasks = GGML_N_TASKS_MAX for all threads
+// ---- custom ops ----
+// fun(dst, a, [b, [c,]] ith, nth, userdata) runs on n_tasks tasks (GGML_N_TASKS_MAX: all
+// threads), task ith of nth; it must write dst, a new tensor of a's shape and type (a view
+// of a for _inplace).
 #define GGML_N_TASKS_MAX (-1)
-typedef void (*ggml_custom1_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth, void * userdata);
-typedef void (*ggml_custom2_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b, int ith, int nth, void * userdata);
-typedef void (*ggml_custom3_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a, const struct ggml_tensor * b, const struct ggml_tensor * c, int ith, int nth, void * userdata);
-GGML_API struct ggml_tensor * ggml_map_custom1(struct ggml_context * ctx, struct ggml_tensor * a, ggml_custom1_op_t fun, int n_tasks, void * userdata);
-GGML_API struct ggml_tensor * ggml_map_custom1_inplace(struct ggml_context * ctx, struct ggml_tensor * a, ggml_custom1_op_t fun, int n_tasks, void * userdata);
-GGML_API struct ggml_tensor * ggml_map_custom2(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks, void * userdata);
-GGML_API struct ggml_tensor * ggml_map_custom2_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks, void * userdata);
-GGML_API struct ggml_tensor * ggml_map_custom3(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c, ggml_custom3_op_t fun, int n_tasks, void * userdata);
-GGML_API struct ggml_tensor * ggml_map_custom3_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c, ggml_custom3_op_t fun, int n_tasks, void * userdata);
+typedef void (*ggml_custom1_op_t)(
+        struct ggml_tensor       * dst,
+        const struct ggml_tensor * a,
+        int                        ith,
+        int                        nth,
+        void                     * userdata);
+typedef void (*ggml_custom2_op_t)(
+        struct ggml_tensor       * dst,
+        const struct ggml_tensor * a,
+        const struct ggml_tensor * b,
+        int                        ith,
+        int                        nth,
+        void                     * userdata);
+typedef void (*ggml_custom3_op_t)(
+        struct ggml_tensor       * dst,
+        const struct ggml_tensor * a,
+        const struct ggml_tensor * b,
+        const struct ggml_tensor * c,
+        int                        ith,
+        int                        nth,
+        void                     * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom1(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        ggml_custom1_op_t     fun,
+        int                   n_tasks,
+        void                * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom1_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        ggml_custom1_op_t     fun,
+        int                   n_tasks,
+        void                * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        ggml_custom2_op_t     fun,
+        int                   n_tasks,
+        void                * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        ggml_custom2_op_t     fun,
+        int                   n_tasks,
+        void                * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        struct ggml_tensor  * c,
+        ggml_custom3_op_t     fun,
+        int                   n_tasks,
+        void                * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        struct ggml_tensor  * c,
+        ggml_custom3_op_t     fun,
+        int                   n_tasks,
+        void                * userdata);
 // GGML_OP_CUSTOM: fun(dst, ith, nth, userdata) on n_tasks tasks (GGML_N_TASKS_MAX: all
 // threads); the sources are dst->src[0..]. custom_4d makes a new tensor of the given type
 // and shape from n_args (<= GGML_MAX_SRC) sources; custom_inplace writes over a, with the
 // n_args (<= GGML_MAX_SRC - 1) others after it. Like every op, it gets edges for what it
 // reads (its sources) and writes (its result).
 typedef void (*ggml_custom_op_t)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
-GGML_API struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
-                                             struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);
-GGML_API struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor ** args, int n_args,
-                                                  ggml_custom_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_custom_4d(
+        struct ggml_context * ctx,
+        enum ggml_type        type,
+        int64_t               ne0,
+        int64_t               ne1,
+        int64_t               ne2,
+        int64_t               ne3,
+        struct ggml_tensor ** args,
+        int                   n_args,
+        ggml_custom_op_t      fun,
+        int                   n_tasks,
+        void                * userdata);
+GGML_API struct ggml_tensor * ggml_custom_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor ** args,
+        int                   n_args,
+        ggml_custom_op_t      fun,
+        int                   n_tasks,
+        void                * userdata);
 
 // ---- LLM ops: set/acc, gated linear units, sorting, mixture of experts ----------------
 // (ggml 0.21's names, signatures, enum values and op params; constructors in
@@ -698,18 +1253,60 @@ GGML_API struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, str
 // set: a and b of any non-quantized types (b converted to a's); acc: F32, F16 or BF16.
 // b may have any strides; the region must lie inside the result and its elements must
 // not overlap one another. _1d: nb1.. = the result's strides; _2d: nb2, nb3 likewise.
-GGML_API struct ggml_tensor * ggml_set(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-        size_t nb1, size_t nb2, size_t nb3, size_t offset);
-GGML_API struct ggml_tensor * ggml_set_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-        size_t nb1, size_t nb2, size_t nb3, size_t offset);
-GGML_API struct ggml_tensor * ggml_set_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, size_t offset);
-GGML_API struct ggml_tensor * ggml_set_1d_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, size_t offset);
-GGML_API struct ggml_tensor * ggml_set_2d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, size_t nb1, size_t offset);
-GGML_API struct ggml_tensor * ggml_set_2d_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, size_t nb1, size_t offset);
-GGML_API struct ggml_tensor * ggml_acc(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-        size_t nb1, size_t nb2, size_t nb3, size_t offset);
-GGML_API struct ggml_tensor * ggml_acc_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-        size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_set(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        size_t                nb1,
+        size_t                nb2,
+        size_t                nb3,
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_set_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        size_t                nb1,
+        size_t                nb2,
+        size_t                nb3,
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_set_1d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_set_1d_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_set_2d(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        size_t                nb1,
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_set_2d_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        size_t                nb1,
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_acc(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        size_t                nb1,
+        size_t                nb2,
+        size_t                nb3,
+        size_t                offset);
+GGML_API struct ggml_tensor * ggml_acc_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        size_t                nb1,
+        size_t                nb2,
+        size_t                nb3,
+        size_t                offset);
 
 // Gated linear units (GGML_OP_GLU): y = act(x) * g, elementwise.
 //   ggml_glu(a, op, swapped): a [n, r...] (F32/F16/BF16, dense rows) -> [n/2, r...] of a's
@@ -717,7 +1314,8 @@ GGML_API struct ggml_tensor * ggml_acc_inplace(struct ggml_context * ctx, struct
 //   ggml_glu_split(a, b, op): x = a, g = b, same shape and type -> a's shape.
 // act: REGLU relu, GEGLU gelu (tanh approximation, as ggml_gelu), SWIGLU silu, GEGLU_ERF
 // gelu_erf, GEGLU_QUICK gelu_quick; SWIGLU_OAI: x' = min(x, limit), g' = clamp(g, -limit,
-// limit), y = x' sigmoid(alpha x') (g' + 1). op params (int32): {op, swapped[, alpha, limit as float]}.
+// limit), y = x' sigmoid(alpha x') (g' + 1). op params (int32): {op, swapped[, alpha, limit
+// as float]}.
 enum ggml_glu_op {
     GGML_GLU_OP_REGLU,
     GGML_GLU_OP_GEGLU,
@@ -729,19 +1327,33 @@ enum ggml_glu_op {
 };
 GGML_API const char * ggml_glu_op_name(enum ggml_glu_op op);
 GGML_API enum ggml_glu_op ggml_get_glu_op(const struct ggml_tensor * tensor); // tensor->op must be GGML_OP_GLU
-GGML_API struct ggml_tensor * ggml_glu(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_glu_op op, bool swapped);
-GGML_API struct ggml_tensor * ggml_glu_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, enum ggml_glu_op op);
-#define GGML_KVG_GLU_DECL(name)                                                                                      \
-    GGML_API struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a);                     \
-    GGML_API struct ggml_tensor * ggml_##name##_swapped(struct ggml_context * ctx, struct ggml_tensor * a);           \
-    GGML_API struct ggml_tensor * ggml_##name##_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_glu(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        enum ggml_glu_op      op,
+        bool                  swapped);
+GGML_API struct ggml_tensor * ggml_glu_split(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * b,
+        enum ggml_glu_op      op);
+#define GGML_KVG_GLU_DECL(name)                                                                            \
+    GGML_API struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a);           \
+    GGML_API struct ggml_tensor * ggml_##name##_swapped(struct ggml_context * ctx, struct ggml_tensor * a); \
+    GGML_API struct ggml_tensor * ggml_##name##_split(                                                     \
+        struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 GGML_KVG_GLU_DECL(reglu)
 GGML_KVG_GLU_DECL(geglu)
 GGML_KVG_GLU_DECL(swiglu)
 GGML_KVG_GLU_DECL(geglu_erf)
 GGML_KVG_GLU_DECL(geglu_quick)
 #undef GGML_KVG_GLU_DECL
-GGML_API struct ggml_tensor * ggml_swiglu_oai(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, float alpha, float limit);
+GGML_API struct ggml_tensor * ggml_swiglu_oai(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,   // x
+        struct ggml_tensor  * b,   // g
+        float                 alpha,
+        float                 limit);
 
 // Sorting rows (a F32, F16 or BF16, any strides). argsort: I32 of a's shape, row i holds
 // the indices that sort row i of a, ties in index order (a stable sort); NaNs go last in
@@ -752,7 +1364,10 @@ enum ggml_sort_order {
     GGML_SORT_ORDER_ASC,
     GGML_SORT_ORDER_DESC,
 };
-GGML_API struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_sort_order order);
+GGML_API struct ggml_tensor * ggml_argsort(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        enum ggml_sort_order  order);
 GGML_API struct ggml_tensor * ggml_argsort_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
 GGML_API struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
 
@@ -760,11 +1375,19 @@ GGML_API struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_
 // weight type, dense rows), b F32 [K, ne11, ne12] (ne11 = 1 or n_expert_used),
 // ids I32 [n_expert_used, ne12] (any strides) -> F32 [N, n_expert_used, ne12]:
 // result[:, e, t] = as[:, :, ids[e, t]] x b[:, e % ne11, t] (as ggml_mul_mat's rows).
-GGML_API struct ggml_tensor * ggml_mul_mat_id(struct ggml_context * ctx, struct ggml_tensor * as, struct ggml_tensor * b, struct ggml_tensor * ids);
+GGML_API struct ggml_tensor * ggml_mul_mat_id(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * as,   // expert weights
+        struct ggml_tensor  * b,    // activations
+        struct ggml_tensor  * ids); // expert index per (slot, token)
 
-// softmax_ext writing over a (a view of a)
-GGML_API struct ggml_tensor * ggml_soft_max_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * mask,
-        float scale, float max_bias);
+// ggml_soft_max_ext writing over a (the result is a view of a)
+GGML_API struct ggml_tensor * ggml_soft_max_ext_inplace(
+        struct ggml_context * ctx,
+        struct ggml_tensor  * a,
+        struct ggml_tensor  * mask,
+        float                 scale,
+        float                 max_bias);
 
 // Copies src's nodes and leafs into dst (dst->size must hold them); dst then holds the nodes.
 GGML_API void ggml_graph_cpy(struct ggml_cgraph * src, struct ggml_cgraph * dst);
@@ -871,7 +1494,10 @@ GGML_API void   ggml_graph_clear(struct ggml_cgraph * cgraph);
 GGML_API struct ggml_tensor * ggml_graph_get_tensor(const struct ggml_cgraph * cgraph, const char * name);
 GGML_API void   ggml_graph_print(const struct ggml_cgraph * cgraph);
 // Graphviz: data edges solid, control edges dashed and labelled with their kind. gb may be NULL.
-GGML_API void   ggml_graph_dump_dot(const struct ggml_cgraph * gb, const struct ggml_cgraph * gf, const char * filename);
+GGML_API void   ggml_graph_dump_dot(
+        const struct ggml_cgraph * gb,
+        const struct ggml_cgraph * gf,
+        const char               * filename);
 
 #ifdef __cplusplus
 }

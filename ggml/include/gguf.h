@@ -147,10 +147,20 @@ GGML_API void gguf_set_val_f64 (struct gguf_context * ctx, const char * key, dou
 GGML_API void gguf_set_val_bool(struct gguf_context * ctx, const char * key, bool         val);
 GGML_API void gguf_set_val_str (struct gguf_context * ctx, const char * key, const char * val);
 
-// New array of n elements of a fixed-size type, copying n * element size bytes from data.
-GGML_API void gguf_set_arr_data(struct gguf_context * ctx, const char * key, enum gguf_type type, const void * data, size_t n);
-// New array of n strings copied from data.
-GGML_API void gguf_set_arr_str (struct gguf_context * ctx, const char * key, const char ** data, size_t n);
+// New array of n elements of a fixed-size type, copying n * element size bytes from data
+// (a string or array type aborts; bools are stored as 0 or 1).
+GGML_API void gguf_set_arr_data(
+        struct gguf_context * ctx,
+        const char          * key,
+        enum gguf_type        type,   // the element type
+        const void          * data,   // n elements; may be NULL when n == 0
+        size_t                n);
+// New array of n strings copied from data (no NULL entries).
+GGML_API void gguf_set_arr_str(
+        struct gguf_context * ctx,
+        const char          * key,
+        const char         ** data,
+        size_t                n);
 
 // Set or add every KV pair of src.
 GGML_API void gguf_set_kv(struct gguf_context * ctx, const struct gguf_context * src);

@@ -502,9 +502,10 @@ gguf_context * gguf_init_from_file(const char * fname, gguf_init_params params) 
 void gguf_free(gguf_context * ctx) { delete ctx; }
 
 const char * gguf_type_name(enum gguf_type type) {
-    static const char * const names[GGUF_TYPE_COUNT] = {
+    static const char * const names[] = {
         "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "str", "arr", "u64", "i64", "f64",
     };
+    static_assert(sizeof(names) / sizeof(names[0]) == GGUF_TYPE_COUNT, "one name per gguf_type");
     return type >= 0 && type < GGUF_TYPE_COUNT ? names[type] : nullptr;
 }
 

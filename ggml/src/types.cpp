@@ -130,6 +130,9 @@ static void q4_0_to_float(const void * x, float * y, int64_t k) { dequantize_row
 static void q4_0_from_float(const float * x, void * y, int64_t k) { quantize_row_q4_0_ref(x, (block_q4_0 *) y, k); }
 
 static ggml_type_traits g_traits[GGML_TYPE_COUNT];
+// The names come from init_traits (named_only, the entries below it, extra_block_types): a
+// ggml_type added to the enum must be named there too, and this count updated.
+static_assert(GGML_TYPE_COUNT == 43, "ggml_type changed: name the new types in init_traits");
 
 static bool init_traits() {
     for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};

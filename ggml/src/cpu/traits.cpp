@@ -57,7 +57,8 @@ cpu_path cpu_best_path() {
     return best;
 }
 
-static const char * const g_path_names[PATH_COUNT] = {"scalar", "avx2", "avx512"};
+static const char * const g_path_names[] = {"scalar", "avx2", "avx512"};
+static_assert(sizeof(g_path_names) / sizeof(g_path_names[0]) == PATH_COUNT, "one name per cpu_path");
 
 // The cap from KVG_CPU_FEATURES, read once.
 static int env_limit() {
