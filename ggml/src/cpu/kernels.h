@@ -2,7 +2,7 @@
 // (splitting rows so that tasks write disjoint bytes) for phase params->phase.
 #pragma once
 
-#include "ggml-impl.h"
+#include "cpu-impl.h"
 
 #include <algorithm>
 
