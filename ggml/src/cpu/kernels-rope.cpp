@@ -173,8 +173,8 @@ void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor *
             rope_cache(p, (double) pv, cs.data(), cs.data() + half);
             cached_token = token;
         }
-        const char * a = (const char *) src0->data + i1 * src0->nb[1] + i2 * src0->nb[2] + i3 * src0->nb[3];
-        char * d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        const char * a = row_at(src0, i1, i2, i3);
+        char * d = row_at(dst, i1, i2, i3);
         if (direct) {
             float * y = (float *) d;
             if (a != d) std::memmove(y, a, ne0 * sizeof(float));
