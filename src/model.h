@@ -48,7 +48,7 @@ struct LayerWeights {
     ggml_tensor * ffn_down = nullptr; // w2
 };
 
-struct FileMapping; // read-only mmap of a file (model.cpp)
+struct FileMapping; // read-only mmap of a file (model-impl.h)
 
 struct Model {
     Model();

@@ -1,3 +1,5 @@
+// The sampler chain's stages (penalties, top-k, min-p, temperature, top-p, greedy, dist)
+// and the chain that runs them over a candidate array (see sampler-chain.h).
 #include "sampler-chain.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The one-call sampler (Sampler, see sampler.h): penalties, greedy or top-k -> min-p ->
+// temperature -> top-p -> draw, and its seeded RNG (splitmix64).
 #include "sampler.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The SentencePiece-style BPE vocabulary: llama2.c and GGUF loading, encoding, decoding
+// (byte-level BPE vocabularies delegate to vocab-bpe.cpp).
 #include "vocab.h"
 
 #include "vocab-bpe.h"
@@ -89,6 +91,119 @@ std::string replace_all(const std::string& s, const char* from, size_t from_len,
     return out;
 }
 
+// A whole tokenizer file into buf; false with a message (prefixed by where) otherwise.
+bool read_file(const std::string& path, const std::string& where, std::vector<unsigned char>& buf, std::string* err) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // a FIFO would block the open
+        set_err(err, where + "not a regular file");
+        return false;
+    }
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+        set_err(err, where + "cannot open file");
+        return false;
+    }
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    if (size < 0 || size > kMaxFileBytes) {
+        set_err(err, where + "cannot determine file size or file too large");
+        return false;
+    }
+    f.seekg(0, std::ios::beg);
+    buf.resize((size_t)size);
+    if (size > 0 && !f.read(reinterpret_cast<char*>(buf.data()), size)) {
+        set_err(err, where + "read error");
+        return false;
+    }
+    return true;
+}
+
+// Bytes left over after the tokens a model expects. The usual cause: a tokenizer of
+// another model; the message says how many tokens it really has.
+std::string trailing_bytes_message(const std::vector<unsigned char>& buf, size_t off, size_t n_read) {
+    const size_t n = buf.size();
+    size_t at = off, more = 0;
+    while (n - at >= 8) {
+        const int32_t len = (int32_t)read_u32_le(buf.data() + at + 4);
+        if (len < 0 || len > kMaxPieceBytes || n - at - 8 < (size_t)len) break;
+        at += 8 + (size_t)len;
+        ++more;
+    }
+    if (at == n) {
+        return "the tokenizer has " + std::to_string(n_read + more) + " tokens, the model " + std::to_string(n_read) +
+               " (a tokenizer of another model?)";
+    }
+    return std::to_string(n - off) + " trailing bytes after " + std::to_string(n_read) + " tokens at byte offset " +
+           std::to_string(off);
+}
+
+// llama2.c tokenizer.bin (see Vocab::load_llama2c): the pieces and scores as stored.
+bool parse_llama2c(const std::vector<unsigned char>& buf, const std::string& where, int expected_n_tokens,
+                   int32_t& max_len, std::vector<std::string>& pieces, std::vector<float>& scores, std::string* err) {
+    const size_t n = buf.size();
+    if (n < 4) {
+        set_err(err, where + "truncated at byte offset 0: missing int32 max_token_length");
+        return false;
+    }
+    max_len = (int32_t)read_u32_le(buf.data());
+    if (max_len < 0) {
+        set_err(err, where + "negative max_token_length " + std::to_string(max_len) + " at byte offset 0");
+        return false;
+    }
+    size_t off = 4;
+    for (int i = 0;; i++) {
+        if (expected_n_tokens > 0 ? i >= expected_n_tokens : off == n) break;
+        const std::string tok = "token " + std::to_string(i);
+        if (n - off < 8) {
+            set_err(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok +
+                             " needs score and length (8 bytes), " + std::to_string(n - off) + " left");
+            return false;
+        }
+        const uint32_t score_bits = read_u32_le(buf.data() + off);
+        float score;
+        std::memcpy(&score, &score_bits, sizeof(score));
+        if (std::isnan(score)) {
+            set_err(err, where + "score of " + tok + " at byte offset " + std::to_string(off) + " is NaN");
+            return false;
+        }
+        const int32_t len = (int32_t)read_u32_le(buf.data() + off + 4);
+        if (len < 0 || len > kMaxPieceBytes) {
+            set_err(err, where + "bad length " + std::to_string(len) + " for " + tok + " at byte offset " +
+                             std::to_string(off + 4));
+            return false;
+        }
+        off += 8;
+        if (n - off < (size_t)len) {
+            set_err(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok + " needs " +
+                             std::to_string(len) + " bytes, " + std::to_string(n - off) + " left");
+            return false;
+        }
+        pieces.emplace_back(reinterpret_cast<const char*>(buf.data() + off), (size_t)len);
+        scores.push_back(score);
+        off += (size_t)len;
+    }
+    if (off != n) {
+        set_err(err, where + trailing_bytes_message(buf, off, pieces.size()));
+        return false;
+    }
+    return true;
+}
+
+// SentencePiece's normalisation: a dummy prefix, then every space becomes "▁".
+std::string sp_normalize(const std::string& text) {
+    std::string norm;
+    norm.reserve(text.size() + kSpaceMarkLen * 4);
+    norm.append(kSpaceMark, kSpaceMarkLen);
+    for (char c : text) {
+        if (c == ' ') {
+            norm.append(kSpaceMark, kSpaceMarkLen);
+        } else {
+            norm.push_back(c);
+        }
+    }
+    return norm;
+}
+
 }  // namespace
 
 Vocab::Vocab() { clear(); }
@@ -170,93 +285,12 @@ size_t Vocab::match_user_defined(const std::string& text, size_t pos) const {
 bool Vocab::load_llama2c(const std::string& path, std::string* err, int expected_n_tokens) {
     clear();
     const std::string where = "tokenizer '" + path + "': ";
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // a FIFO would block the open
-        set_err(err, where + "not a regular file");
-        return false;
-    }
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        set_err(err, where + "cannot open file");
-        return false;
-    }
-    f.seekg(0, std::ios::end);
-    const std::streamoff size = f.tellg();
-    if (size < 0 || size > kMaxFileBytes) {
-        set_err(err, where + "cannot determine file size or file too large");
-        return false;
-    }
-    f.seekg(0, std::ios::beg);
-    std::vector<unsigned char> buf((size_t)size);
-    if (size > 0 && !f.read(reinterpret_cast<char*>(buf.data()), size)) {
-        set_err(err, where + "read error");
-        return false;
-    }
-
-    const size_t n = buf.size();
-    size_t off = 0;
-    if (n < 4) {
-        set_err(err, where + "truncated at byte offset 0: missing int32 max_token_length");
-        return false;
-    }
-    const int32_t max_len = (int32_t)read_u32_le(buf.data());
-    if (max_len < 0) {
-        set_err(err, where + "negative max_token_length " + std::to_string(max_len) + " at byte offset 0");
-        return false;
-    }
-    off = 4;
-
+    std::vector<unsigned char> buf;
+    if (!read_file(path, where, buf, err)) return false;
+    int32_t max_len = 0;
     std::vector<std::string> pieces;
     std::vector<float> scores;
-    for (int i = 0;; i++) {
-        if (expected_n_tokens > 0 ? i >= expected_n_tokens : off == n) break;
-        const std::string tok = "token " + std::to_string(i);
-        if (n - off < 8) {
-            set_err(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok +
-                             " needs score and length (8 bytes), " + std::to_string(n - off) + " left");
-            return false;
-        }
-        const uint32_t score_bits = read_u32_le(buf.data() + off);
-        float score;
-        std::memcpy(&score, &score_bits, sizeof(score));
-        if (std::isnan(score)) {
-            set_err(err, where + "score of " + tok + " at byte offset " + std::to_string(off) + " is NaN");
-            return false;
-        }
-        const int32_t len = (int32_t)read_u32_le(buf.data() + off + 4);
-        if (len < 0 || len > kMaxPieceBytes) {
-            set_err(err, where + "bad length " + std::to_string(len) + " for " + tok + " at byte offset " +
-                             std::to_string(off + 4));
-            return false;
-        }
-        off += 8;
-        if (n - off < (size_t)len) {
-            set_err(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok + " needs " +
-                             std::to_string(len) + " bytes, " + std::to_string(n - off) + " left");
-            return false;
-        }
-        pieces.emplace_back(reinterpret_cast<const char*>(buf.data() + off), (size_t)len);
-        scores.push_back(score);
-        off += (size_t)len;
-    }
-    if (off != n) {
-        // the usual cause: a tokenizer of another model; say how many tokens it really has
-        size_t at = off, more = 0;
-        while (n - at >= 8) {
-            const int32_t len = (int32_t)read_u32_le(buf.data() + at + 4);
-            if (len < 0 || len > kMaxPieceBytes || n - at - 8 < (size_t)len) break;
-            at += 8 + (size_t)len;
-            ++more;
-        }
-        if (at == n) {
-            set_err(err, where + "the tokenizer has " + std::to_string(pieces.size() + more) + " tokens, the model " +
-                             std::to_string(pieces.size()) + " (a tokenizer of another model?)");
-        } else {
-            set_err(err, where + std::to_string(n - off) + " trailing bytes after " + std::to_string(pieces.size()) +
-                             " tokens at byte offset " + std::to_string(off));
-        }
-        return false;
-    }
+    if (!parse_llama2c(buf, where, expected_n_tokens, max_len, pieces, scores, err)) return false;
     if (pieces.size() < 3) {
         set_err(err, where + "only " + std::to_string(pieces.size()) +
                          " tokens; the format needs <unk>, <s>, </s> at ids 0, 1, 2");
@@ -361,44 +395,45 @@ std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
     std::vector<int> out;
     if (add_bos && bos_ >= 0) out.push_back(bos_);
     if (bpe_) {
-        // user-defined tokens first (leftmost, longest), the text between them through BPE
-        size_t start = 0;
-        auto flush = [&](size_t end) {
-            const std::vector<int> ids = bpe_->encode(text.substr(start, end - start));
-            out.insert(out.end(), ids.begin(), ids.end());
-        };
-        for (size_t pos = 0; pos < text.size();) {
-            const size_t len = user_trie_.empty() ? 0 : match_user_defined(text, pos);
-            if (len == 0) { ++pos; continue; }
-            if (pos > start) flush(pos);
-            out.push_back(user_defined_at(text, pos, len));
-            pos += len;
-            start = pos;
-        }
-        if (start < text.size()) flush(text.size());
+        encode_byte_level(text, out);
         return out;
     }
     if (text.empty() || pieces_.empty()) return out;
+    const std::string norm = sp_normalize(text);
+    std::vector<SpSymbol> syms = sp_symbols(norm);
+    sp_merge(norm, syms);
+    sp_emit(norm, syms, out);
+    return out;
+}
 
-    // Normalise: dummy prefix, then every space becomes "▁".
-    std::string norm;
-    norm.reserve(text.size() + kSpaceMarkLen * 4);
-    norm.append(kSpaceMark, kSpaceMarkLen);
-    for (char c : text) {
-        if (c == ' ') {
-            norm.append(kSpaceMark, kSpaceMarkLen);
-        } else {
-            norm.push_back(c);
-        }
-    }
-
-    // Symbols form a doubly linked list over byte ranges of norm; a merged-away
-    // symbol has len 0.
-    struct Sym {
-        int start, len, prev, next;
-        bool frozen;  // a user-defined piece: never merged further
+// User-defined tokens first (leftmost, longest), the text between them through BPE.
+void Vocab::encode_byte_level(const std::string& text, std::vector<int>& out) const {
+    size_t start = 0;
+    auto flush = [&](size_t end) {
+        const std::vector<int> ids = bpe_->encode(text.substr(start, end - start));
+        out.insert(out.end(), ids.begin(), ids.end());
     };
-    std::vector<Sym> syms;
+    for (size_t pos = 0; pos < text.size();) {
+        const size_t len = user_trie_.empty() ? 0 : match_user_defined(text, pos);
+        if (len == 0) { ++pos; continue; }
+        if (pos > start) flush(pos);
+        out.push_back(user_defined_at(text, pos, len));
+        pos += len;
+        start = pos;
+    }
+    if (start < text.size()) flush(text.size());
+}
+
+// Symbols form a doubly linked list over byte ranges of the normalised text; a
+// merged-away symbol has len 0.
+struct Vocab::SpSymbol {
+    int start, len, prev, next;
+    bool frozen;  // a user-defined piece: never merged further
+};
+
+// One symbol per UTF-8 character, or per user-defined piece.
+std::vector<Vocab::SpSymbol> Vocab::sp_symbols(const std::string& norm) const {
+    std::vector<SpSymbol> syms;
     syms.reserve(norm.size());
     const auto* s = reinterpret_cast<const unsigned char*>(norm.data());
     for (size_t pos = 0; pos < norm.size();) {
@@ -410,7 +445,17 @@ std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
         pos += len;
     }
     syms.back().next = -1;
+    return syms;
+}
 
+int Vocab::sp_piece_id(const std::string& norm, int start, int len, std::string& key) const {
+    key.assign(norm, (size_t)start, (size_t)len);
+    auto it = piece_to_id_.find(key);
+    return it == piece_to_id_.end() ? -1 : it->second;
+}
+
+// Merges the best-scoring adjacent pair (leftmost on ties) until no pair is a piece.
+void Vocab::sp_merge(const std::string& norm, std::vector<SpSymbol>& syms) const {
     // Candidate merges; stale ones (a side merged since) are skipped on pop.
     struct Cand {
         float score;
@@ -423,15 +468,10 @@ std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
     std::priority_queue<Cand, std::vector<Cand>, decltype(lower)> queue(lower);
 
     std::string key;  // reused so lookups do not allocate each time
-    auto lookup = [&](int start, int len) -> int {
-        key.assign(norm, (size_t)start, (size_t)len);
-        auto it = piece_to_id_.find(key);
-        return it == piece_to_id_.end() ? -1 : it->second;
-    };
     auto push_pair = [&](int l, int r) {
         if (l < 0 || r < 0 || syms[l].frozen || syms[r].frozen) return;
         const int len = syms[l].len + syms[r].len;
-        const int id = lookup(syms[l].start, len);
+        const int id = sp_piece_id(norm, syms[l].start, len, key);
         if (id < 0 || !is_mergeable(id)) return;
         queue.push({scores_[id], l, r, len});
     };
@@ -441,8 +481,8 @@ std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
     while (!queue.empty()) {
         const Cand c = queue.top();
         queue.pop();
-        Sym& l = syms[c.left];
-        Sym& r = syms[c.right];
+        SpSymbol& l = syms[c.left];
+        SpSymbol& r = syms[c.right];
         // Start offsets never change, so adjacency + same total length means
         // the pair still spells the same piece.
         if (l.len == 0 || r.len == 0 || l.next != c.right || l.len + r.len != c.len) continue;
@@ -453,10 +493,15 @@ std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
         push_pair(l.prev, c.left);
         push_pair(c.left, l.next);
     }
+}
 
+// The merged symbols as ids; a symbol that is no piece falls back to byte tokens.
+void Vocab::sp_emit(const std::string& norm, const std::vector<SpSymbol>& syms, std::vector<int>& out) const {
+    const auto* s = reinterpret_cast<const unsigned char*>(norm.data());
+    std::string key;
     for (int i = 0; i >= 0; i = syms[i].next) {
-        const Sym& sym = syms[i];
-        const int id = lookup(sym.start, sym.len);
+        const SpSymbol& sym = syms[i];
+        const int id = sp_piece_id(norm, sym.start, sym.len, key);
         if (id >= 0 && is_mergeable(id)) {
             out.push_back(id);
             continue;
@@ -470,7 +515,6 @@ std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
             out.push_back(unk_);
         }
     }
-    return out;
 }
 
 std::string Vocab::token_to_piece(int id) const {

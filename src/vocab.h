@@ -107,6 +107,14 @@ private:
     void add_user_defined(int id, const std::string& text);                  // text: what it matches
     size_t match_user_defined(const std::string& text, size_t pos) const;  // bytes matched, 0 if none
     int user_defined_at(const std::string& text, size_t pos, size_t len) const; // the token of a match
+
+    // encode's two schemes; the SentencePiece one in steps over a list of symbols
+    void encode_byte_level(const std::string& text, std::vector<int>& out) const;
+    struct SpSymbol;
+    std::vector<SpSymbol> sp_symbols(const std::string& norm) const;
+    int sp_piece_id(const std::string& norm, int start, int len, std::string& key) const;  // -1 if none
+    void sp_merge(const std::string& norm, std::vector<SpSymbol>& syms) const;
+    void sp_emit(const std::string& norm, const std::vector<SpSymbol>& syms, std::vector<int>& out) const;
 };
 
 }  // namespace kvg

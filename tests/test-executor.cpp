@@ -6,6 +6,7 @@
 
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
+#include "cpu/cpu-impl.h"
 #include "ggml.h"
 #include "ggml-alloc.h"
 

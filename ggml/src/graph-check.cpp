@@ -106,28 +106,24 @@ struct unordered_hit {
     node_access a, b;
 };
 
-} // namespace
-
-int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_out, FILE * log) {
-    if (cgraph == nullptr) {
-        GGML_LOG_ERROR("ggml_graph_validate: graph is NULL\n");
-        return -1;
-    }
-    if (out == nullptr || max_out < 0) max_out = 0;
-    checker c(cgraph);
-    const int n = (int) c.nodes.size();
+// Where found hazards go: the caller's array (as far as it reaches), the count, the log.
+struct hazard_sink {
+    const checker & c;
+    ggml_hazard * out;
+    int max_out;
+    FILE * log;
     int count = 0;
-    auto emit = [&](const ggml_hazard & h, bool misordered, bool w1, bool w2) {
+
+    void emit(const ggml_hazard & h, bool misordered, bool w1, bool w2) {
         if (count < max_out) out[count] = h;
         ++count;
         print_hazard(log, c, h, misordered, w1, w2);
-    };
+    }
+};
 
-    std::vector<std::vector<node_access>> acc(n);
-    for (int i = 0; i < n; ++i) acc[i] = c.accesses_of(i);
-
-    // (b) edges that point forward in the node list: a sequential run reads stale bytes
-    for (int i = 0; i < n; ++i) {
+// (b) edges that point forward in the node list: a sequential run reads stale bytes.
+void report_misordered_edges(const checker & c, const std::vector<std::vector<node_access>> & acc, hazard_sink & sink) {
+    for (int i = 0; i < (int) c.nodes.size(); ++i) {
         for (const pred_edge & e : c.preds[i]) {
             if (c.graph_pos[e.node] <= c.graph_pos[i]) continue;
             ggml_hazard h = {c.nodes[i], c.nodes[e.node], nullptr, 0, 0, 0, 0, e.kind};
@@ -142,40 +138,64 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
                     found = true;
                 }
             }
-            emit(h, true, w1, w2);
+            sink.emit(h, true, w1, w2);
         }
     }
+}
 
-    // topological order (Kahn); nodes on a cycle (only possible with manual edges) go last
-    std::vector<int> rank(n, -1), order;
+// Topological order (Kahn) and each node's rank in it; nodes on a cycle (only possible
+// with manual edges) go last.
+std::vector<int> topological_order(const checker & c, std::vector<int> & rank) {
+    const int n = (int) c.nodes.size();
+    std::vector<int> order;
     order.reserve(n);
-    {
-        std::vector<int> indeg(n, 0);
-        std::vector<std::vector<int>> succ(n);
+    std::vector<int> indeg(n, 0);
+    std::vector<std::vector<int>> succ(n);
+    for (int i = 0; i < n; ++i) {
+        for (const pred_edge & e : c.preds[i]) {
+            succ[e.node].push_back(i);
+            ++indeg[i];
+        }
+    }
+    for (int i = 0; i < n; ++i) if (indeg[i] == 0) order.push_back(i);
+    for (size_t k = 0; k < order.size(); ++k) {
+        for (int s : succ[order[k]]) if (--indeg[s] == 0) order.push_back(s);
+    }
+    std::vector<bool> placed(n, false);
+    for (int v : order) placed[v] = true;
+    for (int i = 0; i < n; ++i) if (!placed[i]) order.push_back(i);
+    rank.assign(n, -1);
+    for (int k = 0; k < n; ++k) rank[order[k]] = k;
+    return order;
+}
+
+// The conflict search in topological order. Ancestor bitsets (indexed by rank) are kept
+// only while a successor still needs them: memory is the widest frontier times n bits,
+// not n * n bits.
+struct unordered_search {
+    const checker & c;
+    const std::vector<std::vector<node_access>> & acc;
+    std::vector<int> order, rank;
+    size_t words;
+    std::vector<int> succ_left; // successors (later in rank) still to visit
+    std::vector<std::vector<uint64_t>> bits, spare;
+    std::vector<log_entry> pool;
+    std::unordered_map<const ggml_tensor *, std::vector<int>> logs; // root -> live entries
+    std::vector<unordered_hit> hits;
+
+    unordered_search(const checker & chk, const std::vector<std::vector<node_access>> & a) : c(chk), acc(a) {
+        const int n = (int) c.nodes.size();
+        order = topological_order(c, rank);
+        words = ((size_t) n + 63) / 64;
+        succ_left.assign(n, 0);
         for (int i = 0; i < n; ++i) {
-            for (const pred_edge & e : c.preds[i]) {
-                succ[e.node].push_back(i);
-                ++indeg[i];
-            }
+            for (const pred_edge & e : c.preds[i]) if (rank[e.node] < rank[i]) ++succ_left[e.node];
         }
-        for (int i = 0; i < n; ++i) if (indeg[i] == 0) order.push_back(i);
-        for (size_t k = 0; k < order.size(); ++k) {
-            for (int s : succ[order[k]]) if (--indeg[s] == 0) order.push_back(s);
-        }
-        std::vector<bool> placed(n, false);
-        for (int v : order) placed[v] = true;
-        for (int i = 0; i < n; ++i) if (!placed[i]) order.push_back(i);
-        for (int k = 0; k < n; ++k) rank[order[k]] = k;
+        bits.resize(n);
     }
 
-    // Ancestor bitsets (indexed by rank), kept only while a successor still needs them:
-    // memory is the widest frontier times n bits, not n * n bits.
-    const size_t words = ((size_t) n + 63) / 64;
-    std::vector<int> succ_left(n, 0);
-    for (int i = 0; i < n; ++i) {
-        for (const pred_edge & e : c.preds[i]) if (rank[e.node] < rank[i]) ++succ_left[e.node];
-    }
-    {
+    // False (logged) when the ancestor sets alive at once would take more than 2 GiB.
+    bool fits() const {
         std::vector<int> left = succ_left;
         size_t live = 0, peak = 0;
         for (int x : order) {
@@ -187,18 +207,13 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
         const double bytes = (double) peak * (double) words * 8.0;
         if (bytes > (double) ((size_t) 2 << 30)) {
             GGML_LOG_ERROR("ggml_graph_validate: graph too wide to check (%d nodes, %zu live at once: %.1f GiB of ancestor sets)\n",
-                    n, peak, bytes / (1 << 30));
-            return -1;
+                    (int) c.nodes.size(), peak, bytes / (1 << 30));
+            return false;
         }
+        return true;
     }
-    std::vector<std::vector<uint64_t>> bits(n);
-    std::vector<std::vector<uint64_t>> spare;
 
-    std::vector<log_entry> pool;
-    std::unordered_map<const ggml_tensor *, std::vector<int>> logs; // root -> live entries
-    std::vector<unordered_hit> hits;
-
-    for (int x : order) {
+    void build_ancestors(int x) {
         std::vector<uint64_t> & bx = bits[x];
         if (!spare.empty()) { bx.swap(spare.back()); spare.pop_back(); }
         bx.assign(words, 0);
@@ -209,9 +224,12 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
             for (size_t w = 0; w < words; ++w) bx[w] |= bp[w];
             bx[pr / 64] |= (uint64_t) 1 << (pr % 64);
         }
-        auto is_ancestor = [&](int a) { return (bx[rank[a] / 64] >> (rank[a] % 64)) & 1; };
+    }
 
-        // conflicts with what came before; one hit per earlier node and root
+    bool is_ancestor(int x, int a) const { return (bits[x][rank[a] / 64] >> (rank[a] % 64)) & 1; }
+
+    // Conflicts of x's accesses with what came before; one hit per earlier node and root.
+    void find_conflicts(int x) {
         const size_t hits_begin = hits.size();
         auto record = [&](const node_access & a, const node_access & b) {
             for (size_t k = hits_begin; k < hits.size(); ++k) {
@@ -231,13 +249,16 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
             while (!stack.empty()) {
                 const log_entry & E = pool[stack.back()];
                 stack.pop_back();
-                if (!overlap(E.a, X) || is_ancestor(E.a.node)) continue;
+                if (!overlap(E.a, X) || is_ancestor(x, E.a.node)) continue;
                 record(E.a, X);
                 for (int ch = E.first_child; ch >= 0; ch = pool[ch].next_sibling) stack.push_back(ch);
             }
         }
+    }
 
-        // log this node's accesses; a read inside its own write adds nothing
+    // Logs x's accesses (a read inside its own write adds nothing); entries they
+    // dominate move under them.
+    void log_accesses(int x) {
         const node_access * own_write = nullptr;
         for (const node_access & X : acc[x]) if (X.write) own_write = &X;
         for (const node_access & X : acc[x]) {
@@ -249,7 +270,7 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
             for (size_t k = 0; k < lg.size(); ++k) {
                 const int e = lg[k];
                 const node_access & E = pool[e].a;
-                if (X.begin <= E.begin && E.end <= X.end && (X.write || !E.write) && is_ancestor(E.node)) {
+                if (X.begin <= E.begin && E.end <= X.end && (X.write || !E.write) && is_ancestor(x, E.node)) {
                     pool[e].next_sibling = pool[id].first_child;
                     pool[id].first_child = e;
                 } else {
@@ -259,15 +280,28 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
             lg.resize(keep);
             lg.push_back(id);
         }
+    }
 
-        // release ancestor sets nobody needs any more
+    // Releases the ancestor sets nobody needs any more.
+    void release(int x) {
         for (const pred_edge & e : c.preds[x]) {
             if (rank[e.node] < rank[x] && --succ_left[e.node] == 0) spare.push_back(std::move(bits[e.node]));
         }
         if (succ_left[x] == 0) spare.push_back(std::move(bits[x]));
     }
 
-    // report unordered pairs in graph order
+    void run() {
+        for (int x : order) {
+            build_ancestors(x);
+            find_conflicts(x);
+            log_accesses(x);
+            release(x);
+        }
+    }
+};
+
+// (a) the unordered pairs, in graph order.
+void report_unordered(const checker & c, std::vector<unordered_hit> & hits, hazard_sink & sink) {
     auto gpos = [&](const unordered_hit & h) {
         const int a = c.graph_pos[h.a.node], b = c.graph_pos[h.b.node];
         return std::make_pair(std::min(a, b), std::max(a, b));
@@ -277,9 +311,31 @@ int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_o
         if (c.graph_pos[p.a.node] > c.graph_pos[p.b.node]) std::swap(p.a, p.b);
         const ggml_dep_kind kind = p.a.write ? (p.b.write ? GGML_DEP_WAW : GGML_DEP_RAW) : GGML_DEP_WAR;
         const ggml_hazard h = {c.nodes[p.a.node], c.nodes[p.b.node], p.a.root, p.a.begin, p.a.end, p.b.begin, p.b.end, kind};
-        emit(h, false, p.a.write, p.b.write);
+        sink.emit(h, false, p.a.write, p.b.write);
     }
-    return count;
+}
+
+} // namespace
+
+int ggml_graph_validate(const ggml_cgraph * cgraph, ggml_hazard * out, int max_out, FILE * log) {
+    if (cgraph == nullptr) {
+        GGML_LOG_ERROR("ggml_graph_validate: graph is NULL\n");
+        return -1;
+    }
+    if (out == nullptr || max_out < 0) max_out = 0;
+    const checker c(cgraph);
+    const int n = (int) c.nodes.size();
+    hazard_sink sink{c, out, max_out, log};
+
+    std::vector<std::vector<node_access>> acc(n);
+    for (int i = 0; i < n; ++i) acc[i] = c.accesses_of(i);
+
+    report_misordered_edges(c, acc, sink);
+    unordered_search search(c, acc);
+    if (!search.fits()) return -1;
+    search.run();
+    report_unordered(c, search.hits, sink);
+    return sink.count;
 }
 
 // ---- Graphviz ------------------------------------------------------------------------------

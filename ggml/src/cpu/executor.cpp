@@ -30,7 +30,7 @@
 // through a generation counter. Idle workers spin briefly (back-to-back computes stay
 // cheap), then block on a condition variable. Computes on one pool are serialized; a
 // compute started from inside a kernel runs inline on the calling thread.
-#include "ggml-impl.h"
+#include "cpu-impl.h"
 
 #include <algorithm>
 #include <atomic>

@@ -175,6 +175,208 @@ float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
     return h < n_log2 ? std::pow(m0, (float) (h + 1)) : std::pow(m1, (float) (2 * (h - n_log2) + 1));
 }
 
+// One task's view of the op: the inputs, scaling, kernels and its scratch rows.
+struct fa_run {
+    fa_info f;
+    float scale, max_bias, softcap;
+    const cpu_kernels * kern;
+    const mm_kernel * kdot; // quantized or grouped K: F32 rows after dequantizing/gathering into kdeq
+    int RN, QB;
+    decltype(cpu_kernels::accum_f32) accum;
+    int64_t Dp, Dvp;
+    float * acc;     // [c][Dvp] accumulators
+    float * s;       // [c][CHUNK] scores, then weights
+    float * dots;    // [c][CHUNK]
+    float * qbuf;    // [c][Dp] gathered queries
+    uint8_t * active; // [CHUNK]
+    float * kdeq;    // [CHUNK][Dp]
+    float * vdeq;    // [CHUNK][Dvp]
+    float * blk_tmp; // a block buffer
+};
+
+fa_run start_run(const ggml_compute_params * params, const ggml_tensor * dst) {
+    fa_run r;
+    r.f = inspect(dst);
+    const fa_info & f = r.f;
+    std::memcpy(&r.scale, (const float *) dst->op_params + 0, sizeof(float));
+    std::memcpy(&r.max_bias, (const float *) dst->op_params + 1, sizeof(float));
+    std::memcpy(&r.softcap, (const float *) dst->op_params + 2, sizeof(float));
+    if (r.softcap != 0.0f) r.scale /= r.softcap; // s = softcap * tanh(qk * scale / softcap)
+
+    r.kern = &cpu_active_kernels();
+    r.kdot = &r.kern->mm[f.k->type == GGML_TYPE_F16 && !f.k_quant ? MM_F16 : MM_F32];
+    r.RN = r.kdot->rows;
+    r.QB = r.kdot->cols;
+    r.accum = f.v->type == GGML_TYPE_F16 ? r.kern->accum_f16 : r.kern->accum_f32;
+
+    r.Dp = GGML_PAD(f.D, 16);
+    r.Dvp = GGML_PAD(f.Dv, 16);
+    r.acc = (float *) (((uintptr_t) params->wdata + 63) & ~(uintptr_t) 63) + params->ith * scratch_floats(f);
+    r.s = r.acc + MM_MAX_COLS * r.Dvp;
+    r.dots = r.s + MM_MAX_COLS * CHUNK;
+    r.qbuf = r.dots + MM_MAX_COLS * CHUNK;
+    r.active = (uint8_t *) (r.qbuf + MM_MAX_COLS * r.Dp);
+    r.kdeq = (float *) (r.active + CHUNK);
+    r.vdeq = r.kdeq + CHUNK * r.Dp;
+    r.blk_tmp = r.vdeq + CHUNK * r.Dvp;
+    return r;
+}
+
+// One work unit: qb (query row, head) pairs of sequence iq3 that read KV head hk.
+struct fa_block {
+    int64_t hk, iq3;
+    int qb;
+    int64_t hs[MM_MAX_COLS], iqs[MM_MAX_COLS];
+    const char * mrow[MM_MAX_COLS];
+    float slope[MM_MAX_COLS], run_max[MM_MAX_COLS], run_sum[MM_MAX_COLS];
+    // KV head hk is element range [ke0, ke0 + D) of row slice hk / pack
+    int64_t ke0, ve0;
+    const char * kbase, * vbase;
+    int64_t recent_group;
+    int64_t n_kv; // padding-free: this sequence's valid length
+};
+
+// Gathers the block's queries, zeroes its accumulators and locates its K/V head.
+void start_block(const fa_run & r, int64_t u, int64_t blocks, int64_t group, int64_t pairs, fa_block & b) {
+    const fa_info & f = r.f;
+    const ggml_tensor * q = f.q, * k = f.k, * v = f.v, * m = f.mask;
+    const int64_t blk = u % blocks;
+    b.hk = (u / blocks) % f.n_head_kv;
+    b.iq3 = u / (blocks * f.n_head_kv);
+    b.qb = (int) std::min<int64_t>(r.QB, pairs - blk * r.QB);
+    const int64_t hk = b.hk, iq3 = b.iq3;
+    for (int c = 0; c < b.qb; ++c) {
+        const int64_t pr = blk * r.QB + c;
+        b.iqs[c] = pr / group;
+        b.hs[c] = hk * group + pr % group;
+        b.slope[c] = alibi_slope(r.max_bias, b.hs[c], f.n_head);
+        b.run_max[c] = -INFINITY;
+        b.run_sum[c] = 0.0f;
+        b.mrow[c] = m ? (const char *) m->data + b.iqs[c] * m->nb[1] + (b.hs[c] % m->ne[2]) * m->nb[2] +
+                            (iq3 % m->ne[3]) * m->nb[3]
+                      : nullptr;
+        const char * qsrc = (const char *) q->data + b.iqs[c] * q->nb[1] + b.hs[c] * q->nb[2] + iq3 * q->nb[3];
+        for (int64_t i = 0; i < f.D; ++i) r.qbuf[c * r.Dp + i] = *(const float *) (qsrc + i * q->nb[0]);
+        std::fill(r.acc + c * r.Dvp, r.acc + c * r.Dvp + f.Dv, 0.0f);
+    }
+    b.ke0 = (hk % f.kpack) * f.D;
+    b.ve0 = (hk % f.vpack) * f.Dv;
+    b.kbase = (const char *) k->data + (f.k_grouped ? 0 : (hk / f.kpack) * k->nb[2]) + iq3 * k->nb[3];
+    b.vbase = (const char *) v->data + (hk / f.vpack) * v->nb[2] + iq3 * v->nb[3];
+    b.recent_group = f.k_grouped ? ((const int32_t *) f.k_recent_group->data)[iq3] : -1;
+    if (!f.k_quant) b.kbase += b.ke0 * k->nb[0];
+    if (!f.v_quant) b.vbase += b.ve0 * v->nb[0];
+    b.n_kv = f.n_kv;
+    if (f.kv_len) b.n_kv = std::max<int64_t>(0, std::min<int64_t>(b.n_kv, ((const int32_t *) f.kv_len->data)[iq3]));
+}
+
+// Scores start as the mask (times slope); positions at -inf are skipped later.
+void mask_scores(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
+    const ggml_tensor * m = r.f.mask;
+    for (int c = 0; c < b.qb; ++c) {
+        float * sc = r.s + c * CHUNK;
+        if (!b.mrow[c]) {
+            std::fill(sc, sc + cn, 0.0f);
+            continue;
+        }
+        if (m->type == GGML_TYPE_F16) r.kern->f16_to_f32((const ggml_fp16_t *) b.mrow[c] + c0, sc, cn);
+        else std::memcpy(sc, (const float *) b.mrow[c] + c0, cn * sizeof(float));
+        if (b.slope[c] != 1.0f) {
+            for (int64_t j = 0; j < cn; ++j) sc[j] = sc[j] == -INFINITY ? -INFINITY : b.slope[c] * sc[j];
+        }
+    }
+}
+
+// Adds the scaled (and capped) q·k to the scores: RN K rows x the block's queries per
+// register tile; fully masked tiles cost nothing, quantized K rows are dequantized per tile.
+void add_dot_products(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
+    const fa_info & f = r.f;
+    const ggml_tensor * k = f.k;
+    const char * kchunk = f.k_quant ? (const char *) r.kdeq : b.kbase + c0 * k->nb[1];
+    const size_t kstride = f.k_quant ? r.Dp * sizeof(float) : k->nb[1];
+    for (int64_t j = 0; j < cn; j += r.RN) {
+        const int rn = (int) std::min<int64_t>(r.RN, cn - j);
+        bool any = false;
+        for (int c = 0; c < b.qb; ++c) {
+            for (int t = 0; t < rn; ++t) any |= r.s[c * CHUNK + j + t] != -INFINITY;
+        }
+        if (!any) continue;
+        for (int t = 0; t < rn && f.k_quant && !f.k_grouped; ++t) {
+            dequant_part(k->type, b.kbase + (c0 + j + t) * k->nb[1], b.ke0, f.D, r.blk_tmp, r.kdeq + (j + t) * r.Dp);
+        }
+        const mm_tile_args args = {f.D, kchunk + j * kstride, kstride, (const char *) r.qbuf, (size_t) r.Dp * sizeof(float),
+                                   r.dots + j, CHUNK, false};
+        r.kdot->tile[rn][b.qb](args);
+        for (int c = 0; c < b.qb; ++c) {
+            for (int t = 0; t < rn; ++t) {
+                float & sv = r.s[c * CHUNK + j + t];
+                if (sv == -INFINITY) continue;
+                float x = r.dots[c * CHUNK + j + t] * r.scale;
+                if (r.softcap != 0.0f) x = r.softcap * std::tanh(x);
+                sv += x;
+            }
+        }
+    }
+}
+
+// Scores -> weights per query (online softmax: the accumulator is rescaled when the
+// running maximum grows); marks the positions some query weighs. False: none does.
+bool scores_to_weights(const fa_run & r, fa_block & b, int64_t cn) {
+    std::fill(r.active, r.active + cn, (uint8_t) 0);
+    bool any_active = false;
+    for (int c = 0; c < b.qb; ++c) {
+        float * sc = r.s + c * CHUNK;
+        float cmax = -INFINITY;
+        for (int64_t j = 0; j < cn; ++j) cmax = std::max(cmax, sc[j]);
+        if (cmax == -INFINITY) { // whole chunk masked for this query
+            std::fill(sc, sc + cn, 0.0f);
+            continue;
+        }
+        if (cmax > b.run_max[c]) {
+            // exp(-inf) = 0: the first unmasked chunk just zeroes the (empty) sum
+            const float rescale = std::exp(b.run_max[c] - cmax);
+            if (b.run_sum[c] != 0.0f) r.kern->scale_f32(r.f.Dv, rescale, r.acc + c * r.Dvp);
+            b.run_sum[c] *= rescale;
+            b.run_max[c] = cmax;
+        }
+        for (int64_t j = 0; j < cn; ++j) {
+            if (sc[j] == -INFINITY) {
+                sc[j] = 0.0f;
+                continue;
+            }
+            sc[j] = std::exp(sc[j] - b.run_max[c]);
+            b.run_sum[c] += sc[j];
+            r.active[j] = 1;
+            any_active = true;
+        }
+    }
+    return any_active;
+}
+
+// Folds the weighted V rows of the chunk's active positions into the accumulators.
+void accumulate_values(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
+    const fa_info & f = r.f;
+    const ggml_tensor * v = f.v;
+    if (f.v_quant) {
+        for (int64_t j = 0; j < cn; ++j) {
+            if (r.active[j]) dequant_part(v->type, b.vbase + (c0 + j) * v->nb[1], b.ve0, f.Dv, r.blk_tmp, r.vdeq + j * r.Dvp);
+        }
+        r.kern->accum_f32(b.qb, cn, r.s, CHUNK, r.active, (const char *) r.vdeq, r.Dvp * sizeof(float), f.Dv, r.acc, r.Dvp);
+    } else {
+        r.accum(b.qb, cn, r.s, CHUNK, r.active, b.vbase + c0 * v->nb[1], v->nb[1], f.Dv, r.acc, r.Dvp);
+    }
+}
+
+// Output rows: the accumulators divided by their sums.
+void write_block(const fa_run & r, const fa_block & b, ggml_tensor * dst) {
+    for (int c = 0; c < b.qb; ++c) {
+        float * out = (float *) ((char *) dst->data + b.hs[c] * dst->nb[1] + b.iqs[c] * dst->nb[2] + b.iq3 * dst->nb[3]);
+        // a fully masked row has no weights at all: its output is zero, not 0/0
+        const float inv = b.run_sum[c] > 0.0f ? 1.0f / b.run_sum[c] : 0.0f;
+        for (int64_t i = 0; i < r.f.Dv; ++i) out[i] = r.acc[c * r.Dvp + i] * inv;
+    }
+}
+
 } // namespace
 
 size_t ggml_flash_attn_ext_work_size(const ggml_tensor * dst, int n_tasks) {
@@ -183,155 +385,28 @@ size_t ggml_flash_attn_ext_work_size(const ggml_tensor * dst, int n_tasks) {
 }
 
 void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggml_tensor * dst) {
-    const fa_info f = inspect(dst);
     if (params->ith < 0 || params->ith >= params->nth) GGML_ABORT("flash_attn_ext: task %d of %d", params->ith, params->nth);
     if (!params->wdata || params->wsize < ggml_flash_attn_ext_work_size(dst, params->nth)) {
         GGML_ABORT("flash_attn_ext: work buffer of %zu bytes, need %zu", params->wsize, ggml_flash_attn_ext_work_size(dst, params->nth));
     }
-    float scale, max_bias, softcap;
-    std::memcpy(&scale, (const float *) dst->op_params + 0, sizeof(float));
-    std::memcpy(&max_bias, (const float *) dst->op_params + 1, sizeof(float));
-    std::memcpy(&softcap, (const float *) dst->op_params + 2, sizeof(float));
-    if (softcap != 0.0f) scale /= softcap; // s = softcap * tanh(qk * scale / softcap)
-
-    const cpu_kernels & kern = cpu_active_kernels();
-    // quantized or grouped K: F32 rows after dequantizing/gathering into kdeq
-    const mm_kernel & kdot = kern.mm[f.k->type == GGML_TYPE_F16 && !f.k_quant ? MM_F16 : MM_F32];
-    const int RN = kdot.rows, QB = kdot.cols;
-    const auto accum = f.v->type == GGML_TYPE_F16 ? kern.accum_f16 : kern.accum_f32;
-
-    const int64_t Dp = GGML_PAD(f.D, 16), Dvp = GGML_PAD(f.Dv, 16);
-    float * acc = (float *) (((uintptr_t) params->wdata + 63) & ~(uintptr_t) 63) + params->ith * scratch_floats(f);
-    float * s = acc + MM_MAX_COLS * Dvp;   // [c][CHUNK] scores, then weights
-    float * dots = s + MM_MAX_COLS * CHUNK; // [c][CHUNK]
-    float * qbuf = dots + MM_MAX_COLS * CHUNK;
-    uint8_t * active = (uint8_t *) (qbuf + MM_MAX_COLS * Dp);
-    float * kdeq = (float *) (active + CHUNK); // [CHUNK][Dp], then [CHUNK][Dvp], then a block buffer
-    float * vdeq = kdeq + CHUNK * Dp;
-    float * blk_tmp = vdeq + CHUNK * Dvp;
-
-    const ggml_tensor * q = f.q, * k = f.k, * v = f.v, * m = f.mask;
+    const fa_run r = start_run(params, dst);
+    const fa_info & f = r.f;
     const int64_t group = f.n_head / f.n_head_kv;
     const int64_t pairs = group * f.n_q; // (query row, head) pairs per K/V head, query-major
-    const int64_t blocks = (pairs + QB - 1) / QB;
+    const int64_t blocks = (pairs + r.QB - 1) / r.QB;
     const int64_t units = f.ne3 * f.n_head_kv * blocks;
     const int64_t u0 = units * params->ith / params->nth, u1 = units * (params->ith + 1) / params->nth;
 
+    fa_block b;
     for (int64_t u = u0; u < u1; ++u) {
-        const int64_t blk = u % blocks, hk = (u / blocks) % f.n_head_kv, iq3 = u / (blocks * f.n_head_kv);
-        const int qb = (int) std::min<int64_t>(QB, pairs - blk * QB);
-        int64_t hs[MM_MAX_COLS], iqs[MM_MAX_COLS];
-        const char * mrow[MM_MAX_COLS];
-        float slope[MM_MAX_COLS], run_max[MM_MAX_COLS], run_sum[MM_MAX_COLS];
-        for (int c = 0; c < qb; ++c) {
-            const int64_t pr = blk * QB + c;
-            iqs[c] = pr / group;
-            hs[c] = hk * group + pr % group;
-            slope[c] = alibi_slope(max_bias, hs[c], f.n_head);
-            run_max[c] = -INFINITY;
-            run_sum[c] = 0.0f;
-            mrow[c] = m ? (const char *) m->data + iqs[c] * m->nb[1] + (hs[c] % m->ne[2]) * m->nb[2] + (iq3 % m->ne[3]) * m->nb[3]
-                        : nullptr;
-            const char * qsrc = (const char *) q->data + iqs[c] * q->nb[1] + hs[c] * q->nb[2] + iq3 * q->nb[3];
-            for (int64_t i = 0; i < f.D; ++i) qbuf[c * Dp + i] = *(const float *) (qsrc + i * q->nb[0]);
-            std::fill(acc + c * Dvp, acc + c * Dvp + f.Dv, 0.0f);
+        start_block(r, u, blocks, group, pairs, b);
+        for (int64_t c0 = 0; c0 < b.n_kv; c0 += CHUNK) {
+            const int64_t cn = std::min(CHUNK, b.n_kv - c0);
+            if (f.k_grouped) gather_grouped_k(f, b.kbase, b.hk, b.iq3, b.recent_group, c0, cn, r.Dp, r.blk_tmp, r.kdeq);
+            mask_scores(r, b, c0, cn);
+            add_dot_products(r, b, c0, cn);
+            if (scores_to_weights(r, b, cn)) accumulate_values(r, b, c0, cn);
         }
-        // KV head hk is element range [ke0, ke0 + D) of row slice hk / pack
-        const int64_t ke0 = (hk % f.kpack) * f.D, ve0 = (hk % f.vpack) * f.Dv;
-        const char * kbase = (const char *) k->data + (f.k_grouped ? 0 : (hk / f.kpack) * k->nb[2]) + iq3 * k->nb[3];
-        const char * vbase = (const char *) v->data + (hk / f.vpack) * v->nb[2] + iq3 * v->nb[3];
-        const int64_t recent_group = f.k_grouped ? ((const int32_t *) f.k_recent_group->data)[iq3] : -1;
-        if (!f.k_quant) kbase += ke0 * k->nb[0];
-        if (!f.v_quant) vbase += ve0 * v->nb[0];
-        int64_t n_kv = f.n_kv; // padding-free: this sequence's valid length
-        if (f.kv_len) n_kv = std::max<int64_t>(0, std::min<int64_t>(n_kv, ((const int32_t *) f.kv_len->data)[iq3]));
-
-        for (int64_t c0 = 0; c0 < n_kv; c0 += CHUNK) {
-            const int64_t cn = std::min(CHUNK, n_kv - c0);
-            // quantized K: tiles read rows dequantized into kdeq (only tiles that are not fully masked)
-            const char * kchunk = f.k_quant ? (const char *) kdeq : kbase + c0 * k->nb[1];
-            const size_t kstride = f.k_quant ? Dp * sizeof(float) : k->nb[1];
-            if (f.k_grouped) gather_grouped_k(f, kbase, hk, iq3, recent_group, c0, cn, Dp, blk_tmp, kdeq);
-            // mask (times slope) first; positions at -inf are skipped below
-            for (int c = 0; c < qb; ++c) {
-                float * sc = s + c * CHUNK;
-                if (!mrow[c]) {
-                    std::fill(sc, sc + cn, 0.0f);
-                    continue;
-                }
-                if (m->type == GGML_TYPE_F16) kern.f16_to_f32((const ggml_fp16_t *) mrow[c] + c0, sc, cn);
-                else std::memcpy(sc, (const float *) mrow[c] + c0, cn * sizeof(float));
-                if (slope[c] != 1.0f) {
-                    for (int64_t j = 0; j < cn; ++j) sc[j] = sc[j] == -INFINITY ? -INFINITY : slope[c] * sc[j];
-                }
-            }
-            // dot products: RN K rows x the block's queries per register tile, fully masked tiles skipped
-            for (int64_t j = 0; j < cn; j += RN) {
-                const int rn = (int) std::min<int64_t>(RN, cn - j);
-                bool any = false;
-                for (int c = 0; c < qb; ++c) {
-                    for (int t = 0; t < rn; ++t) any |= s[c * CHUNK + j + t] != -INFINITY;
-                }
-                if (!any) continue;
-                for (int t = 0; t < rn && f.k_quant && !f.k_grouped; ++t) {
-                    dequant_part(k->type, kbase + (c0 + j + t) * k->nb[1], ke0, f.D, blk_tmp, kdeq + (j + t) * Dp);
-                }
-                const mm_tile_args args = {f.D, kchunk + j * kstride, kstride, (const char *) qbuf, (size_t) Dp * sizeof(float),
-                                           dots + j, CHUNK, false};
-                kdot.tile[rn][qb](args);
-                for (int c = 0; c < qb; ++c) {
-                    for (int t = 0; t < rn; ++t) {
-                        float & sv = s[c * CHUNK + j + t];
-                        if (sv == -INFINITY) continue;
-                        float x = dots[c * CHUNK + j + t] * scale;
-                        if (softcap != 0.0f) x = softcap * std::tanh(x);
-                        sv += x;
-                    }
-                }
-            }
-            // scores -> weights, per query
-            std::fill(active, active + cn, (uint8_t) 0);
-            bool any_active = false;
-            for (int c = 0; c < qb; ++c) {
-                float * sc = s + c * CHUNK;
-                float cmax = -INFINITY;
-                for (int64_t j = 0; j < cn; ++j) cmax = std::max(cmax, sc[j]);
-                if (cmax == -INFINITY) { // whole chunk masked for this query
-                    std::fill(sc, sc + cn, 0.0f);
-                    continue;
-                }
-                if (cmax > run_max[c]) {
-                    // exp(-inf) = 0: the first unmasked chunk just zeroes the (empty) sum
-                    const float rescale = std::exp(run_max[c] - cmax);
-                    if (run_sum[c] != 0.0f) kern.scale_f32(f.Dv, rescale, acc + c * Dvp);
-                    run_sum[c] *= rescale;
-                    run_max[c] = cmax;
-                }
-                for (int64_t j = 0; j < cn; ++j) {
-                    if (sc[j] == -INFINITY) {
-                        sc[j] = 0.0f;
-                        continue;
-                    }
-                    sc[j] = std::exp(sc[j] - run_max[c]);
-                    run_sum[c] += sc[j];
-                    active[j] = 1;
-                    any_active = true;
-                }
-            }
-            if (any_active && f.v_quant) {
-                for (int64_t j = 0; j < cn; ++j) {
-                    if (active[j]) dequant_part(v->type, vbase + (c0 + j) * v->nb[1], ve0, f.Dv, blk_tmp, vdeq + j * Dvp);
-                }
-                kern.accum_f32(qb, cn, s, CHUNK, active, (const char *) vdeq, Dvp * sizeof(float), f.Dv, acc, Dvp);
-            } else if (any_active) {
-                accum(qb, cn, s, CHUNK, active, vbase + c0 * v->nb[1], v->nb[1], f.Dv, acc, Dvp);
-            }
-        }
-        for (int c = 0; c < qb; ++c) {
-            float * out = (float *) ((char *) dst->data + hs[c] * dst->nb[1] + iqs[c] * dst->nb[2] + iq3 * dst->nb[3]);
-            // a fully masked row has no weights at all: its output is zero, not 0/0
-            const float inv = run_sum[c] > 0.0f ? 1.0f / run_sum[c] : 0.0f;
-            for (int64_t i = 0; i < f.Dv; ++i) out[i] = acc[c * Dvp + i] * inv;
-        }
+        write_block(r, b, dst);
     }
 }

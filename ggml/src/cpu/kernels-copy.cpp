@@ -48,8 +48,6 @@ inline void store_f32(ggml_type t, char * p, float v) {
     }
 }
 
-bool row_is_dense(const ggml_tensor * t) { return t->nb[0] == ggml_type_size(t->type); }
-
 void check_convertible(const ggml_tensor * t, const char * op) {
     if (ggml_is_quantized(t->type)) {
         if (!row_is_dense(t)) {
@@ -149,13 +147,6 @@ void walk_units(const unit_layout & u, int64_t start, int64_t n, F && fn) {
     }
 }
 
-char * row_ptr(const ggml_tensor * t, int64_t r) {
-    const int64_t i1 = r % t->ne[1];
-    const int64_t i2 = (r / t->ne[1]) % t->ne[2];
-    const int64_t i3 = r / (t->ne[1] * t->ne[2]);
-    return (char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-}
-
 // Same type: units are copied bit for bit (no rounding, NaN payloads kept).
 void dup_same_type(const ggml_compute_params * params, ggml_tensor * dst, const ggml_tensor * src) {
     const unit_layout su = units_of(src);
@@ -163,7 +154,7 @@ void dup_same_type(const ggml_compute_params * params, ggml_tensor * dst, const 
     const int64_t dne0 = du.ne[0];
     const task_range rows = split_rows(ggml_nrows(dst), params->ith, params->nth);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
-        char * drow = row_ptr(dst, r);
+        char * drow = nth_row(dst, r);
         int64_t j = 0;
         walk_units(su, r * dne0, dne0, [&](const char * srow, int64_t i0, int64_t len) {
             copy_units(drow + j * du.nb[0], du.nb[0], srow + i0 * su.nb[0], su.nb[0], len, su.usize);
@@ -190,7 +181,7 @@ void dup_convert(const ggml_compute_params * params, ggml_tensor * dst, const gg
 
     const task_range rows = split_rows(ggml_nrows(dst), params->ith, params->nth);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
-        char * drow = row_ptr(dst, r);
+        char * drow = nth_row(dst, r);
         float * out = dst_f32_dense ? (float *) drow : buf.data();
         const float * vals = out;
         int64_t j = 0;

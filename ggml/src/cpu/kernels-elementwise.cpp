@@ -22,10 +22,6 @@ void check_float(const ggml_tensor * t, const ggml_tensor * dst) {
 
 bool dense_f32(const ggml_tensor * t) { return t->type == GGML_TYPE_F32 && t->nb[0] == sizeof(float); }
 
-const char * row_at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
-    return (const char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-}
-
 void load_row(const ggml_tensor * t, const char * row, int64_t n, float * out) {
     const size_t nb0 = t->nb[0];
     switch (t->type) {
@@ -119,7 +115,7 @@ void binary_impl(const ggml_compute_params * params, ggml_tensor * dst) {
         const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
         const char * a = row_at(src0, i1, i2, i3);
         const char * b = row_at(src1, i1 % ne11, i2 % ne12, i3 % ne13);
-        char * d = (char *) row_at(dst, i1, i2, i3);
+        char * d = row_at(dst, i1, i2, i3);
         if (fast) {
             row_binary<Op>((float *) d, (const float *) a, (const float *) b, ne0, ne10);
         } else {
@@ -190,7 +186,7 @@ void map_impl(const ggml_compute_params * params, ggml_tensor * dst, M m) {
     for (int64_t r = rows.begin; r < rows.end; ++r) {
         const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
         const char * a = row_at(src0, i1, i2, i3);
-        char * d = (char *) row_at(dst, i1, i2, i3);
+        char * d = row_at(dst, i1, i2, i3);
         if (fast) {
             const float * x = (const float *) a;
             float * y = (float *) d;
@@ -256,7 +252,7 @@ void ggml_compute_forward_sum_rows(const ggml_compute_params * params, ggml_tens
             x = buf.data();
         }
         const float s = (float) (sum_f32(x, ne0) * scale);
-        store_row(dst, (char *) row_at(dst, i1, i2, i3), 1, &s);
+        store_row(dst, row_at(dst, i1, i2, i3), 1, &s);
     }
 }
 

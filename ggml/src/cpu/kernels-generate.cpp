@@ -7,10 +7,6 @@
 
 namespace {
 
-float * dst_row(ggml_tensor * t, int64_t r) {
-    const int64_t i1 = r % t->ne[1], i2 = (r / t->ne[1]) % t->ne[2], i3 = r / (t->ne[1] * t->ne[2]);
-    return (float *) ((char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
-}
 float src_at(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return *(const float *) ((const char *) t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
 }
@@ -41,7 +37,7 @@ void ggml_compute_forward_timestep_embedding(const ggml_compute_params * params,
     const task_range rows = split_rows(dst->ne[1], params->ith, params->nth);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
         const float t = src_at(ts, r, 0, 0, 0);
-        float * y = dst_row(dst, r);
+        float * y = (float *) nth_row(dst, r);
         for (int j = 0; j < half; ++j) {
             const float arg = t * (float) std::exp(-log_period * j / half);
             y[j] = std::cos(arg);
@@ -58,7 +54,7 @@ void ggml_compute_forward_pad_reflect_1d(const ggml_compute_params * params, ggm
     const task_range rows = split_rows(ggml_nrows(dst), params->ith, params->nth);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
         const int64_t i1 = r % dst->ne[1], i2 = (r / dst->ne[1]) % dst->ne[2], i3 = r / (dst->ne[1] * dst->ne[2]);
-        float * y = dst_row(dst, r);
+        float * y = (float *) nth_row(dst, r);
         for (int64_t i = 0; i < dst->ne[0]; ++i) {
             int64_t k = i - p0;                  // position in a, mirrored at both ends
             if (k < 0) k = -k;
@@ -77,7 +73,7 @@ void ggml_compute_forward_roll(const ggml_compute_params * params, ggml_tensor *
     const task_range rows = split_rows(ggml_nrows(dst), params->ith, params->nth);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
         const int64_t i1 = r % dst->ne[1], i2 = (r / dst->ne[1]) % dst->ne[2], i3 = r / (dst->ne[1] * dst->ne[2]);
-        float * y = dst_row(dst, r);
+        float * y = (float *) nth_row(dst, r);
         const int64_t j1 = from(i1, 1), j2 = from(i2, 2), j3 = from(i3, 3);
         for (int64_t i = 0; i < dst->ne[0]; ++i) y[i] = src_at(a, from(i, 0), j1, j2, j3);
     }

@@ -14,15 +14,6 @@ using namespace kvg;
 
 namespace {
 
-const char * row_at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
-    return (const char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-}
-
-// Row r (over dims 1..3) of t.
-const char * nth_row(const ggml_tensor * t, int64_t r) {
-    return row_at(t, r % t->ne[1], (r / t->ne[1]) % t->ne[2], r / (t->ne[1] * t->ne[2]));
-}
-
 // ---- set / acc ----------------------------------------------------------------------------
 // The region as a tensor of its own (a stack copy of dst with b's shape and the region's
 // strides): the copy and add kernels then do the work, with their type conversions and
@@ -96,7 +87,7 @@ void ggml_compute_forward_glu(const ggml_compute_params * params, ggml_tensor * 
                 x[i] = act(x[i]) * gate[i];
             }
         }
-        ggml_cpu_store_row(dst, (char *) nth_row(dst, r), nc, x.data());
+        ggml_cpu_store_row(dst, nth_row(dst, r), nc, x.data());
     }
 }
 
@@ -123,7 +114,7 @@ void ggml_compute_forward_argsort(const ggml_compute_params * params, ggml_tenso
         std::iota(idx.begin(), idx.end(), 0);
         if (k < n) std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
         else std::sort(idx.begin(), idx.end(), before);
-        std::memcpy((char *) nth_row(dst, r), idx.data(), (size_t) k * sizeof(int32_t));
+        std::memcpy(nth_row(dst, r), idx.data(), (size_t) k * sizeof(int32_t));
     }
 }
 

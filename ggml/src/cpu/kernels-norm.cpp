@@ -15,12 +15,6 @@ void check_f32(const ggml_tensor * t, const ggml_tensor * dst) {
     }
 }
 
-bool dense(const ggml_tensor * t) { return t->nb[0] == ggml_type_size(t->type); }
-
-char * row_at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
-    return (char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-}
-
 void gather(const char * row, size_t nb0, int64_t n, float * out) {
     for (int64_t i = 0; i < n; ++i) std::memcpy(&out[i], row + i * nb0, sizeof(float));
 }
@@ -80,7 +74,7 @@ void ggml_compute_forward_norm(const ggml_compute_params * params, ggml_tensor *
     GGML_ASSERT(eps >= 0.0f);
     const bool rms = dst->op == GGML_OP_RMS_NORM;
     const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
-    const bool in_place = dense(src0) && dense(dst);
+    const bool in_place = row_is_dense(src0) && row_is_dense(dst);
     std::vector<float> buf(in_place ? 0 : ne0);
 
     const task_range rows = split_rows(ggml_nrows(dst), params->ith, params->nth);
@@ -108,7 +102,7 @@ void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tens
     check_f32(src0, dst);
     check_f32(dst, dst);
     GGML_ASSERT(ggml_are_same_shape(src0, dst));
-    if (!dense(src0) || !dense(dst)) {
+    if (!row_is_dense(src0) || !row_is_dense(dst)) {
         GGML_ABORT("soft_max: rows of '%s' and '%s' must be contiguous", src0->name, dst->name);
     }
     const float scale = ggml_get_op_params_f32(dst, 0);
@@ -128,7 +122,7 @@ void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tens
     const float m0 = std::pow(2.0f, -max_bias / n_head_log2);
     const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / n_head_log2);
 
-    const bool mask_f32_dense = mask && mask->type == GGML_TYPE_F32 && dense(mask);
+    const bool mask_f32_dense = mask && mask->type == GGML_TYPE_F32 && row_is_dense(mask);
     std::vector<float> mbuf(mask && !mask_f32_dense ? ne0 : 0);
 
     const task_range rows = split_rows(ggml_nrows(dst), params->ith, params->nth);
@@ -147,7 +141,7 @@ void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tens
             const char * mrow = row_at(mask, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
             const float * m = (const float *) mrow;
             if (!mask_f32_dense) {
-                if (mask->type == GGML_TYPE_F16 && dense(mask)) {
+                if (mask->type == GGML_TYPE_F16 && row_is_dense(mask)) {
                     ggml_fp16_to_fp32_row((const ggml_fp16_t *) mrow, mbuf.data(), ne0);
                 } else {
                     for (int64_t i = 0; i < ne0; ++i) {

@@ -92,9 +92,9 @@ void store_row(ggml_type t, char * row, size_t nb0, int64_t n, const float * in)
     }
 }
 
-} // namespace
-
-void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor * dst) {
+// Checks the op's inputs and derives its parameters: the YaRN correction range and the
+// per-pair inverse frequencies.
+rope_params read_rope_params(const ggml_tensor * dst) {
     const ggml_tensor * src0 = dst->src[0];
     const ggml_tensor * pos = dst->src[1];
     const ggml_tensor * ff = dst->src[2];
@@ -121,9 +121,8 @@ void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor *
         GGML_ABORT("rope: mode %d is not supported (0 = normal, %d = neox)", mode, GGML_ROPE_TYPE_NEOX);
     }
     p.neox = mode == GGML_ROPE_TYPE_NEOX;
-    const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
-    if (p.n_dims <= 0 || p.n_dims % 2 != 0 || p.n_dims > ne0) {
-        GGML_ABORT("rope: n_dims %d must be even and in (0, %lld]", p.n_dims, (long long) ne0);
+    if (p.n_dims <= 0 || p.n_dims % 2 != 0 || p.n_dims > dst->ne[0]) {
+        GGML_ABORT("rope: n_dims %d must be even and in (0, %lld]", p.n_dims, (long long) dst->ne[0]);
     }
     const int64_t half = p.n_dims / 2;
     if (ff) {
@@ -148,6 +147,17 @@ void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor *
         }
         p.inv_freq[k] = f;
     }
+    return p;
+}
+
+} // namespace
+
+void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor * dst) {
+    const ggml_tensor * src0 = dst->src[0];
+    const ggml_tensor * pos = dst->src[1];
+    const rope_params p = read_rope_params(dst);
+    const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
+    const int64_t half = p.n_dims / 2;
 
     const bool direct = src0->type == GGML_TYPE_F32 && src0->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
     std::vector<float> cs(2 * half), buf(direct ? 0 : ne0);
@@ -163,8 +173,8 @@ void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor *
             rope_cache(p, (double) pv, cs.data(), cs.data() + half);
             cached_token = token;
         }
-        const char * a = (const char *) src0->data + i1 * src0->nb[1] + i2 * src0->nb[2] + i3 * src0->nb[3];
-        char * d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        const char * a = row_at(src0, i1, i2, i3);
+        char * d = row_at(dst, i1, i2, i3);
         if (direct) {
             float * y = (float *) d;
             if (a != d) std::memmove(y, a, ne0 * sizeof(float));

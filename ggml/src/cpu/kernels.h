@@ -2,7 +2,7 @@
 // (splitting rows so that tasks write disjoint bytes) for phase params->phase.
 #pragma once
 
-#include "ggml-impl.h"
+#include "cpu-impl.h"
 
 #include <algorithm>
 
@@ -16,6 +16,17 @@ inline task_range split_rows(int64_t nr, int ith, int nth) {
     const int64_t b = std::min(nr, per * ith);
     return {b, std::min(nr, b + per)};
 }
+
+// Row (i1, i2, i3) of t.
+inline char * row_at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
+    return (char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+// Row r of t, rows counted over dims 1..3.
+inline char * nth_row(const ggml_tensor * t, int64_t r) {
+    return row_at(t, r % t->ne[1], (r / t->ne[1]) % t->ne[2], r / (t->ne[1] * t->ne[2]));
+}
+// The elements of each row are adjacent.
+inline bool row_is_dense(const ggml_tensor * t) { return t->nb[0] == ggml_type_size(t->type); }
 
 // Sum of n floats with 8 independent partial sums: vectorizable, less rounding than one chain.
 inline double sum_f32(const float * x, int64_t n) {

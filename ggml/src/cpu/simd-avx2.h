@@ -1,4 +1,4 @@
-// AVX2 helpers shared by the AVX2 kernel files (simd-avx2.cpp, quants-avx2.cpp): the
+// AVX2 helpers shared by the AVX2 kernel files (simd-avx2.cpp, quants-x86.cpp): the
 // target attribute and the horizontal sums that end a register tile. Include inside
 // #if KVG_X86_SIMD only.
 #pragma once

@@ -3,7 +3,7 @@
 // attributes and picked at run time, so one binary runs on any x86-64.
 #pragma once
 
-#include "ggml-impl.h"
+#include "cpu-impl.h"
 
 namespace kvg {
 

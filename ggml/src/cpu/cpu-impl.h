@@ -1,0 +1,21 @@
+// The CPU compute's private interface between the executor (executor.cpp), the per-op
+// task planning and dispatch (compute.cpp) and the kernels: a task's parameters.
+#pragma once
+
+#include "ggml-cpu.h"
+#include "ggml-impl.h"
+
+struct ggml_compute_params {
+    int ith, nth;   // this task's index and the node's task count
+    int phase;      // 0..n_phases-1; all tasks of a phase finish before the next starts
+    void * wdata;   // node's scratch (ggml_op_work_size bytes), shared by its tasks
+    size_t wsize;
+};
+// Number of tasks a node splits into for n_threads (1 for view ops and tiny nodes).
+int    ggml_op_n_tasks(const struct ggml_tensor * node, int n_threads);
+// Phases of a node (e.g. mul_mat: convert src1, then dot products).
+int    ggml_op_n_phases(const struct ggml_tensor * node);
+// Scratch bytes a node needs when run with n_tasks tasks.
+size_t ggml_op_work_size(const struct ggml_tensor * node, int n_tasks);
+// Runs one task of one phase of a node.
+void   ggml_compute_forward(const struct ggml_compute_params * params, struct ggml_tensor * node);

@@ -1,0 +1,382 @@
+// Loading GGUF files of llama.cpp's llama architecture: the hyperparameter keys, the
+// tensors (mapped in place, copied when misaligned, widened when no kernel reads their
+// type) and the tokenizer (tokenizer.ggml.*: SentencePiece or byte-level BPE).
+#include "model.h"
+#include "model-impl.h"
+#include "status.h"
+
+#include "ggml-cpu.h"
+#include "gguf.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+
+namespace kvg {
+
+namespace {
+
+struct GgufReader {
+    gguf_context * g;
+    std::string path;
+    std::string * err;
+
+    int64_t key(const char * k) const { return gguf_find_key(g, k); }
+
+    // Any integer type; false (with message) if missing and required, or out of range.
+    bool get_int(const char * k, int64_t lo, int64_t hi, bool required, int64_t * out) const {
+        const int64_t id = key(k);
+        if (id < 0) return required ? fail(err, strfmt("%s: missing key %s", path.c_str(), k)) : true;
+        int64_t v;
+        switch (gguf_get_kv_type(g, id)) {
+            case GGUF_TYPE_UINT8: v = gguf_get_val_u8(g, id); break;
+            case GGUF_TYPE_INT8: v = gguf_get_val_i8(g, id); break;
+            case GGUF_TYPE_UINT16: v = gguf_get_val_u16(g, id); break;
+            case GGUF_TYPE_INT16: v = gguf_get_val_i16(g, id); break;
+            case GGUF_TYPE_UINT32: v = gguf_get_val_u32(g, id); break;
+            case GGUF_TYPE_INT32: v = gguf_get_val_i32(g, id); break;
+            case GGUF_TYPE_UINT64: {
+                const uint64_t u = gguf_get_val_u64(g, id);
+                v = u > (uint64_t) INT64_MAX ? INT64_MAX : (int64_t) u;
+                break;
+            }
+            case GGUF_TYPE_INT64: v = gguf_get_val_i64(g, id); break;
+            default:
+                return fail(err, strfmt("%s: key %s has type %s, expected an integer", path.c_str(), k,
+                                        gguf_type_name(gguf_get_kv_type(g, id))));
+        }
+        if (v < lo || v > hi) {
+            return fail(err, strfmt("%s: key %s = %" PRId64 " is out of range %" PRId64 "..%" PRId64, path.c_str(), k, v, lo, hi));
+        }
+        *out = v;
+        return true;
+    }
+    bool get_int(const char * k, int64_t lo, int64_t hi, bool required, int * out) const {
+        int64_t v = *out;
+        if (!get_int(k, lo, hi, required, &v)) return false;
+        *out = (int) v;
+        return true;
+    }
+    bool get_float(const char * k, bool required, float * out) const {
+        const int64_t id = key(k);
+        if (id < 0) return required ? fail(err, strfmt("%s: missing key %s", path.c_str(), k)) : true;
+        const gguf_type t = gguf_get_kv_type(g, id);
+        if (t == GGUF_TYPE_FLOAT32) *out = gguf_get_val_f32(g, id);
+        else if (t == GGUF_TYPE_FLOAT64) *out = (float) gguf_get_val_f64(g, id);
+        else return fail(err, strfmt("%s: key %s has type %s, expected a float", path.c_str(), k, gguf_type_name(t)));
+        return true;
+    }
+    bool get_str(const char * k, std::string * out) const {
+        const int64_t id = key(k);
+        if (id < 0) return fail(err, strfmt("%s: missing key %s", path.c_str(), k));
+        if (gguf_get_kv_type(g, id) != GGUF_TYPE_STRING) {
+            return fail(err, strfmt("%s: key %s is not a string", path.c_str(), k));
+        }
+        *out = gguf_get_val_str(g, id);
+        return true;
+    }
+};
+
+// Types the CPU matmul runs directly: f32, f16, bf16 and llama.cpp's block types
+// (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, iq4_nl). Not q8_K: the k-quants' activation
+// format has a vec_dot (with itself) but no matmul kernel.
+bool is_weight_type(ggml_type t) {
+    return t >= 0 && t < GGML_TYPE_COUNT && t != GGML_TYPE_Q8_K && ggml_get_type_traits_cpu(t)->vec_dot != nullptr;
+}
+
+// Block formats the library can read but has no kernels for: widened to f32 at load.
+bool is_widened_type(ggml_type t) {
+    return t >= 0 && t < GGML_TYPE_COUNT && !is_weight_type(t) && ggml_is_quantized(t) && ggml_get_type_traits(t)->to_float;
+}
+
+// Bytes a type's kernels need the data aligned to.
+size_t type_alignment(ggml_type t) { return t == GGML_TYPE_F32 ? 4 : 2; }
+
+// tokenizer.ggml.merges of a byte-level BPE vocabulary: strings "left right", best first.
+bool read_merges(const GgufReader & r, std::vector<std::string> * merges) {
+    const int64_t id = r.key("tokenizer.ggml.merges");
+    if (id < 0) return fail(r.err, r.path + ": a 'gpt2' tokenizer needs tokenizer.ggml.merges");
+    if (gguf_get_kv_type(r.g, id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(r.g, id) != GGUF_TYPE_STRING) {
+        return fail(r.err, r.path + ": tokenizer.ggml.merges is not an array of strings");
+    }
+    const size_t n = gguf_get_arr_n(r.g, id);
+    merges->reserve(n);
+    for (size_t i = 0; i < n; ++i) merges->push_back(gguf_get_arr_str(r.g, id, i));
+    return true;
+}
+
+bool read_vocab(const GgufReader & r, Model & m) {
+    const int64_t tok_id = r.key("tokenizer.ggml.tokens");
+    if (tok_id < 0) return true; // token ids only
+    std::string model = "llama";
+    if (r.key("tokenizer.ggml.model") >= 0) {
+        if (!r.get_str("tokenizer.ggml.model", &model)) return false;
+        if (model != "llama" && model != "gpt2") {
+            return fail(r.err, KVG_STATUS_UNSUPPORTED, strfmt("%s: tokenizer.ggml.model is '%s'; supported: 'llama' (SentencePiece BPE), "
+                                      "'gpt2' (byte-level BPE)", r.path.c_str(), model.c_str()));
+        }
+    }
+    gguf_context * g = r.g;
+    if (gguf_get_kv_type(g, tok_id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(g, tok_id) != GGUF_TYPE_STRING) {
+        return fail(r.err, r.path + ": tokenizer.ggml.tokens is not an array of strings");
+    }
+    const size_t n = gguf_get_arr_n(g, tok_id);
+    if ((int64_t) n != m.hp.n_vocab) {
+        return fail(r.err, strfmt("%s: tokenizer has %zu tokens but token_embd.weight has %d rows", r.path.c_str(), n,
+                                  m.hp.n_vocab));
+    }
+    std::vector<std::string> pieces(n);
+    for (size_t i = 0; i < n; ++i) pieces[i] = gguf_get_arr_str(g, tok_id, i);
+    std::vector<float> scores;
+    const int64_t sc_id = r.key("tokenizer.ggml.scores");
+    if (sc_id >= 0) {
+        if (gguf_get_kv_type(g, sc_id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(g, sc_id) != GGUF_TYPE_FLOAT32 ||
+            gguf_get_arr_n(g, sc_id) != n) {
+            return fail(r.err, r.path + ": tokenizer.ggml.scores must be float32[n_vocab]");
+        }
+        const float * p = (const float *) gguf_get_arr_data(g, sc_id);
+        scores.assign(p, p + n);
+    }
+    std::vector<int> types;
+    const int64_t ty_id = r.key("tokenizer.ggml.token_type");
+    if (ty_id >= 0) {
+        const gguf_type at = gguf_get_kv_type(g, ty_id) == GGUF_TYPE_ARRAY ? gguf_get_arr_type(g, ty_id) : GGUF_TYPE_COUNT;
+        if ((at != GGUF_TYPE_INT32 && at != GGUF_TYPE_UINT32) || gguf_get_arr_n(g, ty_id) != n) {
+            return fail(r.err, r.path + ": tokenizer.ggml.token_type must be int32[n_vocab]");
+        }
+        const int32_t * p = (const int32_t *) gguf_get_arr_data(g, ty_id);
+        types.assign(p, p + n);
+    }
+    int bos = -1, eos = -1, unk = -1;
+    const int64_t hi = (int64_t) n - 1;
+    if (!r.get_int("tokenizer.ggml.bos_token_id", 0, hi, false, &bos) ||
+        !r.get_int("tokenizer.ggml.eos_token_id", 0, hi, false, &eos) ||
+        !r.get_int("tokenizer.ggml.unknown_token_id", 0, hi, false, &unk)) {
+        return false;
+    }
+    std::string verr;
+    if (model == "gpt2") {
+        std::vector<std::string> merges;
+        if (!read_merges(r, &merges)) return false;
+        std::string pre;
+        if (r.key("tokenizer.ggml.pre") >= 0 && !r.get_str("tokenizer.ggml.pre", &pre)) return false;
+        if (!m.vocab.init_bpe(std::move(pieces), std::move(types), merges, pre, bos, eos, &verr)) {
+            return fail(r.err, r.path + ": tokenizer: " + verr);
+        }
+    } else if (!m.vocab.init(std::move(pieces), std::move(scores), std::move(types), bos, eos, unk, &verr)) {
+        return fail(r.err, r.path + ": tokenizer: " + verr);
+    }
+    m.has_vocab = true;
+    if (bos >= 0) m.bos = bos;
+    if (eos >= 0) m.eos = eos;
+    return true;
+}
+
+
+// The tokenizer of any GGUF file (vocab_only): the vocabulary's size is its token count.
+std::unique_ptr<Model> read_vocab_only(const GgufReader & r, std::unique_ptr<Model> m) {
+    const int64_t tok_id = r.key("tokenizer.ggml.tokens");
+    if (tok_id < 0) {
+        fail(r.err, r.path + ": no tokenizer (tokenizer.ggml.tokens) in the file");
+        return nullptr;
+    }
+    const size_t n = gguf_get_kv_type(r.g, tok_id) == GGUF_TYPE_ARRAY ? gguf_get_arr_n(r.g, tok_id) : 0;
+    if (n == 0 || n > (size_t) INT32_MAX) {
+        fail(r.err, r.path + ": tokenizer.ggml.tokens is empty or not an array");
+        return nullptr;
+    }
+    m->hp.n_vocab = (int) n;
+    if (!read_vocab(r, *m)) return nullptr;
+    m->desc = "gguf vocab only: " + std::to_string(n) + " tokens";
+    return m;
+}
+
+// general.architecture must be llama; the llama.* keys fill hp.
+bool read_hparams(const GgufReader & r, HParams & hp) {
+    std::string arch;
+    if (!r.get_str("general.architecture", &arch)) return false;
+    if (arch != "llama") {
+        return fail(r.err, KVG_STATUS_UNSUPPORTED, strfmt("%s: architecture '%s' is not supported (only 'llama')", r.path.c_str(), arch.c_str()));
+    }
+    const int64_t big = 1 << 24;
+    if (!r.get_int("llama.context_length", 1, big, true, &hp.n_ctx_train) ||
+        !r.get_int("llama.embedding_length", 1, 1 << 16, true, &hp.n_embd) ||
+        !r.get_int("llama.block_count", 1, 1 << 10, true, &hp.n_layer) ||
+        !r.get_int("llama.feed_forward_length", 1, 1 << 20, true, &hp.n_ff) ||
+        !r.get_int("llama.attention.head_count", 1, 1 << 12, true, &hp.n_head)) {
+        return false;
+    }
+    hp.n_head_kv = hp.n_head;
+    if (!r.get_int("llama.attention.head_count_kv", 1, 1 << 12, false, &hp.n_head_kv)) return false;
+    hp.n_rot = hp.n_embd % hp.n_head == 0 ? hp.head_dim() : 0;
+    return r.get_int("llama.rope.dimension_count", 1, 1 << 16, false, &hp.n_rot) &&
+           r.get_float("llama.rope.freq_base", false, &hp.rope_base) &&
+           r.get_float("llama.attention.layer_norm_rms_epsilon", true, &hp.rms_eps);
+}
+
+// Binds the file's tensors to the model: every tensor listed, of the expected shape and a
+// readable type, inside the file, mapped (or copied when misaligned, widened to f32 when
+// it is a norm or no kernel reads its type).
+struct TensorBinder {
+    const GgufReader & r;
+    ggml_context * meta;
+    Model & m;
+    size_t data_offset;
+
+    // The tensor's metadata and its id in the file, checked; nullptr (with message) when
+    // it does not fit.
+    ggml_tensor * find(const std::string & name, int64_t ne0, int64_t ne1, int64_t * id) const {
+        const char * path = r.path.c_str();
+        *id = gguf_find_tensor(r.g, name.c_str());
+        if (*id < 0) {
+            fail(r.err, strfmt("%s: missing tensor %s", path, name.c_str()));
+            return nullptr;
+        }
+        ggml_tensor * t = ggml_get_tensor(meta, name.c_str());
+        if (!t) {
+            fail(r.err, strfmt("%s: tensor %s has no metadata", path, name.c_str()));
+            return nullptr;
+        }
+        if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
+            fail(r.err, strfmt("%s: tensor %s has shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                               "], expected [%" PRId64 ", %" PRId64 "]", path, name.c_str(), t->ne[0], t->ne[1],
+                               t->ne[2], t->ne[3], ne0, ne1));
+            return nullptr;
+        }
+        if (!is_weight_type(t->type) && !is_widened_type(t->type)) {
+            fail(r.err, KVG_STATUS_UNSUPPORTED, strfmt("%s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                             "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl", path, name.c_str(), ggml_type_name(t->type)));
+            return nullptr;
+        }
+        return t;
+    }
+
+    ggml_tensor * operator()(const std::string & name, int64_t ne0, int64_t ne1) const {
+        int64_t id;
+        ggml_tensor * t = find(name, ne0, ne1, &id);
+        if (!t) return nullptr;
+        const FileMapping & f = *m.mapping;
+        const size_t begin = data_offset + gguf_get_tensor_offset(r.g, id);
+        const size_t nbytes = ggml_nbytes(t);
+        if (begin > f.size || nbytes > f.size - begin) {
+            fail(r.err, strfmt("%s: tensor %s data at offset %zu..%zu lies past the end of the file (%zu bytes)",
+                               r.path.c_str(), name.c_str(), begin, begin + nbytes, f.size));
+            return nullptr;
+        }
+        const uint8_t * src = f.data + begin;
+        const bool is_norm = ne1 == 1;
+        if ((is_norm && t->type != GGML_TYPE_F32) || !is_weight_type(t->type)) {
+            // norms are applied with an f32 multiply, and a block format without kernels is
+            // widened once here, row by row (exactly the values the file encodes)
+            auto buf = std::make_unique<uint8_t[]>((size_t) ne0 * ne1 * sizeof(float));
+            const ggml_to_float_t to_float = ggml_get_type_traits(t->type)->to_float;
+            for (int64_t i = 0; i < ne1; ++i) to_float(src + i * t->nb[1], (float *) buf.get() + i * ne0, ne0);
+            t->type = GGML_TYPE_F32;
+            t->nb[0] = sizeof(float);
+            for (int i = 1; i < GGML_MAX_DIMS; ++i) t->nb[i] = t->nb[i - 1] * t->ne[i - 1];
+            t->data = buf.get();
+            m.owned.push_back(std::move(buf));
+        } else if ((uintptr_t) src % type_alignment(t->type) != 0) {
+            auto buf = std::make_unique<uint8_t[]>(nbytes);
+            std::memcpy(buf.get(), src, nbytes);
+            t->data = buf.get();
+            m.owned.push_back(std::move(buf));
+        } else {
+            t->data = const_cast<uint8_t *>(src);
+        }
+        return t;
+    }
+};
+
+// The vocabulary size comes from the embedding matrix (llama.vocab_size, if present, must agree).
+bool read_n_vocab(const GgufReader & r, ggml_context * meta, HParams & hp) {
+    const int64_t emb_id = gguf_find_tensor(r.g, "token_embd.weight");
+    ggml_tensor * emb = emb_id >= 0 ? ggml_get_tensor(meta, "token_embd.weight") : nullptr;
+    if (!emb) return fail(r.err, r.path + ": missing tensor token_embd.weight");
+    hp.n_vocab = (int) std::min<int64_t>(emb->ne[1], INT32_MAX);
+    if (!check_hparams(hp, r.err)) {
+        *r.err = r.path + ": " + *r.err;
+        return false;
+    }
+    int64_t vocab_key = hp.n_vocab;
+    if (!r.get_int("llama.vocab_size", 1, INT32_MAX, false, &vocab_key)) return false;
+    if (vocab_key != hp.n_vocab) {
+        return fail(r.err, strfmt("%s: llama.vocab_size %" PRId64 " differs from token_embd.weight's %d rows", r.path.c_str(),
+                                  vocab_key, hp.n_vocab));
+    }
+    return true;
+}
+
+bool bind_weights(const GgufReader & r, const TensorBinder & get, Model & m) {
+    const HParams & hp = m.hp;
+    const int64_t dim = hp.n_embd, kv = hp.n_embd_kv(), ff = hp.n_ff, V = hp.n_vocab;
+    if (!(m.tok_embd = get("token_embd.weight", dim, V))) return false;
+    m.layers.resize(hp.n_layer);
+    for (int l = 0; l < hp.n_layer; ++l) {
+        LayerWeights & w = m.layers[l];
+        const std::string p = "blk." + std::to_string(l) + ".";
+        if (!(w.attn_norm = get(p + "attn_norm.weight", dim, 1)) || !(w.wq = get(p + "attn_q.weight", dim, dim)) ||
+            !(w.wk = get(p + "attn_k.weight", dim, kv)) || !(w.wv = get(p + "attn_v.weight", dim, kv)) ||
+            !(w.wo = get(p + "attn_output.weight", dim, dim)) ||
+            !(w.ffn_norm = get(p + "ffn_norm.weight", dim, 1)) ||
+            !(w.ffn_gate = get(p + "ffn_gate.weight", dim, ff)) ||
+            !(w.ffn_up = get(p + "ffn_up.weight", dim, ff)) ||
+            !(w.ffn_down = get(p + "ffn_down.weight", ff, dim))) {
+            return false;
+        }
+    }
+    if (!(m.output_norm = get("output_norm.weight", dim, 1))) return false;
+    if (gguf_find_tensor(r.g, "output.weight") >= 0) {
+        if (!(m.output = get("output.weight", dim, V))) return false;
+    } else {
+        m.output = m.tok_embd; // tied embeddings
+    }
+    return true;
+}
+
+// The matrices' types in file order, "/"-separated, each once.
+std::string matrix_types(const Model & m) {
+    std::string types;
+    for (const ggml_tensor * t : m.tensors()) {
+        if (t->ne[1] > 1 && types.find(ggml_type_name(t->type)) == std::string::npos) {
+            types += types.empty() ? "" : "/";
+            types += ggml_type_name(t->type);
+        }
+    }
+    return types;
+}
+
+} // namespace
+
+std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & opt, std::string * err) {
+    std::string e;
+    if (!err) err = &e;
+    auto m = std::make_unique<Model>();
+    m->format = "gguf";
+    char gerr[512] = "";
+    ggml_context * meta = nullptr;
+    gguf_init_params gp = {true, &meta};
+    gguf_context * g = gguf_init_from_file_ex(path.c_str(), gp, gerr, sizeof(gerr));
+    if (!g) {
+        fail(err, path + ": " + gerr);
+        return nullptr;
+    }
+    m->ctx = meta;
+    struct guard { gguf_context * g; ~guard() { gguf_free(g); } } gguard{g};
+    GgufReader r{g, path, err};
+
+    if (opt.vocab_only) return read_vocab_only(r, std::move(m));
+    if (!read_hparams(r, m->hp)) return nullptr;
+    if (!m->mapping) m->mapping = std::make_unique<FileMapping>();
+    if (!m->mapping->open(path, opt.use_mmap, err)) return nullptr;
+    const TensorBinder get{r, meta, *m, gguf_get_data_offset(g)};
+    if (!read_n_vocab(r, meta, m->hp) || !bind_weights(r, get, *m) || !read_vocab(r, *m)) return nullptr;
+    if (opt.check_tensors && !check_tensor_data(*m, err)) {
+        *err = path + ": " + *err;
+        return nullptr;
+    }
+    m->desc = describe(*m, matrix_types(*m).c_str());
+    return m;
+}
+
+} // namespace kvg

@@ -1,0 +1,44 @@
+// Shared by the model loaders and the GGUF writer (model*.cpp): messages, the file's bytes,
+// hyperparameter checks, the one-line description. Not part of the interface (model.h).
+#pragma once
+
+#include "kvgraph.h"
+#include "model.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvg {
+
+std::string strfmt(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Sets *err (when given) and returns false.
+bool fail(std::string * err, const std::string & msg);
+// A failure whose kind is not the C API's default for the call (kvg_status).
+bool fail(std::string * err, kvg_status status, const std::string & msg);
+
+// Opens path for reading if it is a regular file; -1 with a message otherwise.
+int open_regular(const std::string & path, std::string * err);
+
+// Read-only view of a whole file: mmap'd, or read into memory when mapping is off.
+struct FileMapping {
+    const uint8_t * data = nullptr;
+    size_t size = 0;
+    bool mapped = false;
+    std::vector<uint8_t> copy;
+
+    ~FileMapping();
+    bool open(const std::string & path, bool use_mmap, std::string * err);
+};
+
+// A no-alloc context for n_tensors tensor structs.
+ggml_context * new_meta_ctx(size_t n_tensors);
+// The model's one-line summary; types names its weight types ("f32", "q8_0/f32").
+std::string describe(const Model & m, const char * types);
+bool check_hparams(const HParams & h, std::string * err);
+// A llama2.c tokenizer file as the model's vocabulary (it must have n_vocab tokens).
+bool load_tokenizer(Model & m, const std::string & tokenizer_path, std::string * err);
+
+} // namespace kvg
