@@ -270,6 +270,36 @@ bool kvg_seq_keep(struct kvg_context * ctx, int32_t seq, char * err, size_t err_
 int32_t kvg_seq_pos_min(const struct kvg_context * ctx, int32_t seq);
 int32_t kvg_seq_pos_max(const struct kvg_context * ctx, int32_t seq);
 
+// ---- sequence state (prompt caches, saved conversations) ------------------------------------
+// A sequence's cache contents as bytes, sized by the positions it holds (not by n_ctx): the
+// K/V rows of its held positions (a q8_0 cache: the 32-position groups holding them, the
+// group being filled in f32 and the ring's sink rows), its positions, a model tag and a
+// checksum. Restoring is exact: the sequence then gives the logits it gave when saved, bit
+// for bit. It restores into any sequence of any context of the same model with the same
+// cache type and mode (a ring: the same n_ctx, window and sinks; linear: an n_ctx that holds
+// its positions), replacing what that sequence held.
+// Bytes kvg_state_seq_get needs now; 0 for a NULL ctx or an unknown sequence.
+size_t kvg_state_seq_size(const struct kvg_context * ctx, int32_t seq);
+// Writes the state into dst; returns the bytes written, or 0 with a message if dst is NULL
+// or smaller than kvg_state_seq_size.
+size_t kvg_state_seq_get(const struct kvg_context * ctx, int32_t seq, uint8_t * dst, size_t size, char * err,
+                         size_t err_size);
+// Replaces what sequence seq holds with a state from kvg_state_seq_get. false with a message,
+// and seq unchanged, for a state that is truncated, altered (checksum), of another model,
+// cache type or mode, or that does not fit this context.
+bool kvg_state_seq_set(struct kvg_context * ctx, int32_t seq, const uint8_t * src, size_t size, char * err,
+                       size_t err_size);
+// The state and the tokens that produced it (n_tokens of them) in a file, written to a
+// temporary file beside path and renamed over it (a failed save leaves the old file).
+bool kvg_state_seq_save_file(const struct kvg_context * ctx, int32_t seq, const char * path, const kvg_token * tokens,
+                             int32_t n_tokens, char * err, size_t err_size);
+// Restores a file of kvg_state_seq_save_file into seq and copies its tokens to tokens_out
+// (at most n_max); returns the token count, or -1 with a message (and seq unchanged) if the
+// file cannot be read, is not such a file, is damaged, holds more than n_max tokens, or its
+// state does not fit (see kvg_state_seq_set).
+int32_t kvg_state_seq_load_file(struct kvg_context * ctx, int32_t seq, const char * path, kvg_token * tokens_out,
+                                int32_t n_max, char * err, size_t err_size);
+
 // ---- sampling ---------------------------------------------------------------------------------------
 // The steps, in order (llama.cpp's meanings): penalties on the recently accepted tokens,
 // then greedy (temp <= 0) or top-k, min-p, temperature softmax, top-p and a seeded draw.

@@ -150,6 +150,16 @@ struct KvCache {
     void keep_only(int seq);             // forget every other sequence
     int64_t pos_min(int seq) const;      // smallest position held, -1 if none
     int64_t pos_max(int seq) const;      // largest position held, -1 if none
+
+    // ---- state of one sequence as bytes (kv-state.cpp) ----
+    // What seq holds, sized by the positions it holds (not by n_ctx): its host state, the K
+    // and V rows of its held slots (grouped K: the q8_0 groups holding them, the open group's
+    // f32 rows and the sinks'), tagged with model_id and the cache's type and mode, and a
+    // checksum. state_read puts it into sequence seq of a cache of the same model, type and
+    // mode (a ring: the same n_ctx, window and sinks; linear: n_ctx large enough), replacing
+    // what seq held; everything is checked first, and on failure nothing changes.
+    void state_write(int seq, uint64_t model_id, std::vector<uint8_t> * out) const;
+    bool state_read(int seq, uint64_t model_id, const uint8_t * src, size_t size, std::string * err);
     // The next graph writes pos (call in token order). Grouped K: if pos's group is not the
     // sequence's recent group, its rows are first loaded into k_recent from the q8_0 copy
     // (slots still held there, e.g. after a rewind or a ring wrap, stay readable).
@@ -190,6 +200,9 @@ private:
     ggml_tensor * view(ggml_context * ctx, ggml_tensor * t, int n_kv, bool packed) const;
     void load_recent(int seq, int group);
     void save_recent(int seq, Batch * b) const;
+    struct StateHeader;
+    bool state_check(const StateHeader & h, uint64_t model_id, std::string * err) const;
+    size_t k_row_bytes() const; // bytes of one K row per layer (grouped: one channel's q8_0 block)
     void restore_recent(int seq, const Batch & b);
 
     std::vector<Seq> seqs;

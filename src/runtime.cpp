@@ -1,12 +1,8 @@
 // The kvg_* C API: models, contexts (KV cache + reusable graphs + the decode loop),
 // tokenizer wrappers (the sampling ones are in sampler-api.cpp).
-#include "kvgraph.h"
+#include "api-impl.h"
 
 #include "ggml-cpu.h"
-#include "kv-cache.h"
-#include "llama-graph.h"
-#include "model.h"
-#include "status.h"
 
 #include <algorithm>
 #include <climits>
@@ -16,10 +12,6 @@
 #include <string>
 #include <vector>
 
-struct kvg_model {
-    std::unique_ptr<kvg::Model> m;
-};
-
 // Graph shapes kept alive at once (least recently used is dropped).
 static const size_t MAX_GRAPHS = 16;
 // Chunks of one shape that share a graph (they overlap where the edges allow).
@@ -27,34 +19,9 @@ static const size_t MAX_CHUNKS_PER_GRAPH = 4;
 // Sequences per context.
 static const int MAX_SEQ = 256;
 
-// Per-call working memory of decode, kept so that a call allocates only when a batch is
-// larger than any before.
-struct Scratch {
-    std::vector<int64_t> next, chunk_first;
-    std::vector<uint8_t> output, seen;
-    std::vector<kvg::Ubatch> chunks;     // the first n_chunks are this call's
-    std::vector<std::vector<int32_t>> index; // batch index of each chunk token
-    kvg::KvCache::Batch batch;
-};
-
-struct kvg_context {
-    const kvg::Model * model = nullptr;
-    kvg_context_params params{};
-    kvg::KvCache kv;
-
-    struct cached_graph {
-        std::unique_ptr<kvg::LlamaGraph> g;
-        uint64_t last_use;
-    };
-    std::vector<cached_graph> graphs;
-    uint64_t use_clock = 0;
-
-    std::vector<uint8_t> work; // executor scratch, grown on demand
-    std::vector<float> logits; // [outputs of the last decode call, n_vocab]
-    std::vector<int> logit_row; // per token of the last call: its row in logits, -1 if none
-    int n_batch_tokens = 0;     // tokens of the last successful call
-    Scratch scratch;
-};
+using kvg::begin_call;
+using kvg::set_err;
+using kvg::set_exception_err;
 
 // The integer a C caller stored in an enum field: C allows any int there, while reading
 // an out-of-range value through the C++ enum type would be undefined.
@@ -65,29 +32,26 @@ template <class E> static int enum_value(const E & e) {
     return v;
 }
 
+namespace kvg {
+
 static void write_err(char * err, size_t err_size, const std::string & msg) {
     if (err && err_size > 0) {
         std::snprintf(err, err_size, "%s", msg.c_str());
     }
 }
-// A call that reports errors starts: empty message, status OK.
-static void begin_call(char * err, size_t err_size) {
+void begin_call(char * err, size_t err_size) {
     write_err(err, err_size, "");
-    kvg::start_status();
+    start_status();
 }
-// The call fails with msg; its kind is what the failing code noted, else `kind`.
-static void set_err(char * err, size_t err_size, const std::string & msg, kvg_status kind = KVG_STATUS_BAD_INPUT) {
+void set_err(char * err, size_t err_size, const std::string & msg, kvg_status kind) {
     write_err(err, err_size, msg);
-    kvg::fail_status(kind);
+    fail_status(kind);
 }
-
-// No C++ exception crosses the C API: each entry point that can allocate is a function-try
-// block whose handler returns the function's documented error, with this message in err.
-static void set_exception_err(char * err, size_t err_size, const char * fn) {
+void set_exception_err(char * err, size_t err_size, const char * fn) {
     try {
         throw;
     } catch (const std::bad_alloc &) {
-        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
+        note_status(KVG_STATUS_OUT_OF_MEMORY);
         set_err(err, err_size, std::string(fn) + ": out of memory");
     } catch (const std::exception & e) {
         set_err(err, err_size, std::string(fn) + ": " + e.what());
@@ -95,6 +59,8 @@ static void set_exception_err(char * err, size_t err_size, const char * fn) {
         set_err(err, err_size, std::string(fn) + ": unknown error");
     }
 }
+
+} // namespace kvg
 
 // ---- models ---------------------------------------------------------------------------------------------
 
@@ -311,50 +277,6 @@ int32_t kvg_seq_n_past(const kvg_context * ctx, int32_t seq) {
 int32_t kvg_n_seq_max(const kvg_context * ctx) { return ctx ? ctx->kv.n_seq : 0; }
 void kvg_set_n_threads(kvg_context * ctx, int32_t n_threads) {
     if (ctx && n_threads > 0 && n_threads <= GGML_MAX_N_THREADS) ctx->params.n_threads = n_threads;
-}
-
-// ---- editing sequences ---------------------------------------------------------------------------
-
-static bool known_seq(const kvg_context * ctx, int32_t seq, const char * fn, char * err, size_t err_size) {
-    if (ctx && seq >= 0 && seq < ctx->kv.n_seq) return true;
-    set_err(err, err_size, std::string(fn) + ": " + (ctx ? "sequence " + std::to_string(seq) + " is not in 0.." +
-                                                             std::to_string(ctx->kv.n_seq - 1) : std::string("no context")));
-    return false;
-}
-
-bool kvg_seq_rm(kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, char * err, size_t err_size) try {
-    begin_call(err, err_size);
-    if (!known_seq(ctx, seq, "kvg_seq_rm", err, err_size)) return false;
-    const int64_t from = p0 < 0 ? 0 : p0, to = p1 < 0 ? INT64_MAX : p1;
-    if (from > to) {
-        set_err(err, err_size, "kvg_seq_rm: p0 = " + std::to_string(p0) + " is past p1 = " + std::to_string(p1));
-        return false;
-    }
-    std::string e;
-    if (!ctx->kv.remove(seq, from, to, &e)) {
-        set_err(err, err_size, "kvg_seq_rm: " + e);
-        return false;
-    }
-    return true;
-} catch (...) {
-    set_exception_err(err, err_size, "kvg_seq_rm");
-    return false;
-}
-
-bool kvg_seq_keep(kvg_context * ctx, int32_t seq, char * err, size_t err_size) {
-    begin_call(err, err_size);
-    if (!known_seq(ctx, seq, "kvg_seq_keep", err, err_size)) return false;
-    ctx->kv.keep_only(seq);
-    return true;
-}
-
-int32_t kvg_seq_pos_min(const kvg_context * ctx, int32_t seq) {
-    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
-    return (int32_t) ctx->kv.pos_min(seq);
-}
-int32_t kvg_seq_pos_max(const kvg_context * ctx, int32_t seq) {
-    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
-    return (int32_t) ctx->kv.pos_max(seq);
 }
 
 // The graph of a shape, built on first use.

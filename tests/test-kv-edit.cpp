@@ -187,3 +187,152 @@ TEST_CASE("kvg_seq_rm of a middle range, kvg_seq_keep, positions, bad input chan
     kvg_context_free(c);
     kvg_model_free(m);
 }
+
+// ---- state ------------------------------------------------------------------------------------------
+
+namespace {
+
+// Logits of sequence seq continuing at pos with `cont` then 16 greedy tokens (one token per call).
+std::vector<float> continue_seq(kvg_context * c, int seq, int pos, const std::vector<int> & cont, int nv) {
+    char err[512] = "";
+    std::vector<float> out;
+    int t = cont[0];
+    for (int k = 0; k < (int) cont.size() + 16; ++k) {
+        if (k < (int) cont.size()) t = cont[k];
+        const int32_t p = pos + k;
+        REQUIRE_MESSAGE(kvg_decode_batch(c, &t, &p, &seq, 1, err, sizeof err), err);
+        const float * l = kvg_get_logits(c, -1);
+        out.insert(out.end(), l, l + nv);
+        t = kvg_argmax(l, nv);
+    }
+    return out;
+}
+
+std::vector<uint8_t> get_state(kvg_context * c, int seq) {
+    std::vector<uint8_t> s(kvg_state_seq_size(c, seq));
+    char err[256] = "";
+    REQUIRE(kvg_state_seq_get(c, seq, s.data(), s.size(), err, sizeof err) == s.size());
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("state round trip into another sequence of another context: bit-identical, every type and mode") {
+    kvg_model * m = load_shared_model("stories260K.bin");
+    const int nv = kvg_model_n_vocab(m);
+    const std::vector<int> cont = random_tokens(4, 10);
+    struct Case {
+        kvg_kv_type type;
+        kvg_kv_mode mode;
+        int n;
+    };
+    for (const Case & k : {Case{KVG_KV_F32, KVG_KV_LINEAR, 50}, Case{KVG_KV_F16, KVG_KV_LINEAR, 50},
+                           Case{KVG_KV_Q8_0, KVG_KV_LINEAR, 50}, Case{KVG_KV_F32, KVG_KV_RING, 100},
+                           Case{KVG_KV_Q8_0, KVG_KV_RING, 150}}) {
+        CAPTURE(k.type);
+        CAPTURE(k.mode);
+        kvg_context * a = new_ctx(m, params(k.type, k.mode));
+        decode_then_greedy(a, random_tokens(k.n, 9), 0, 7, 0, nv);
+        const std::vector<uint8_t> state = get_state(a, 0);
+        kvg_context_params pb = params(k.type, k.mode);
+        pb.n_seq_max = 2;
+        kvg_context * b = new_ctx(m, pb);
+        char err[512] = "";
+        REQUIRE_MESSAGE(kvg_state_seq_set(b, 1, state.data(), state.size(), err, sizeof err), err);
+        CHECK(kvg_seq_pos_max(b, 1) == k.n - 1);
+        CHECK(kvg_seq_pos_min(b, 1) == kvg_seq_pos_min(a, 0));
+        const std::vector<float> la = continue_seq(a, 0, k.n, cont, nv), lb = continue_seq(b, 1, k.n, cont, nv);
+        CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
+        kvg_context_free(a);
+        kvg_context_free(b);
+    }
+    // sized by the positions held, not by n_ctx
+    kvg_context * c = new_ctx(m, params(KVG_KV_F32));
+    decode_then_greedy(c, random_tokens(10, 9), 0, 10, 0, nv);
+    const size_t s10 = kvg_state_seq_size(c, 0);
+    decode_then_greedy(c, random_tokens(40, 9), 10, 40, 0, nv);
+    const size_t s50 = kvg_state_seq_size(c, 0);
+    const size_t per_pos = 2 * (size_t) kvg_model_n_layer(m) * (size_t) (kvg_model_n_embd(m) / kvg_model_n_head(m) *
+                                                                       kvg_model_n_head_kv(m)) * sizeof(float);
+    CHECK(s50 - s10 == 40 * (per_pos + 2 * sizeof(int64_t)));
+    kvg_context_free(c);
+    kvg_model_free(m);
+}
+
+TEST_CASE("a bad state is refused and the sequence keeps what it held") {
+    kvg_model * m = load_shared_model("stories260K.bin");
+    const int nv = kvg_model_n_vocab(m);
+    kvg_context * a = new_ctx(m, params(KVG_KV_F32));
+    decode_then_greedy(a, random_tokens(30, 11), 0, 30, 0, nv);
+    const std::vector<uint8_t> good = get_state(a, 0);
+    kvg_context * b = new_ctx(m, params(KVG_KV_F32));
+    decode_then_greedy(b, random_tokens(20, 12), 0, 20, 0, nv); // what b must keep
+    const std::vector<uint8_t> b_before = get_state(b, 0);
+    char err[512] = "";
+    auto refused = [&](const std::vector<uint8_t> & s, size_t size, const char * why) {
+        CAPTURE(why);
+        CHECK_FALSE(kvg_state_seq_set(b, 0, s.data(), size, err, sizeof err));
+        CHECK(std::string(err).find(why) != std::string::npos);
+        CHECK(get_state(b, 0) == b_before);
+    };
+    refused(good, good.size() - 1, "checksum");
+    std::vector<uint8_t> flipped = good;
+    flipped[flipped.size() / 2] ^= 1;
+    refused(flipped, flipped.size(), "checksum");
+    refused(good, 10, "too short");
+    kvg_context * f16 = new_ctx(m, params(KVG_KV_F16));
+    decode_then_greedy(f16, random_tokens(5, 1), 0, 5, 0, nv);
+    refused(get_state(f16, 0), get_state(f16, 0).size(), "f16 cache");
+    kvg_context * ring = new_ctx(m, params(KVG_KV_F32, KVG_KV_RING));
+    decode_then_greedy(ring, random_tokens(5, 1), 0, 5, 0, nv);
+    refused(get_state(ring, 0), get_state(ring, 0).size(), "another mode");
+    kvg_context_params small = params(KVG_KV_F32);
+    small.n_ctx = 16;
+    kvg_context * s = new_ctx(m, small);
+    CHECK_FALSE(kvg_state_seq_set(s, 0, good.data(), good.size(), err, sizeof err)); // 30 positions, 16 slots
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
+    kvg_model * other = load_shared_model("aidreams260K.bin");
+    kvg_context * o = new_ctx(other, params(KVG_KV_F32));
+    CHECK_FALSE(kvg_state_seq_set(o, 0, good.data(), good.size(), err, sizeof err));
+    CHECK(std::string(err).find("another model") != std::string::npos);
+    CHECK(kvg_state_seq_get(a, 0, nullptr, 0, err, sizeof err) == 0);
+    CHECK(kvg_state_seq_size(a, 5) == 0);
+    for (kvg_context * c : {a, b, f16, ring, s, o}) kvg_context_free(c);
+    kvg_model_free(other);
+    kvg_model_free(m);
+}
+
+TEST_CASE("state files: tokens and state back, atomic, damaged and foreign files refused") {
+    kvg_model * m = load_shared_model("stories260K.bin");
+    const int nv = kvg_model_n_vocab(m);
+    const std::vector<int> prompt = random_tokens(33, 13);
+    kvg_context * a = new_ctx(m, params(KVG_KV_Q8_0));
+    decode_then_greedy(a, prompt, 0, 33, 0, nv);
+    const std::string path = temp_path("kv-edit", "state.kvgs");
+    char err[512] = "";
+    REQUIRE_MESSAGE(kvg_state_seq_save_file(a, 0, path.c_str(), prompt.data(), (int32_t) prompt.size(), err, sizeof err), err);
+    kvg_context * b = new_ctx(m, params(KVG_KV_Q8_0));
+    std::vector<int> got(64, -1);
+    CHECK(kvg_state_seq_load_file(b, 0, path.c_str(), got.data(), 64, err, sizeof err) == 33);
+    got.resize(33);
+    CHECK(got == prompt);
+    const std::vector<int> cont = random_tokens(3, 14);
+    const std::vector<float> la = continue_seq(a, 0, 33, cont, nv), lb = continue_seq(b, 0, 33, cont, nv);
+    CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
+
+    kvg_context * c = new_ctx(m, params(KVG_KV_Q8_0));
+    CHECK(kvg_state_seq_load_file(c, 0, path.c_str(), got.data(), 10, err, sizeof err) == -1); // n_max too small
+    CHECK(kvg_seq_pos_max(c, 0) == -1);
+    CHECK(kvg_state_seq_load_file(c, 0, "/nonexistent/state", got.data(), 64, err, sizeof err) == -1);
+    CHECK(kvg_last_status() == KVG_STATUS_IO);
+    const std::string bytes = read_file(path);
+    write_file(path, bytes.substr(0, bytes.size() - 9));
+    CHECK(kvg_state_seq_load_file(c, 0, path.c_str(), got.data(), 64, err, sizeof err) == -1);
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_FILE);
+    CHECK(kvg_seq_pos_max(c, 0) == -1);
+    CHECK_FALSE(kvg_state_seq_save_file(a, 0, "/nonexistent/dir/state", prompt.data(), 33, err, sizeof err));
+    CHECK(kvg_last_status() == KVG_STATUS_IO);
+    std::remove(path.c_str());
+    for (kvg_context * x : {a, b, c}) kvg_context_free(x);
+    kvg_model_free(m);
+}

@@ -1,0 +1,194 @@
+// The C API's sequence editing: kvg_seq_* (remove, keep, positions) and kvg_state_seq_*
+// (a sequence's cache state as bytes or as a file, restorable exactly).
+#include "api-impl.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
+
+using kvg::begin_call;
+using kvg::set_err;
+using kvg::set_exception_err;
+
+// ---- editing sequences ---------------------------------------------------------------------------
+
+static bool known_seq(const kvg_context * ctx, int32_t seq, const char * fn, char * err, size_t err_size) {
+    if (ctx && seq >= 0 && seq < ctx->kv.n_seq) return true;
+    set_err(err, err_size, std::string(fn) + ": " + (ctx ? "sequence " + std::to_string(seq) + " is not in 0.." +
+                                                             std::to_string(ctx->kv.n_seq - 1) : std::string("no context")));
+    return false;
+}
+
+bool kvg_seq_rm(kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, char * err, size_t err_size) try {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, seq, "kvg_seq_rm", err, err_size)) return false;
+    const int64_t from = p0 < 0 ? 0 : p0, to = p1 < 0 ? INT64_MAX : p1;
+    if (from > to) {
+        set_err(err, err_size, "kvg_seq_rm: p0 = " + std::to_string(p0) + " is past p1 = " + std::to_string(p1));
+        return false;
+    }
+    std::string e;
+    if (!ctx->kv.remove(seq, from, to, &e)) {
+        set_err(err, err_size, "kvg_seq_rm: " + e);
+        return false;
+    }
+    return true;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_seq_rm");
+    return false;
+}
+
+bool kvg_seq_keep(kvg_context * ctx, int32_t seq, char * err, size_t err_size) {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, seq, "kvg_seq_keep", err, err_size)) return false;
+    ctx->kv.keep_only(seq);
+    return true;
+}
+
+int32_t kvg_seq_pos_min(const kvg_context * ctx, int32_t seq) {
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
+    return (int32_t) ctx->kv.pos_min(seq);
+}
+int32_t kvg_seq_pos_max(const kvg_context * ctx, int32_t seq) {
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
+    return (int32_t) ctx->kv.pos_max(seq);
+}
+
+// ---- state -----------------------------------------------------------------------------------------
+
+// Identifies the model a state belongs to: its shape and a sample of its weights' bytes.
+static uint64_t model_id(const kvg::Model & m) {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](const void * p, size_t n) {
+        for (size_t i = 0; i < n; ++i) h = (h ^ ((const uint8_t *) p)[i]) * 1099511628211ull;
+    };
+    const kvg::HParams & hp = m.hp;
+    const int32_t shape[] = {hp.n_vocab, hp.n_embd, hp.n_ff, hp.n_layer, hp.n_head, hp.n_head_kv, hp.n_rot};
+    mix(shape, sizeof shape);
+    for (const ggml_tensor * t : {m.tok_embd, m.output_norm}) {
+        if (t && t->data) mix(t->data, std::min<size_t>(ggml_nbytes(t), 4096));
+    }
+    return h;
+}
+
+size_t kvg_state_seq_size(const kvg_context * ctx, int32_t seq) try {
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return 0;
+    std::vector<uint8_t> blob;
+    ctx->kv.state_write(seq, model_id(*ctx->model), &blob);
+    return blob.size();
+} catch (...) {
+    return 0;
+}
+
+size_t kvg_state_seq_get(const kvg_context * ctx, int32_t seq, uint8_t * dst, size_t size, char * err,
+                         size_t err_size) try {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, seq, "kvg_state_seq_get", err, err_size)) return 0;
+    std::vector<uint8_t> blob;
+    ctx->kv.state_write(seq, model_id(*ctx->model), &blob);
+    if (!dst || size < blob.size()) {
+        set_err(err, err_size, "kvg_state_seq_get: the state needs " + std::to_string(blob.size()) + " bytes, the buffer has " +
+                                   std::to_string(dst ? size : 0));
+        return 0;
+    }
+    std::memcpy(dst, blob.data(), blob.size());
+    return blob.size();
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_state_seq_get");
+    return 0;
+}
+
+bool kvg_state_seq_set(kvg_context * ctx, int32_t seq, const uint8_t * src, size_t size, char * err, size_t err_size) try {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, seq, "kvg_state_seq_set", err, err_size)) return false;
+    std::string e;
+    if (!ctx->kv.state_read(seq, model_id(*ctx->model), src, size, &e)) {
+        set_err(err, err_size, "kvg_state_seq_set: " + e);
+        return false;
+    }
+    return true;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_state_seq_set");
+    return false;
+}
+
+// ---- state files: "KVGF", u32 version, i32 n_tokens, the tokens, u64 state size, the state ----
+
+static const char FILE_MAGIC[4] = {'K', 'V', 'G', 'F'};
+static const uint32_t FILE_VERSION = 1;
+
+bool kvg_state_seq_save_file(const kvg_context * ctx, int32_t seq, const char * path, const kvg_token * tokens,
+                             int32_t n_tokens, char * err, size_t err_size) try {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, seq, "kvg_state_seq_save_file", err, err_size)) return false;
+    if (!path || !*path || n_tokens < 0 || (n_tokens > 0 && !tokens)) {
+        set_err(err, err_size, "kvg_state_seq_save_file: no path, or n_tokens < 0, or no tokens");
+        return false;
+    }
+    std::vector<uint8_t> blob;
+    ctx->kv.state_write(seq, model_id(*ctx->model), &blob);
+    const uint64_t blob_size = blob.size();
+    // a temporary file beside path, renamed over it: a failed save leaves the old file
+    const std::string tmp = std::string(path) + ".tmp" + std::to_string(getpid());
+    FILE * f = std::fopen(tmp.c_str(), "wb");
+    bool ok = f != nullptr;
+    ok = ok && std::fwrite(FILE_MAGIC, 4, 1, f) == 1 && std::fwrite(&FILE_VERSION, 4, 1, f) == 1 &&
+         std::fwrite(&n_tokens, 4, 1, f) == 1 && (n_tokens == 0 || std::fwrite(tokens, 4, n_tokens, f) == (size_t) n_tokens) &&
+         std::fwrite(&blob_size, 8, 1, f) == 1 && std::fwrite(blob.data(), 1, blob.size(), f) == blob.size();
+    if (f) ok = std::fclose(f) == 0 && ok;
+    if (!ok || std::rename(tmp.c_str(), path) != 0) {
+        const std::string why = std::strerror(errno);
+        std::remove(tmp.c_str());
+        kvg::note_status(KVG_STATUS_IO);
+        set_err(err, err_size, "kvg_state_seq_save_file: cannot write '" + std::string(path) + "': " + why);
+        return false;
+    }
+    return true;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_state_seq_save_file");
+    return false;
+}
+
+int32_t kvg_state_seq_load_file(kvg_context * ctx, int32_t seq, const char * path, kvg_token * tokens_out, int32_t n_max,
+                                char * err, size_t err_size) try {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, seq, "kvg_state_seq_load_file", err, err_size)) return -1;
+    std::ifstream in(path ? path : "", std::ios::binary);
+    if (!in) {
+        kvg::note_status(KVG_STATUS_IO);
+        set_err(err, err_size, std::string("kvg_state_seq_load_file: cannot open '") + (path ? path : "") + "'");
+        return -1;
+    }
+    const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    char magic[4] = {0};
+    uint32_t version = 0;
+    int32_t n_tokens = -1;
+    uint64_t blob_size = 0;
+    if (file.size() >= 12) std::memcpy(magic, file.data(), 4), std::memcpy(&version, &file[4], 4), std::memcpy(&n_tokens, &file[8], 4);
+    const size_t tokens_end = 12 + (n_tokens > 0 ? (size_t) n_tokens * 4 : 0);
+    if (file.size() >= tokens_end + 8) std::memcpy(&blob_size, &file[tokens_end], 8);
+    if (file.size() < 12 || std::memcmp(magic, FILE_MAGIC, 4) != 0 || version != FILE_VERSION || n_tokens < 0 ||
+        file.size() < tokens_end + 8 || blob_size != file.size() - tokens_end - 8) {
+        set_err(err, err_size, std::string("kvg_state_seq_load_file: '") + path + "' is not a kvgraph state file or is truncated",
+                KVG_STATUS_BAD_FILE);
+        return -1;
+    }
+    if (n_tokens > n_max || (n_tokens > 0 && !tokens_out)) {
+        set_err(err, err_size, "kvg_state_seq_load_file: the file holds " + std::to_string(n_tokens) +
+                                   " tokens, more than n_max = " + std::to_string(n_max));
+        return -1;
+    }
+    std::string e;
+    if (!ctx->kv.state_read(seq, model_id(*ctx->model), file.data() + tokens_end + 8, (size_t) blob_size, &e)) {
+        set_err(err, err_size, std::string("kvg_state_seq_load_file: '") + path + "': " + e);
+        return -1;
+    }
+    if (n_tokens > 0) std::memcpy(tokens_out, &file[12], (size_t) n_tokens * 4);
+    return n_tokens;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_state_seq_load_file");
+    return -1;
+}
