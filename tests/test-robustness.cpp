@@ -399,6 +399,40 @@ TEST_CASE("kvg-generate: llama.cpp's flags (long names, -f, -e, stop strings, pe
     std::remove(pf.c_str());
 }
 
+TEST_CASE("kvg-generate --prompt-cache: a later run reuses the saved prompt, prints the same text, refuses a foreign file") {
+    if (generate_path().empty()) {
+        MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
+        return;
+    }
+    const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    const std::string cache = temp_path("prompt-cache.kvgs");
+    std::remove(cache.c_str());
+    auto text_of = [](const std::string & out) { return out.substr(out.find("And"), out.find("prompt:") - out.find("And")); };
+    const std::vector<std::string> args = {"-m", model, "-p", "And God said, Let there be light", "-n", "24",
+                                           "--temp", "0", "--kv-type", "q8_0", "--prompt-cache", cache};
+    const ChildResult first = run_generate(args), second = run_generate(args);
+    INFO(first.output);
+    INFO(second.output);
+    CHECK(first.code == 0);
+    CHECK_FALSE(contains(first.output, "prompt cache: reused")); // nothing saved yet
+    CHECK(contains(second.output, "prompt cache: reused 10 of the prompt's 11 tokens"));
+    CHECK(text_of(first.output) == text_of(second.output));
+    // a prompt that shares only a prefix reuses that prefix and prints what a run without the cache prints
+    std::vector<std::string> other = args;
+    other[3] = "And God said, Let there be darkness";
+    const ChildResult part = run_generate(other);
+    other.resize(other.size() - 2);
+    CHECK(contains(part.output, "prompt cache: reused 9 of"));
+    CHECK(text_of(part.output) == text_of(run_generate(other).output));
+    // a file of another model is reported and not used
+    const ChildResult foreign = run_generate({"-m", std::string(KVG_SHARED_DIR) + "/models/stories260K.bin", "-z",
+                                              std::string(KVG_SHARED_DIR) + "/models/tok512.bin", "-p", "And", "-n", "2",
+                                              "--prompt-cache", cache});
+    CHECK(foreign.code == 0);
+    CHECK(contains(foreign.output, "another model; not used"));
+    std::remove(cache.c_str());
+}
+
 TEST_CASE("kvg-generate: weights that are all NaN or infinite run to the end without a crash") {
     if (generate_path().empty()) {
         MESSAGE("kvg-generate not built: skipped");

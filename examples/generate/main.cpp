@@ -105,6 +105,27 @@ static kvg_token next_token(kvg_sampler * smpl, const float * logits, int n_voca
     return kvg_sampler_sample(smpl, logits, n_vocab);
 }
 
+// --prompt-cache: loads the saved state when its tokens start this prompt and keeps their
+// common prefix (at least the last prompt token is decoded again, for its logits); returns
+// the tokens reused. A missing file is a first run; a file that cannot be used is reported.
+static int reuse_prompt_cache(kvg_context * ctx, const std::string & path, const std::vector<kvg_token> & prompt) {
+    std::vector<kvg_token> cached((size_t) kvg_n_ctx(ctx));
+    char err[1024];
+    const int32_t n = kvg_state_seq_load_file(ctx, 0, path.c_str(), cached.data(), (int32_t) cached.size(), err, sizeof err);
+    if (n < 0) {
+        if (kvg_last_status() != KVG_STATUS_IO) fprintf(stderr, "prompt cache: %s; not used\n", err);
+        return 0;
+    }
+    int keep = 0;
+    while (keep < n && keep + 1 < (int) prompt.size() && cached[keep] == prompt[keep]) ++keep;
+    if (!kvg_seq_rm(ctx, 0, keep, -1, err, sizeof err)) { // e.g. inside a finished q8_0 group
+        keep = 0;
+        kvg_seq_rm(ctx, 0, 0, -1, err, sizeof err);
+    }
+    fprintf(stderr, "prompt cache: reused %d of the prompt's %zu tokens from %s\n", keep, prompt.size(), path.c_str());
+    return keep;
+}
+
 // One prompt, streamed.
 static int generate_one(kvg_model * model, kvg_context * ctx, const options & o, bool ring) {
     std::vector<kvg_token> tokens;
@@ -114,17 +135,22 @@ static int generate_one(kvg_model * model, kvg_context * ctx, const options & o,
         fprintf(stderr, "error: the prompt has %d tokens but the context holds only %d (use -c)\n", n_prompt, kvg_n_ctx(ctx));
         return 1;
     }
+    const double t0 = now_s();
+    const int n_reused = o.prompt_cache.empty() ? 0 : reuse_prompt_cache(ctx, o.prompt_cache, tokens);
     if (kvg_model_has_vocab(model) && o.display_prompt) {
         for (int i = 0; i < n_prompt; ++i) fputs(piece(model, i ? tokens[i - 1] : -1, tokens[i]).c_str(), stdout);
         fflush(stdout);
     }
 
     char err[1024];
-    const double t0 = now_s();
-    const float * logits = kvg_decode(ctx, tokens.data(), n_prompt, 0, err, sizeof err);
+    const float * logits = kvg_decode(ctx, tokens.data() + n_reused, n_prompt - n_reused, n_reused, err, sizeof err);
     if (!logits) {
         fprintf(stderr, "\nerror: %s\n", err);
         return 1;
+    }
+    if (!o.prompt_cache.empty() &&
+        !kvg_state_seq_save_file(ctx, 0, o.prompt_cache.c_str(), tokens.data(), n_prompt, err, sizeof err)) {
+        fprintf(stderr, "prompt cache: %s\n", err);
     }
     const double t_prompt = now_s() - t0;
 

@@ -39,6 +39,8 @@ static void usage(FILE * out, const char * argv0) {
             "  -r, --reverse-prompt S stop once the text ends with S (repeatable)\n"
             "  --ignore-eos      keep generating past the end-of-text token\n"
             "  --no-display-prompt  print only the generated text\n"
+            "  --prompt-cache F  save the state after the prompt to F; a later run whose prompt\n"
+            "                    starts with F's tokens loads it and decodes only the rest\n"
             "  --seed S          sampling seed, 0..2^64-1 (default or -1: from the clock, printed)\n"
             "  --kv-type T       f32, f16 or q8_0 (default f32)\n"
             "  --kv-mode M       linear or ring (default linear)\n"
@@ -186,7 +188,7 @@ static int parse_args_raw(int argc, char ** argv, options * o) {
                                                   "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
                                                   "--presence-penalty", "--frequency-penalty", "--seed", "--kv-type",
                                                   "--kv-mode", "--window", "--sink", "--max-weights-mib", "--max-kv-mib",
-                                                  "--parallel", "--attn"};
+                                                  "--parallel", "--attn", "--prompt-cache"};
         bool takes_value = false;
         for (const char * w : with_value) takes_value = takes_value || a == w;
         if (takes_value && i + 1 >= argc) {
@@ -203,6 +205,7 @@ static int parse_args_raw(int argc, char ** argv, options * o) {
         else if (a == "-p") o->prompt = v;
         else if (a == "-f") o->prompt_file = v;
         else if (a == "-r") o->stop.push_back(v);
+        else if (a == "--prompt-cache") o->prompt_cache = v;
         else if (a == "-e") o->escape = true;
         else if (a == "--ignore-eos") o->ignore_eos = true;
         else if (a == "--no-display-prompt") o->display_prompt = false;

@@ -11,6 +11,7 @@
 
 struct options {
     std::string model_path, tok_path, prompt, prompt_file;
+    std::string prompt_cache; // --prompt-cache: the cache state after the prompt, reused by a later run
     int n_gen = 128, n_threads = 4;
     int n_ctx = 0, n_batch = 512, n_parallel = 0, n_window = 0, n_sink = 0;
     kvg_sampler_params sp = kvg_sampler_default_params();
