@@ -433,6 +433,63 @@ TEST_CASE("kvg-generate --prompt-cache: a later run reuses the saved prompt, pri
     std::remove(cache.c_str());
 }
 
+TEST_CASE("kvg-speculative: its text is the target's greedy text, linear and ring, every cache type; a foreign draft refused") {
+    const std::string exe = example_path("kvg-speculative");
+    if (exe.empty() || generate_path().empty()) {
+        MESSAGE("kvg-speculative or kvg-generate not built: skipped");
+        return;
+    }
+    const std::string target = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    const std::string draft = temp_path("draft-q4_0.gguf"), foreign = temp_path("foreign.gguf");
+    char err[512];
+    kvg_model * m = kvg_model_load(target.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    REQUIRE(m != nullptr);
+    REQUIRE(kvg_model_save_gguf(m, draft.c_str(), KVG_FTYPE_Q4_0, false, err, sizeof err)); // the shipped model in q4_0
+    kvg_model_free(m);
+    m = kvg_model_load((std::string(KVG_SHARED_DIR) + "/models/stories260K.bin").c_str(),
+                       (std::string(KVG_SHARED_DIR) + "/models/tok512.bin").c_str(), kvg_model_default_params(), err,
+                       sizeof err);
+    REQUIRE(m != nullptr);
+    REQUIRE(kvg_model_save_gguf(m, foreign.c_str(), KVG_FTYPE_F32, false, err, sizeof err));
+    kvg_model_free(m);
+    auto run_spec = [&](const std::vector<std::string> & args) {
+        return run_child([&] {
+            std::vector<char *> argv = {const_cast<char *>(exe.c_str())};
+            for (const std::string & a : args) argv.push_back(const_cast<char *>(a.c_str()));
+            argv.push_back(nullptr);
+            execv(exe.c_str(), argv.data());
+            _exit(127);
+        });
+    };
+    auto stdout_of = [](const std::string & out) { // the text: from the prompt to the report
+        return out.substr(out.find("And God"), out.find("\nprompt:") - out.find("And God"));
+    };
+    const std::vector<std::vector<std::string>> cases = {
+        {"-n", "100"},
+        {"-n", "100", "--kv-type", "q8_0"},
+        {"-n", "100", "--kv-type", "f16"},
+        {"-n", "150", "-c", "64", "--kv-mode", "ring", "--window", "40", "--sink", "4"},
+        {"-n", "150", "-c", "96", "--kv-mode", "ring", "--window", "60", "--sink", "4", "--kv-type", "q8_0"},
+        {"-n", "-1", "-c", "48"},
+    };
+    for (const auto & c : cases) {
+        std::vector<std::string> spec = {"-m", target, "-md", draft, "--draft", "6", "-p", "And God said", "-t", "1"};
+        std::vector<std::string> gen = {"-m", target, "--temp", "0", "-p", "And God said", "-t", "1"};
+        spec.insert(spec.end(), c.begin(), c.end());
+        gen.insert(gen.end(), c.begin(), c.end());
+        const ChildResult a = run_spec(spec), b = run_generate(gen);
+        INFO(a.output);
+        CHECK(a.code == 0);
+        CHECK(stdout_of(a.output) == stdout_of(b.output));
+        CHECK(contains(a.output, "accepted"));
+    }
+    const ChildResult bad = run_spec({"-m", target, "-md", foreign, "-p", "And", "-n", "4"});
+    CHECK(bad.code == 1);
+    CHECK(contains(bad.output, "vocabulary differs"));
+    std::remove(draft.c_str());
+    std::remove(foreign.c_str());
+}
+
 TEST_CASE("kvg-generate: weights that are all NaN or infinite run to the end without a crash") {
     if (generate_path().empty()) {
         MESSAGE("kvg-generate not built: skipped");

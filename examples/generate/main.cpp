@@ -14,6 +14,7 @@
 // message) before anything is loaded or allocated.
 #include "kvgraph.h"
 #include "options.h"
+#include "text-io.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,52 +28,11 @@
 #include <thread>
 #include <vector>
 
-static double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 static const char * kv_type_name(kvg_kv_type t) { return t == KVG_KV_F16 ? "f16" : t == KVG_KV_Q8_0 ? "q8_0" : "f32"; }
-
-// BOS + the tokenized text; without a tokenizer only an empty text (BOS alone) works.
-static bool prompt_tokens(kvg_model * model, const std::string & text, std::vector<kvg_token> * out) {
-    out->clear();
-    if (!kvg_model_has_vocab(model)) {
-        if (!text.empty()) {
-            fprintf(stderr, "error: the model has no tokenizer (pass -z tokenizer.bin); without one only an empty prompt works\n");
-            return false;
-        }
-        out->push_back(kvg_model_bos(model));
-        return true;
-    }
-    const int32_t n = kvg_tokenize(model, text.c_str(), true, nullptr, 0);
-    out->resize(-n);
-    kvg_tokenize(model, text.c_str(), true, out->data(), (int32_t) out->size());
-    return true;
-}
-
-// Text of one token after prev (token ids without a tokenizer), whatever its length.
-static std::string piece(kvg_model * model, kvg_token prev, kvg_token tok) {
-    if (!kvg_model_has_vocab(model)) return std::to_string(tok) + " ";
-    std::vector<char> buf(256);
-    int32_t n = kvg_token_to_piece(model, prev, tok, buf.data(), (int32_t) buf.size());
-    if (n < 0 && n != INT32_MIN) { // -(length): too long for the buffer
-        buf.resize((size_t) -n + 1);
-        n = kvg_token_to_piece(model, prev, tok, buf.data(), (int32_t) buf.size());
-    }
-    return n > 0 ? std::string(buf.data(), n) : std::string();
-}
 
 static void report_cache(kvg_context * ctx, kvg_kv_type kv_type) {
     fprintf(stderr, "KV cache:  %zu bytes (%s, %d slots x %d sequence(s))\n", kvg_kv_cache_bytes(ctx),
             kv_type_name(kv_type), kvg_n_ctx(ctx), kvg_n_seq_max(ctx));
-}
-
-// Does text end with one of the stop strings?
-static bool ends_with_stop(const std::string & text, const std::vector<std::string> & stop) {
-    for (const std::string & s : stop) {
-        if (!s.empty() && text.size() >= s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0) return true;
-    }
-    return false;
 }
 
 // The sampler as a chain of llama.cpp-style stages; it draws exactly what kvg_sampler_new(p)
@@ -319,29 +279,15 @@ int main(int argc, char ** argv) {
     }
 
     char err[1024];
-    kvg_model_params mp = kvg_model_default_params();
-    mp.use_mmap = o.use_mmap;
-    mp.max_weight_bytes = mib_to_bytes(o.max_weights_mib);
-    mp.check_tensors = o.check_tensors;
-    kvg_model * model = kvg_model_load(o.model_path.c_str(), o.tok_path.empty() ? nullptr : o.tok_path.c_str(), mp, err, sizeof err);
+    kvg_model * model = kvg_model_load(o.model_path.c_str(), o.tok_path.empty() ? nullptr : o.tok_path.c_str(),
+                                       model_params(o), err, sizeof err);
     if (!model) {
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }
     fprintf(stderr, "model: %s\n", kvg_model_desc(model));
 
-    kvg_context_params cp = kvg_context_default_params();
-    cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(kvg_model_n_ctx_train(model), 4096);
-    cp.n_threads = o.n_threads;
-    cp.n_batch = o.n_batch;
-    cp.kv_type = o.kv_type;
-    cp.attn = o.attn;
-    cp.n_seq_max = std::max(1, o.n_parallel);
-    cp.kv_mode = o.kv_mode;
-    cp.n_window = o.n_window;
-    cp.n_sink = o.n_sink;
-    cp.kv_static = o.kv_static;
-    cp.max_kv_bytes = mib_to_bytes(o.max_kv_mib);
+    const kvg_context_params cp = context_params(o, model);
     kvg_context * ctx = kvg_context_new(model, cp, err, sizeof err);
     if (!ctx) {
         fprintf(stderr, "error: %s\n", err);

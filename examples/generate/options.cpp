@@ -291,3 +291,27 @@ bool parallel_prompts(const options & o, std::vector<std::string> * prompts) {
     return true;
 }
 
+
+kvg_model_params model_params(const options & o) {
+    kvg_model_params mp = kvg_model_default_params();
+    mp.use_mmap = o.use_mmap;
+    mp.max_weight_bytes = mib_to_bytes(o.max_weights_mib);
+    mp.check_tensors = o.check_tensors;
+    return mp;
+}
+
+kvg_context_params context_params(const options & o, const kvg_model * model) {
+    kvg_context_params cp = kvg_context_default_params();
+    cp.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(kvg_model_n_ctx_train(model), 4096);
+    cp.n_threads = o.n_threads;
+    cp.n_batch = o.n_batch;
+    cp.kv_type = o.kv_type;
+    cp.attn = o.attn;
+    cp.n_seq_max = std::max(1, o.n_parallel);
+    cp.kv_mode = o.kv_mode;
+    cp.n_window = o.n_window;
+    cp.n_sink = o.n_sink;
+    cp.kv_static = o.kv_static;
+    cp.max_kv_bytes = mib_to_bytes(o.max_kv_mib);
+    return cp;
+}

@@ -32,3 +32,6 @@ int parse_args(int argc, char ** argv, options * o);
 bool parallel_prompts(const options & o, std::vector<std::string> * prompts);
 // A positive limit in MiB as bytes: at least 1 (0 would mean no limit), saturating.
 size_t mib_to_bytes(double mib);
+// The model and context parameters the options ask for.
+kvg_model_params model_params(const options & o);
+kvg_context_params context_params(const options & o, const kvg_model * model);
