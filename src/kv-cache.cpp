@@ -25,7 +25,6 @@ static size_t available_memory() {
 
 KvCache::~KvCache() {
     if (ctx) ggml_free(ctx);
-    if (mem) munmap(mem, mem_size);
 }
 
 bool KvCache::init(const HParams & hp, int n_ctx_, ggml_type type_, std::string * err) {
@@ -98,15 +97,13 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
             return fail(msg);
         }
     }
-    void * m = mmap(nullptr, mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (commit ? 0 : MAP_NORESERVE), -1, 0);
-    if (m == MAP_FAILED) {
-        const std::string msg = "cannot reserve " + std::to_string(mem_size) + " bytes of address space for the KV cache";
+    std::string e;
+    if (!pages.init(mem_size, &e)) {
         mem_size = 0;
         kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
-        return fail(msg);
+        return fail(e);
     }
-    mem = m;
-    madvise(mem, mem_size, MADV_NOHUGEPAGE); // 4 KiB granularity: residency follows the rows written
+    mem = pages.base();
 
     ggml_init_params ip = {3 * (size_t) hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true};
     ctx = ggml_init(ip);
@@ -139,13 +136,10 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
 }
 
 void KvCache::clear() {
-    if (commit) {
-        // zeros, not garbage: masked slots may still enter attention sums with weight 0
-        std::memset(mem, 0, mem_size);
-    } else {
-        // fresh zero pages on the next touch: memory is given back, never read as garbage
-        madvise(mem, mem_size, MADV_DONTNEED);
-    }
+    // fresh zero pages on the next touch: memory is given back, never read as garbage
+    pages.release_all();
+    // a static cache stays committed: zeros, as masked slots may still enter attention sums with weight 0
+    if (commit) std::memset(mem, 0, mem_size);
     std::fill(recent_mem.begin(), recent_mem.end(), 0.0f);
     std::fill(sink_mem.begin(), sink_mem.end(), 0.0f);
     seqs.assign(n_seq, Seq());
@@ -324,6 +318,77 @@ void KvCache::keep_only(int seq) {
     }
 }
 
+// ---- shared pages ---------------------------------------------------------------------------------
+
+size_t KvCache::slot_offset(const ggml_tensor * t, int seq, int64_t a) const {
+    const size_t base = (size_t) ((const char *) t->data - (const char *) mem);
+    if (grouped() && is_k(t)) { // K by channel: whole groups
+        return base + (size_t) (((int64_t) seq * n_groups(n_ctx) + a / GGML_KV_GROUP) * n_embd_kv) * t->nb[1];
+    }
+    return base + (size_t) ((int64_t) seq * n_ctx + a) * t->nb[1];
+}
+
+size_t KvCache::slot_bytes(const ggml_tensor * t, int64_t a, int64_t b) const {
+    if (grouped() && is_k(t)) {
+        return (size_t) ((b + GGML_KV_GROUP - 1) / GGML_KV_GROUP - a / GGML_KV_GROUP) * n_embd_kv * t->nb[1];
+    }
+    return (size_t) (b - a) * t->nb[1];
+}
+
+bool KvCache::is_k(const ggml_tensor * t) const { return std::find(k.begin(), k.end(), t) != k.end(); }
+
+void KvCache::own_rows(int seq, int64_t j) {
+    if (pages.n_shared_pages() == 0) return;
+    for (size_t il = 0; il < k.size(); ++il) {
+        for (const ggml_tensor * t : {k[il], v[il]}) pages.make_private(slot_offset(t, seq, j), slot_bytes(t, j, j + 1));
+    }
+}
+
+bool KvCache::copy_seq(int src, int dst, int64_t p1, std::string * err) {
+    const Seq & s = seqs[src];
+    const int64_t end = std::min(p1, s.n_past);
+    const bool whole = end == s.n_past;
+    auto refuse = [&](const std::string & msg) {
+        kvg::note_status(KVG_STATUS_UNSUPPORTED);
+        if (err) *err = msg;
+        return false;
+    };
+    if (mode == KvMode::Ring && !whole) return refuse("a ring cache copies whole sequences only (p1 < 0)");
+    const int64_t cut_group = end / GGML_KV_GROUP;
+    if (grouped() && !whole && end % GGML_KV_GROUP != 0 && cut_group != s.recent_group) {
+        return refuse("position " + std::to_string(end) + " lies inside a finished group of 32 slots of the q8_0 cache: "
+                      "copy up to a multiple of 32 or into the group being filled");
+    }
+    if (src == dst) return true;
+    const int64_t n_slots = whole ? s.n_used : end; // linear when not whole: slot = position
+    for (size_t il = 0; il < k.size(); ++il) {
+        for (const ggml_tensor * t : {k[il], v[il]}) {
+            pages.share(slot_offset(t, dst, 0), slot_offset(t, src, 0), slot_bytes(t, 0, n_slots));
+        }
+    }
+    Seq & d = seqs[dst];
+    d = s;
+    if (!whole) {
+        for (int64_t & q : d.slot_pos) q = q < end ? q : -1;
+        d.n_past = end;
+        d.n_used = (int) end;
+    }
+    if (grouped()) {
+        const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
+        const bool recent = whole || cut_group == s.recent_group;
+        for (size_t il = 0; recent && il < k_recent.size(); ++il) {
+            float * r = (float *) k_recent[il]->data;
+            std::memcpy(r + (size_t) dst * rows, r + (size_t) src * rows, rows * sizeof(float));
+        }
+        if (!recent) d.recent_group = -1; // the next write starts a group: loaded from its (empty) q8_0 rows
+        for (size_t il = 0; n_sink > 0 && il < k.size(); ++il) {
+            const size_t n = (size_t) n_sink * n_embd_kv;
+            std::memcpy(sink_mem.data() + (il * n_seq + dst) * n, sink_mem.data() + (il * n_seq + src) * n, n * sizeof(float));
+        }
+    }
+    return true;
+}
+
 int64_t KvCache::pos_min(int seq) const {
     int64_t m = -1;
     for (int64_t q : seqs[seq].slot_pos) {
@@ -347,6 +412,7 @@ void KvCache::store(int seq, int64_t pos) {
     Seq & s = seqs[seq];
     const int64_t j = slot(pos);
     use_group(seq, pos);
+    own_rows(seq, j);
     if (j >= (int64_t) s.slot_pos.size()) s.slot_pos.resize((size_t) j + 1, -1);
     s.slot_pos[j] = pos;
     s.n_used = std::max<int>(s.n_used, (int) j + 1);

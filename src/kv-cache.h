@@ -41,6 +41,7 @@
 #pragma once
 
 #include "ggml.h"
+#include "kv-pages.h"
 #include "model.h"
 
 #include <algorithm>
@@ -148,6 +149,12 @@ struct KvCache {
     // that no longer holds the window before p0.
     bool remove(int seq, int64_t p0, int64_t p1, std::string * err);
     void keep_only(int seq);             // forget every other sequence
+    // dst (emptied first) holds src's positions [0, p1) (p1 past src's: all of them), reading
+    // src's pages where they align (copy-on-write: a later write copies only the page it
+    // touches) and copies of the rest. Refused with a message (nothing changes) where the
+    // copy would not be exact or is not a prefix: a ring copies whole sequences only; a q8_0
+    // cache cuts at a multiple of 32 or inside src's group being filled.
+    bool copy_seq(int src, int dst, int64_t p1, std::string * err);
     int64_t pos_min(int seq) const;      // smallest position held, -1 if none
     int64_t pos_max(int seq) const;      // largest position held, -1 if none
 
@@ -180,7 +187,7 @@ struct KvCache {
     void clear();                 // forget all positions; pages are given back (dynamic residency)
 
     ggml_context * ctx = nullptr; // tensor structs only: the bytes live in `mem`
-    void * mem = nullptr;         // the anonymous mapping
+    void * mem = nullptr;         // pages.base(): the shared-page mapping (kv-pages.h)
     size_t mem_size = 0;
     ggml_type type = GGML_TYPE_F32;
     KvMode mode = KvMode::Linear;
@@ -207,6 +214,13 @@ private:
 
     std::vector<Seq> seqs;
     Batch * open_batch = nullptr; // between begin_batch and commit/rollback
+    SharedPages pages;            // the bytes of k and v; sequences may share pages (copy_seq)
+    // Byte ranges of sequence seq's slots [a, b) in tensor t, relative to mem: V rows and
+    // (not grouped) K rows; grouped K: the channel rows of the groups holding those slots.
+    size_t slot_offset(const ggml_tensor * t, int seq, int64_t a) const;
+    size_t slot_bytes(const ggml_tensor * t, int64_t a, int64_t b) const;
+    bool is_k(const ggml_tensor * t) const; // one of k (grouped: by channel), not v
+    void own_rows(int seq, int64_t slot); // the pages the next write of slot touches become seq's own
 };
 
 } // namespace kvg

@@ -157,7 +157,10 @@ bool KvCache::state_read(int seq, uint64_t model_id, const uint8_t * src, size_t
     }
     if (grouped() && (int64_t) held_groups(held).size() != h.n_groups) return damaged("its groups do not match its slots");
 
-    // checked: replace what seq holds
+    // checked: replace what seq holds (pages it shares with another sequence get copies first)
+    for (size_t il = 0; il < k.size(); ++il) {
+        for (const ggml_tensor * t : {k[il], v[il]}) pages.make_private(slot_offset(t, seq, 0), slot_bytes(t, 0, n_ctx));
+    }
     rewind(seq, 0);
     Seq & s = seqs[seq];
     s.n_past = h.n_past, s.n_used = h.n_used, s.recent_group = h.recent_group;

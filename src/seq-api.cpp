@@ -41,6 +41,25 @@ bool kvg_seq_rm(kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, char * e
     return false;
 }
 
+bool kvg_seq_cp(kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1, char * err, size_t err_size) try {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, src, "kvg_seq_cp", err, err_size) || !known_seq(ctx, dst, "kvg_seq_cp", err, err_size)) return false;
+    if (p0 > 0) {
+        set_err(err, err_size, "kvg_seq_cp: only a prefix can be copied (p0 = " + std::to_string(p0) + ", must be <= 0)",
+                KVG_STATUS_UNSUPPORTED);
+        return false;
+    }
+    std::string e;
+    if (!ctx->kv.copy_seq(src, dst, p1 < 0 ? INT64_MAX : p1, &e)) {
+        set_err(err, err_size, "kvg_seq_cp: " + e);
+        return false;
+    }
+    return true;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_seq_cp");
+    return false;
+}
+
 bool kvg_seq_keep(kvg_context * ctx, int32_t seq, char * err, size_t err_size) {
     begin_call(err, err_size);
     if (!known_seq(ctx, seq, "kvg_seq_keep", err, err_size)) return false;
