@@ -433,6 +433,23 @@ TEST_CASE("kvg-generate --prompt-cache: a later run reuses the saved prompt, pri
     std::remove(cache.c_str());
 }
 
+TEST_CASE("kvg-generate --parallel with one prompt decodes it once and shares it; each sequence writes the greedy text") {
+    if (generate_path().empty()) {
+        MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
+        return;
+    }
+    const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    const ChildResult one = run_generate({"-m", model, "-p", "And God said", "-n", "30", "--temp", "0", "-t", "1"});
+    const ChildResult par = run_generate({"-m", model, "-p", "And God said", "-n", "30", "--temp", "0", "-t", "1",
+                                          "--parallel", "3"});
+    INFO(par.output);
+    CHECK(par.code == 0);
+    CHECK(contains(par.output, "prompts: 2 sequences share"));
+    const std::string text = one.output.substr(one.output.find("And God"), one.output.find('\n', one.output.find("And God")) -
+                                                                              one.output.find("And God"));
+    for (const char * tag : {"[1] ", "[2] ", "[3] "}) CHECK(contains(par.output, std::string(tag) + text));
+}
+
 TEST_CASE("kvg-speculative: its text is the target's greedy text, linear and ring, every cache type; a foreign draft refused") {
     const std::string exe = example_path("kvg-speculative");
     if (exe.empty() || generate_path().empty()) {

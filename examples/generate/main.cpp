@@ -182,6 +182,7 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
     std::vector<std::vector<kvg_token>> toks(n_seq);
     std::vector<kvg_token> bt;
     std::vector<int32_t> bp, bs;
+    std::vector<int> copy_of(n_seq, -1); // a repeated prompt is decoded once and shared (kvg_seq_cp)
     for (int s = 0; s < n_seq; ++s) {
         if (!prompt_tokens(model, prompts[s], &toks[s])) return 1;
         if (!ring && (int) toks[s].size() > kvg_n_ctx(ctx)) {
@@ -189,7 +190,10 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
                     toks[s].size(), kvg_n_ctx(ctx));
             return 1;
         }
-        for (size_t i = 0; i < toks[s].size(); ++i) {
+        for (int t = 0; t < s && copy_of[s] < 0; ++t) {
+            if (copy_of[t] < 0 && toks[t] == toks[s]) copy_of[s] = t;
+        }
+        for (size_t i = 0; copy_of[s] < 0 && i < toks[s].size(); ++i) {
             bt.push_back(toks[s][i]);
             bp.push_back((int32_t) i);
             bs.push_back(s);
@@ -202,13 +206,24 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }
+    std::vector<int> row(n_seq), n_done(n_seq, 0);
+    for (int i = 0; i < n_prompt; ++i) row[bs[i]] = i;
+    int n_shared = 0;
+    for (int s = 0; s < n_seq; ++s) {
+        if (copy_of[s] < 0) continue;
+        if (!kvg_seq_cp(ctx, copy_of[s], s, -1, -1, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            return 1;
+        }
+        row[s] = row[copy_of[s]];
+        ++n_shared;
+    }
+    if (n_shared > 0) fprintf(stderr, "prompts: %d sequences share an identical earlier prompt's cache (kvg_seq_cp)\n", n_shared);
     const double t_prompt = now_s() - t0;
 
     std::vector<kvg_sampler *> smpl(n_seq);
-    std::vector<int> row(n_seq), n_done(n_seq, 0);
     std::vector<bool> active(n_seq, true);
     std::vector<std::string> text(n_seq); // each sequence's line in progress
-    for (int i = 0; i < n_prompt; ++i) row[bs[i]] = i;
     for (int s = 0; s < n_seq; ++s) {
         kvg_sampler_params p = sp;
         p.seed = sp.seed + (uint64_t) s; // independent streams
