@@ -271,6 +271,14 @@ bool kvg_seq_rm(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, c
 // (whole sequences only), or a q8_0 cache cut inside a finished group of 32 positions.
 bool kvg_seq_cp(struct kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1, char * err,
                 size_t err_size);
+// Moves positions [p0, p1) of seq by delta (p0 < 0: from 0, p1 < 0: to the end): their rows
+// go to the new positions and their keys are rotated to them (RoPE), so the sequence reads as
+// if those tokens had been decoded there (to the rounding of the rotation). With kvg_seq_rm of
+// a middle range this is llama.cpp's context shift. Linear f32 and f16 caches only (a q8_0 key
+// would be rounded again; a ring slides by itself): false with a message (nothing changed)
+// otherwise, or if a position would leave [0, n_ctx) or land on one still held.
+bool kvg_seq_add(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, int32_t delta, char * err,
+                 size_t err_size);
 // Forgets every sequence but seq (an emptied sequence starts again at position 0). false
 // with a message for an unknown sequence.
 bool kvg_seq_keep(struct kvg_context * ctx, int32_t seq, char * err, size_t err_size);

@@ -3,6 +3,7 @@
 #include "status.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sys/mman.h>
@@ -386,6 +387,79 @@ bool KvCache::copy_seq(int src, int dst, int64_t p1, std::string * err) {
             std::memcpy(sink_mem.data() + (il * n_seq + dst) * n, sink_mem.data() + (il * n_seq + src) * n, n * sizeof(float));
         }
     }
+    return true;
+}
+
+// ---- shifting positions ------------------------------------------------------------------------------
+
+// Rotates each head's adjacent pairs of one key row by delta positions.
+static void rotate_key_row(void * row, ggml_type type, int n_embd_kv, int head_dim, int n_rot, float base, int64_t delta) {
+    std::vector<double> x((size_t) n_embd_kv);
+    for (int i = 0; i < n_embd_kv; ++i) {
+        x[i] = type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(((const ggml_fp16_t *) row)[i]) : ((const float *) row)[i];
+    }
+    for (int h = 0; h < n_embd_kv / head_dim; ++h) {
+        for (int k = 0; k < n_rot / 2; ++k) {
+            const double theta = (double) delta * std::pow((double) base, -2.0 * k / n_rot);
+            double & a = x[(size_t) h * head_dim + 2 * k];
+            double & b = x[(size_t) h * head_dim + 2 * k + 1];
+            const double a0 = a;
+            a = a0 * std::cos(theta) - b * std::sin(theta);
+            b = a0 * std::sin(theta) + b * std::cos(theta);
+        }
+    }
+    for (int i = 0; i < n_embd_kv; ++i) {
+        if (type == GGML_TYPE_F16) ((ggml_fp16_t *) row)[i] = ggml_fp32_to_fp16((float) x[i]);
+        else ((float *) row)[i] = (float) x[i];
+    }
+}
+
+bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, int n_rot, float rope_base, std::string * err) {
+    auto refuse = [&](kvg_status st, const std::string & msg) {
+        kvg::note_status(st);
+        if (err) *err = msg;
+        return false;
+    };
+    if (mode != KvMode::Linear || grouped()) {
+        return refuse(KVG_STATUS_UNSUPPORTED, "positions can be shifted in linear f32 and f16 caches only (a q8_0 key would "
+                                              "be rounded again; a ring slides by itself)");
+    }
+    Seq & s = seqs[seq];
+    p1 = std::min(p1, s.n_past);
+    if (delta == 0 || p0 >= p1) return true;
+    for (int64_t j = 0; j < (int64_t) s.slot_pos.size(); ++j) {
+        const int64_t q = s.slot_pos[(size_t) j];
+        if (q < p0 || q >= p1) {
+            if (q >= 0 && q >= p0 + delta && q < p1 + delta) return refuse(KVG_STATUS_BAD_INPUT, "position " +
+                std::to_string(q) + " is held and lies where the shifted positions would go");
+            continue;
+        }
+        if (q + delta < 0 || q + delta >= n_ctx) {
+            return refuse(KVG_STATUS_BAD_INPUT, "position " + std::to_string(q) + " would move to " + std::to_string(q + delta) +
+                                                ", outside 0.." + std::to_string(n_ctx - 1));
+        }
+    }
+    // move rows in the order that never overwrites one still to be moved
+    const int64_t first = delta < 0 ? p0 : p1 - 1, last = delta < 0 ? p1 : p0 - 1, step = delta < 0 ? 1 : -1;
+    for (int64_t q = first; q != last; q += step) {
+        if (q >= (int64_t) s.slot_pos.size() || s.slot_pos[(size_t) q] != q) continue; // not held
+        for (size_t il = 0; il < k.size(); ++il) {
+            for (ggml_tensor * t : {k[il], v[il]}) {
+                pages.make_private(slot_offset(t, seq, q + delta), slot_bytes(t, q + delta, q + delta + 1));
+                char * from = (char *) t->data + (size_t) ((int64_t) seq * n_ctx + q) * t->nb[1];
+                char * to = (char *) t->data + (size_t) ((int64_t) seq * n_ctx + q + delta) * t->nb[1];
+                std::memcpy(to, from, t->nb[1]);
+                if (t == k[il]) rotate_key_row(to, type, n_embd_kv, head_dim, n_rot, rope_base, delta);
+            }
+        }
+        if (q + delta >= (int64_t) s.slot_pos.size()) s.slot_pos.resize((size_t) (q + delta + 1), -1);
+        s.slot_pos[(size_t) q] = -1;
+        s.slot_pos[(size_t) (q + delta)] = q + delta;
+    }
+    int64_t top = -1;
+    for (int64_t q : s.slot_pos) top = std::max(top, q);
+    s.n_past = top + 1;
+    s.n_used = (int) std::min<int64_t>(s.slot_pos.size(), top + 1); // slots past the last held one are stale
     return true;
 }
 

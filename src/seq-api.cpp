@@ -60,6 +60,22 @@ bool kvg_seq_cp(kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, int32_t
     return false;
 }
 
+bool kvg_seq_add(kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, int32_t delta, char * err, size_t err_size) try {
+    begin_call(err, err_size);
+    if (!known_seq(ctx, seq, "kvg_seq_add", err, err_size)) return false;
+    const int64_t from = p0 < 0 ? 0 : p0, to = p1 < 0 ? INT64_MAX : p1;
+    std::string e;
+    if (from > to) e = "p0 = " + std::to_string(p0) + " is past p1 = " + std::to_string(p1);
+    if (!e.empty() || !ctx->kv.shift(seq, from, to, delta, ctx->model->hp.n_rot, ctx->model->hp.rope_base, &e)) {
+        set_err(err, err_size, "kvg_seq_add: " + e);
+        return false;
+    }
+    return true;
+} catch (...) {
+    set_exception_err(err, err_size, "kvg_seq_add");
+    return false;
+}
+
 bool kvg_seq_keep(kvg_context * ctx, int32_t seq, char * err, size_t err_size) {
     begin_call(err, err_size);
     if (!known_seq(ctx, seq, "kvg_seq_keep", err, err_size)) return false;

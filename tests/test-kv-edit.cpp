@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "ggml-cpu.h"
+#include "gguf.h"
 #include "kvgraph.h"
 #include "test-runtime-common.h"
 
@@ -455,5 +456,101 @@ TEST_CASE("kvg_seq_cp: sixteen sequences sharing a 240-token prompt keep it resi
     MESSAGE("resident growth: decoded 16 times ", growth[0], " KiB, shared ", growth[1], " KiB; 15 prefixes are ",
             fifteen_prefixes_kib, " KiB");
     CHECK(growth[0] - growth[1] >= 0.7 * fifteen_prefixes_kib);
+    kvg_model_free(m);
+}
+
+// ---- shifting positions -----------------------------------------------------------------------------
+
+namespace {
+
+// stories260K cut to its first layer (a GGUF rewritten with block_count 1): layer 0's keys and
+// values depend on the token and its position only, so a context shift can be checked exactly.
+std::string one_layer_model() {
+    const std::string full = temp_path("kv-edit", "full.gguf"), cut = temp_path("kv-edit", "one-layer.gguf");
+    kvg_model * m = load_shared_model("stories260K.bin", "tok512.bin");
+    char err[512];
+    REQUIRE(kvg_model_save_gguf(m, full.c_str(), KVG_FTYPE_F32, false, err, sizeof err));
+    kvg_model_free(m);
+    ggml_context * data = nullptr;
+    gguf_context * src = gguf_init_from_file(full.c_str(), {false, &data});
+    REQUIRE(src != nullptr);
+    gguf_context * dst = gguf_init_empty();
+    gguf_set_kv(dst, src);
+    gguf_set_val_u32(dst, "llama.block_count", 1);
+    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) {
+        const std::string name = t->name;
+        if (name.rfind("blk.", 0) != 0 || name.rfind("blk.0.", 0) == 0) gguf_add_tensor(dst, t);
+    }
+    REQUIRE(gguf_write_to_file(dst, cut.c_str(), false));
+    gguf_free(dst);
+    gguf_free(src);
+    ggml_free(data);
+    std::remove(full.c_str());
+    return cut;
+}
+
+} // namespace
+
+TEST_CASE("kvg_seq_rm + kvg_seq_add (a context shift) equal a context that decoded the kept tokens there") {
+    const std::string path = one_layer_model();
+    char err[512] = "";
+    kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    REQUIRE_MESSAGE(m != nullptr, err);
+    REQUIRE(kvg_model_n_layer(m) == 1);
+    const int nv = kvg_model_n_vocab(m);
+    const std::vector<int> dropped = random_tokens(17, 60), kept = random_tokens(30, 61);
+    for (kvg_kv_type type : {KVG_KV_F32, KVG_KV_F16}) {
+        CAPTURE(type);
+        // b: 5 kept, 17 dropped, 25 kept; then the 17 are removed and the 25 move down
+        kvg_context * b = new_ctx(m, params(type));
+        std::vector<int> seen(kept.begin(), kept.begin() + 5);
+        seen.insert(seen.end(), dropped.begin(), dropped.end());
+        seen.insert(seen.end(), kept.begin() + 5, kept.end());
+        decode_then_greedy(b, seen, 0, 9, 0, nv);
+        REQUIRE(kvg_seq_rm(b, 0, 5, 22, err, sizeof err));
+        REQUIRE_MESSAGE(kvg_seq_add(b, 0, 22, -1, -17, err, sizeof err), err);
+        CHECK(kvg_seq_pos_max(b, 0) == 29);
+        kvg_context * a = new_ctx(m, params(type));
+        decode_then_greedy(a, kept, 0, 30, 0, nv);
+        const std::vector<int> cont = random_tokens(6, 62);
+        const std::vector<float> lb = branch(b, 0, 30, cont, nv), la = branch(a, 0, 30, cont, nv);
+        float top = 0.0f;
+        for (float x : la) top = std::max(top, std::fabs(x));
+        const float diff = max_diff(la.data(), lb.data(), la.size());
+        MESSAGE("kv type ", type, ": context shift vs kept tokens decoded in place: max |dlogit| ", diff, " of ", top);
+        CHECK(diff <= 1e-3f * top);
+        kvg_context_free(a);
+        kvg_context_free(b);
+    }
+    kvg_model_free(m);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("kvg_seq_add: refused where it could not be exact or would collide, the sequence unchanged") {
+    kvg_model * m = load_shared_model("stories260K.bin");
+    const int nv = kvg_model_n_vocab(m);
+    char err[512] = "";
+    for (kvg_context_params p : {params(KVG_KV_Q8_0), params(KVG_KV_F32, KVG_KV_RING)}) {
+        kvg_context * c = new_ctx(m, p);
+        decode_then_greedy(c, random_tokens(20, 63), 0, 20, 0, nv);
+        REQUIRE(kvg_seq_rm(c, 0, 5, 10, err, sizeof err));
+        CHECK_FALSE(kvg_seq_add(c, 0, 10, -1, -5, err, sizeof err));
+        CHECK(kvg_last_status() == KVG_STATUS_UNSUPPORTED);
+        CHECK(kvg_seq_pos_max(c, 0) == 19);
+        kvg_context_free(c);
+    }
+    kvg_context * c = new_ctx(m, params(KVG_KV_F32));
+    decode_then_greedy(c, random_tokens(20, 64), 0, 20, 0, nv);
+    const std::vector<uint8_t> before = get_state(c, 0);
+    CHECK_FALSE(kvg_seq_add(c, 0, 10, -1, -5, err, sizeof err)); // onto 5..9, still held
+    CHECK(std::string(err).find("is held") != std::string::npos);
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
+    CHECK_FALSE(kvg_seq_add(c, 0, 0, -1, -1, err, sizeof err)); // below 0
+    CHECK_FALSE(kvg_seq_add(c, 0, 0, -1, 1000, err, sizeof err)); // past n_ctx
+    CHECK(get_state(c, 0) == before);
+    CHECK(kvg_seq_add(c, 0, 0, -1, 3, err, sizeof err)); // to the right: 3..22
+    CHECK(kvg_seq_pos_min(c, 0) == 3);
+    CHECK(kvg_seq_pos_max(c, 0) == 22);
+    kvg_context_free(c);
     kvg_model_free(m);
 }
