@@ -35,38 +35,103 @@ bool KvCache::init(const HParams & hp, int n_ctx_, ggml_type type_, std::string 
     return init(hp, p, err);
 }
 
-bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * err) {
-    auto fail = [&](const std::string & msg) {
-        if (err) *err = msg;
-        return false;
-    };
-    if (ctx) return fail("KV cache already initialized");
+static bool fail(std::string * err, const std::string & msg) {
+    if (err) *err = msg;
+    return false;
+}
+
+// The parameters' checks, and the byte limit (before the reservation: a limit must hold
+// even for address space).
+static bool check_params(const HParams & hp, const KvCacheParams & p, std::string * err) {
     if (p.type != GGML_TYPE_F32 && p.type != GGML_TYPE_F16 && p.type != GGML_TYPE_Q8_0) {
-        return fail(std::string("unsupported KV cache type ") + ggml_type_name(p.type) + " (f32, f16 or q8_0)");
+        return fail(err, std::string("unsupported KV cache type ") + ggml_type_name(p.type) + " (f32, f16 or q8_0)");
     }
     if (p.type == GGML_TYPE_Q8_0 && hp.n_embd_kv() % QK8_0 != 0) {
-        return fail("a q8_0 KV cache needs rows that are a multiple of 32 elements, the model's are " +
-                    std::to_string(hp.n_embd_kv()));
+        return fail(err, "a q8_0 KV cache needs rows that are a multiple of 32 elements, the model's are " +
+                         std::to_string(hp.n_embd_kv()));
     }
-    if (p.n_ctx <= 0) return fail("KV cache length must be positive");
-    if (p.n_seq <= 0) return fail("the number of sequences must be positive");
+    if (p.n_ctx <= 0) return fail(err, "KV cache length must be positive");
+    if (p.n_seq <= 0) return fail(err, "the number of sequences must be positive");
     if (p.mode == KvMode::Ring) {
         if (p.n_sink < 0 || p.n_sink >= p.n_ctx) {
-            return fail("n_sink = " + std::to_string(p.n_sink) + " must be in 0.." + std::to_string(p.n_ctx - 1));
+            return fail(err, "n_sink = " + std::to_string(p.n_sink) + " must be in 0.." + std::to_string(p.n_ctx - 1));
         }
         if (p.n_window < 0 || p.n_window > p.n_ctx - p.n_sink) {
-            return fail("n_window = " + std::to_string(p.n_window) + " must be in 1.." + std::to_string(p.n_ctx - p.n_sink) +
-                        " (n_ctx - n_sink), or 0 for all of it");
+            return fail(err, "n_window = " + std::to_string(p.n_window) + " must be in 1.." + std::to_string(p.n_ctx - p.n_sink) +
+                             " (n_ctx - n_sink), or 0 for all of it");
         }
     }
-    const size_t need = bytes_for(hp, p);
+    const size_t need = KvCache::bytes_for(hp, p);
     if (p.max_bytes > 0 && need > p.max_bytes) {
-        // checked before the reservation: a limit must hold even for address space
         kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
-        return fail("the KV cache needs " + std::to_string(need) + " bytes (n_ctx " + std::to_string(p.n_ctx) + " x " +
-                    std::to_string(p.n_seq) + (p.n_seq == 1 ? " sequence, " : " sequences, ") + ggml_type_name(p.type) +
-                    "), more than the limit of " + std::to_string(p.max_bytes) + " bytes");
+        return fail(err, "the KV cache needs " + std::to_string(need) + " bytes (n_ctx " + std::to_string(p.n_ctx) + " x " +
+                         std::to_string(p.n_seq) + (p.n_seq == 1 ? " sequence, " : " sequences, ") + ggml_type_name(p.type) +
+                         "), more than the limit of " + std::to_string(p.max_bytes) + " bytes");
     }
+    return true;
+}
+
+// Reserves c.mem_size bytes as one anonymous mapping (committed when c.commit).
+static bool reserve(KvCache & c, std::string * err) {
+    if (c.commit) {
+        // a static cache is filled now: refuse one the machine cannot hold instead of
+        // filling until the kernel kills the process
+        const size_t avail = available_memory();
+        if (avail > 0 && c.mem_size > avail) {
+            const std::string msg = "cannot commit " + std::to_string(c.mem_size) + " bytes for a static KV cache: the machine has " +
+                                    std::to_string(avail) + " bytes of memory available";
+            c.mem_size = 0;
+            kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
+            return fail(err, msg);
+        }
+    }
+    std::string e;
+    if (!c.pages.init(c.mem_size, &e)) {
+        c.mem_size = 0;
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
+        return fail(err, e);
+    }
+    c.mem = c.pages.base();
+    return true;
+}
+
+// The tensors of every layer over the reservation (layer il's K at il * (k_stride +
+// v_stride), its V k_stride later) and, for grouped K, over recent_mem.
+static bool make_tensors(KvCache & c, int n_layer, size_t k_stride, size_t v_stride, std::string * err) {
+    ggml_init_params ip = {3 * (size_t) n_layer * ggml_tensor_overhead() + 1024, nullptr, true};
+    c.ctx = ggml_init(ip);
+    if (!c.ctx) {
+        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
+        return fail(err, "cannot allocate the KV cache's tensor context");
+    }
+    const bool group_k = c.type == GGML_TYPE_Q8_0;
+    const int n_embd_kv = c.n_embd_kv, n_seq = c.n_seq, n_ctx = c.n_ctx;
+    if (group_k) c.recent_mem.assign((size_t) n_layer * n_embd_kv * GGML_KV_GROUP * n_seq, 0.0f);
+    if (group_k && c.n_sink > 0) c.sink_mem.assign((size_t) n_layer * n_seq * c.n_sink * n_embd_kv, 0.0f);
+    for (int il = 0; il < n_layer; ++il) {
+        char * base = (char *) c.mem + (size_t) il * (k_stride + v_stride);
+        ggml_tensor * tk = group_k ? ggml_new_tensor_2d(c.ctx, c.type, GGML_KV_GROUP, (int64_t) n_embd_kv * KvCache::n_groups(n_ctx) * n_seq)
+                                   : ggml_new_tensor_2d(c.ctx, c.type, n_embd_kv, (int64_t) n_seq * n_ctx);
+        ggml_tensor * tv = ggml_new_tensor_2d(c.ctx, c.type, n_embd_kv, (int64_t) n_seq * n_ctx);
+        ggml_format_name(tk, "cache_k_l%d", il);
+        ggml_format_name(tv, "cache_v_l%d", il);
+        tk->data = base;
+        tv->data = base + k_stride;
+        c.k.push_back(tk);
+        c.v.push_back(tv);
+        if (group_k) {
+            ggml_tensor * tr = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, n_embd_kv, (int64_t) GGML_KV_GROUP * n_seq);
+            ggml_format_name(tr, "cache_k_recent_l%d", il);
+            tr->data = c.recent_mem.data() + (size_t) il * n_embd_kv * GGML_KV_GROUP * n_seq;
+            c.k_recent.push_back(tr);
+        }
+    }
+    return true;
+}
+
+bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * err) {
+    if (ctx) return fail(err, "KV cache already initialized");
+    if (!check_params(hp, p, err)) return false;
     type = p.type;
     mode = p.mode;
     n_ctx = p.n_ctx;
@@ -86,52 +151,7 @@ bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * er
     const size_t v_bytes = ggml_row_size(type, n_embd_kv) * (size_t) n_seq * n_ctx;
     const size_t k_stride = (k_bytes + page - 1) / page * page, v_stride = (v_bytes + page - 1) / page * page;
     mem_size = (size_t) hp.n_layer * (k_stride + v_stride);
-    if (commit) {
-        // a static cache is filled now: refuse one the machine cannot hold instead of
-        // filling until the kernel kills the process
-        const size_t avail = available_memory();
-        if (avail > 0 && mem_size > avail) {
-            const std::string msg = "cannot commit " + std::to_string(mem_size) + " bytes for a static KV cache: the machine has " +
-                                    std::to_string(avail) + " bytes of memory available";
-            mem_size = 0;
-            kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
-            return fail(msg);
-        }
-    }
-    std::string e;
-    if (!pages.init(mem_size, &e)) {
-        mem_size = 0;
-        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
-        return fail(e);
-    }
-    mem = pages.base();
-
-    ggml_init_params ip = {3 * (size_t) hp.n_layer * ggml_tensor_overhead() + 1024, nullptr, true};
-    ctx = ggml_init(ip);
-    if (!ctx) {
-        kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
-        return fail("cannot allocate the KV cache's tensor context");
-    }
-    if (group_k) recent_mem.assign((size_t) hp.n_layer * n_embd_kv * GGML_KV_GROUP * n_seq, 0.0f);
-    if (group_k && n_sink > 0) sink_mem.assign((size_t) hp.n_layer * n_seq * n_sink * n_embd_kv, 0.0f);
-    for (int il = 0; il < hp.n_layer; ++il) {
-        char * base = (char *) mem + (size_t) il * (k_stride + v_stride);
-        ggml_tensor * tk = group_k ? ggml_new_tensor_2d(ctx, type, GGML_KV_GROUP, (int64_t) n_embd_kv * n_groups(n_ctx) * n_seq)
-                                   : ggml_new_tensor_2d(ctx, type, n_embd_kv, (int64_t) n_seq * n_ctx);
-        ggml_tensor * tv = ggml_new_tensor_2d(ctx, type, n_embd_kv, (int64_t) n_seq * n_ctx);
-        ggml_format_name(tk, "cache_k_l%d", il);
-        ggml_format_name(tv, "cache_v_l%d", il);
-        tk->data = base;
-        tv->data = base + k_stride;
-        k.push_back(tk);
-        v.push_back(tv);
-        if (group_k) {
-            ggml_tensor * tr = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_embd_kv, (int64_t) GGML_KV_GROUP * n_seq);
-            ggml_format_name(tr, "cache_k_recent_l%d", il);
-            tr->data = recent_mem.data() + (size_t) il * n_embd_kv * GGML_KV_GROUP * n_seq;
-            k_recent.push_back(tr);
-        }
-    }
+    if (!reserve(*this, err) || !make_tensors(*this, hp.n_layer, k_stride, v_stride, err)) return false;
     clear();
     return true;
 }

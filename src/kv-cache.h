@@ -194,6 +194,7 @@ struct KvCache {
     void clear();                 // forget all positions; pages are given back (dynamic residency)
 
     ggml_context * ctx = nullptr; // tensor structs only: the bytes live in `mem`
+    SharedPages pages;            // the bytes of k and v; sequences may share pages (copy_seq)
     void * mem = nullptr;         // pages.base(): the shared-page mapping (kv-pages.h)
     size_t mem_size = 0;
     ggml_type type = GGML_TYPE_F32;
@@ -221,7 +222,6 @@ private:
 
     std::vector<Seq> seqs;
     Batch * open_batch = nullptr; // between begin_batch and commit/rollback
-    SharedPages pages;            // the bytes of k and v; sequences may share pages (copy_seq)
     // Byte ranges of sequence seq's slots [a, b) in tensor t, relative to mem: V rows and
     // (not grouped) K rows; grouped K: the channel rows of the groups holding those slots.
     size_t slot_offset(const ggml_tensor * t, int seq, int64_t a) const;

@@ -1,4 +1,4 @@
-// The CPU compute's private interface between the executor (executor.cpp), the per-op
+// The CPU compute's private interface between the executor (exec-impl.h), the per-op
 // task planning and dispatch (compute.cpp) and the kernels: a task's parameters.
 #pragma once
 
