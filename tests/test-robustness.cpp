@@ -450,6 +450,26 @@ TEST_CASE("kvg-generate --parallel with one prompt decodes it once and shares it
     for (const char * tag : {"[1] ", "[2] ", "[3] "}) CHECK(contains(par.output, std::string(tag) + text));
 }
 
+TEST_CASE("kvg-generate --context-shift: a full linear cache drops half and goes on; a q8_0 cache refuses clearly") {
+    if (generate_path().empty()) {
+        MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
+        return;
+    }
+    const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    const ChildResult full = run_generate({"-m", model, "-p", "And God said", "-n", "100", "-c", "32", "-t", "1"});
+    CHECK(contains(full.output, "(context full)"));
+    const ChildResult shifted = run_generate({"-m", model, "-p", "And God said", "-n", "100", "-c", "32", "-t", "1",
+                                              "--context-shift", "--keep", "4"});
+    INFO(shifted.output);
+    CHECK(shifted.code == 0);
+    CHECK(contains(shifted.output, "[context shift: kept 4 positions, dropped 14]"));
+    CHECK(contains(shifted.output, "generated:   100 tokens"));
+    const ChildResult q8 = run_generate({"-m", model, "-p", "And God said", "-n", "100", "-c", "32", "-t", "1",
+                                         "--context-shift", "--kv-type", "q8_0"});
+    CHECK(q8.code == 1);
+    CHECK(contains(q8.output, "error: context shift: kvg_seq_add: positions can be shifted in linear f32 and f16"));
+}
+
 TEST_CASE("kvg-speculative: its text is the target's greedy text, linear and ring, every cache type; a foreign draft refused") {
     const std::string exe = example_path("kvg-speculative");
     if (exe.empty() || generate_path().empty()) {

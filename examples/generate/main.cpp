@@ -86,6 +86,22 @@ static int reuse_prompt_cache(kvg_context * ctx, const std::string & path, const
     return keep;
 }
 
+// --context-shift: the linear cache is full at pos; keeps the first n_keep positions (BOS at
+// least), drops half of the rest and moves the others down (kvg_seq_rm + kvg_seq_add, keys
+// rotated to their new positions). Returns the new pos, -1 with a message if it cannot.
+static int shift_context(kvg_context * ctx, int pos, int n_keep) {
+    const int keep = std::max(1, std::min(n_keep, pos - 2));
+    const int n_discard = (pos - keep) / 2;
+    char err[1024];
+    if (!kvg_seq_rm(ctx, 0, keep, keep + n_discard, err, sizeof err) ||
+        !kvg_seq_add(ctx, 0, keep + n_discard, pos, -n_discard, err, sizeof err)) {
+        fprintf(stderr, "\nerror: context shift: %s\n", err);
+        return -1;
+    }
+    fprintf(stderr, "\n[context shift: kept %d positions, dropped %d]\n", keep, n_discard);
+    return pos - n_discard;
+}
+
 // One prompt, streamed.
 static int generate_one(kvg_model * model, kvg_context * ctx, const options & o, bool ring) {
     std::vector<kvg_token> tokens;
@@ -140,6 +156,11 @@ static int generate_one(kvg_model * model, kvg_context * ctx, const options & o,
             break;
         }
         if (n_generated == n_gen) break;
+        if (!ring && pos >= kvg_n_ctx(ctx) && o.context_shift) pos = shift_context(ctx, pos, o.n_keep);
+        if (pos < 0) {
+            kvg_sampler_free(smpl);
+            return 1;
+        }
         if (!ring && pos >= kvg_n_ctx(ctx)) {
             stop = " (context full)";
             break;

@@ -39,6 +39,9 @@ static void usage(FILE * out, const char * argv0) {
             "  -r, --reverse-prompt S stop once the text ends with S (repeatable)\n"
             "  --ignore-eos      keep generating past the end-of-text token\n"
             "  --no-display-prompt  print only the generated text\n"
+            "  --context-shift   when a linear cache is full, drop half of the positions after the\n"
+            "                    first --keep N (default 0, BOS always kept), shift the rest down, go on\n"
+            "  --keep N          positions a context shift keeps at the start\n"
             "  --prompt-cache F  save the state after the prompt to F; a later run whose prompt\n"
             "                    starts with F's tokens loads it and decodes only the rest\n"
             "  --seed S          sampling seed, 0..2^64-1 (default or -1: from the clock, printed)\n"
@@ -154,6 +157,7 @@ static bool parse_number_option(const std::string & a, const char * shown, const
     if (a == "--parallel") return parse_int(shown, v, 1, 256, &o->n_parallel);
     if (a == "--window") return parse_int(shown, v, 0, INT32_MAX, &o->n_window);
     if (a == "--sink") return parse_int(shown, v, 0, INT32_MAX, &o->n_sink);
+    if (a == "--keep") return parse_int(shown, v, 0, INT32_MAX, &o->n_keep);
     if (a == "--top-k") return parse_int(shown, v, 0, INT32_MAX, &o->sp.top_k);
     if (a == "--seed") return parse_seed(v, o);
     if (a == "--temp" || a == "--top-p") {
@@ -188,7 +192,7 @@ static int parse_args_raw(int argc, char ** argv, options * o) {
                                                   "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
                                                   "--presence-penalty", "--frequency-penalty", "--seed", "--kv-type",
                                                   "--kv-mode", "--window", "--sink", "--max-weights-mib", "--max-kv-mib",
-                                                  "--parallel", "--attn", "--prompt-cache"};
+                                                  "--parallel", "--attn", "--prompt-cache", "--keep"};
         bool takes_value = false;
         for (const char * w : with_value) takes_value = takes_value || a == w;
         if (takes_value && i + 1 >= argc) {
@@ -209,6 +213,7 @@ static int parse_args_raw(int argc, char ** argv, options * o) {
         else if (a == "-e") o->escape = true;
         else if (a == "--ignore-eos") o->ignore_eos = true;
         else if (a == "--no-display-prompt") o->display_prompt = false;
+        else if (a == "--context-shift") o->context_shift = true;
         else if (a == "--no-mmap") o->use_mmap = false;
         else if (a == "--kv-static") o->kv_static = true;
         else if (a == "--check-tensors") o->check_tensors = true;

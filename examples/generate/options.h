@@ -21,6 +21,8 @@ struct options {
     kvg_attn_impl attn = KVG_ATTN_FLASH;
     bool use_mmap = true, kv_static = false, check_tensors = false;
     bool escape = false, ignore_eos = false, display_prompt = true;
+    bool context_shift = false; // linear cache full: drop half of what follows the first n_keep, shift, go on
+    int n_keep = 0;
     std::vector<std::string> stop; // -r: generation stops once the text ends with one of them
     double max_weights_mib = 0, max_kv_mib = 0;
 };
