@@ -258,8 +258,9 @@ int32_t kvg_n_seq_max(const struct kvg_context * ctx);
 // fresh context fed the kept tokens (bit-identical in f32 and f16 caches). Positions removed
 // from the middle are never attended again (the later ones keep their positions). false
 // with a message, and nothing changed, for an unknown sequence or p0 > p1, or where the
-// result could not be exact: a q8_0 cache cut inside a finished group of 32 positions (cut
-// at a multiple of 32 or inside the group being filled), a ring that no longer holds the
+// result could not be exact: a q8_0 cache cut inside a group of 32 positions older than the
+// last two (those keep their keys in f32: the one being filled and the one before it; a cut
+// at a multiple of 32 is always exact), a ring that no longer holds the
 // window before p0 (kvg_status: bad input, unsupported, context full).
 bool kvg_seq_rm(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, char * err, size_t err_size);
 // Makes dst hold what src holds in [p0, p1) (p0 <= 0: a prefix; p1 < 0: all of it), replacing
@@ -268,7 +269,7 @@ bool kvg_seq_rm(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, c
 // write copies only the page it touches (copy-on-write), so N sequences branching from one
 // prompt pay for the prompt once. Exact: dst gives the logits a context fed the same tokens
 // gives. false with a message, nothing changed, for unknown sequences, p0 > 0, a ring
-// (whole sequences only), or a q8_0 cache cut inside a finished group of 32 positions.
+// (whole sequences only), or a q8_0 cache cut inside a group older than the last two.
 bool kvg_seq_cp(struct kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1, char * err,
                 size_t err_size);
 // Moves positions [p0, p1) of seq by delta (p0 < 0: from 0, p1 < 0: to the end): their rows

@@ -107,6 +107,7 @@ static bool make_tensors(KvCache & c, int n_layer, size_t k_stride, size_t v_str
     const bool group_k = c.type == GGML_TYPE_Q8_0;
     const int n_embd_kv = c.n_embd_kv, n_seq = c.n_seq, n_ctx = c.n_ctx;
     if (group_k) c.recent_mem.assign((size_t) n_layer * n_embd_kv * GGML_KV_GROUP * n_seq, 0.0f);
+    if (group_k) c.prev_mem.assign(c.recent_mem.size(), 0.0f);
     if (group_k && c.n_sink > 0) c.sink_mem.assign((size_t) n_layer * n_seq * c.n_sink * n_embd_kv, 0.0f);
     for (int il = 0; il < n_layer; ++il) {
         char * base = (char *) c.mem + (size_t) il * (k_stride + v_stride);
@@ -162,6 +163,7 @@ void KvCache::clear() {
     // a static cache stays committed: zeros, as masked slots may still enter attention sums with weight 0
     if (commit) std::memset(mem, 0, mem_size);
     std::fill(recent_mem.begin(), recent_mem.end(), 0.0f);
+    std::fill(prev_mem.begin(), prev_mem.end(), 0.0f);
     std::fill(sink_mem.begin(), sink_mem.end(), 0.0f);
     seqs.assign(n_seq, Seq());
 }
@@ -171,7 +173,7 @@ size_t KvCache::bytes() const {
     for (const ggml_tensor * t : k) n += ggml_nbytes(t);
     for (const ggml_tensor * t : v) n += ggml_nbytes(t);
     for (const ggml_tensor * t : k_recent) n += ggml_nbytes(t);
-    return n + sink_mem.size() * sizeof(float);
+    return n + (prev_mem.size() + sink_mem.size()) * sizeof(float);
 }
 
 size_t KvCache::bytes_for(const HParams & hp, const KvCacheParams & p) {
@@ -183,7 +185,7 @@ size_t KvCache::bytes_for(const HParams & hp, const KvCacheParams & p) {
     const size_t k = ggml_row_size(p.type, GGML_KV_GROUP) * n_embd_kv * (size_t) n_groups(p.n_ctx) * n_seq;
     const size_t recent = sizeof(float) * n_embd_kv * GGML_KV_GROUP * n_seq;
     const size_t n_sink = p.mode == KvMode::Ring ? (size_t) std::max(p.n_sink, 0) : 0;
-    return L * (k + v + recent) + sizeof(float) * L * n_seq * n_sink * n_embd_kv;
+    return L * (k + v + 2 * recent) + sizeof(float) * L * n_seq * n_sink * n_embd_kv; // recent: k_recent + prev_mem
 }
 
 size_t KvCache::bytes_per_pos() const { return 2 * k.size() * ggml_row_size(type, n_embd_kv); }
@@ -242,18 +244,25 @@ void KvCache::load_recent(int seq, int group) {
             }
         }
     };
-    if (seqs[seq].recent_group >= 0) sinks(seqs[seq].recent_group, true);
+    Seq & s = seqs[seq];
+    if (s.recent_group >= 0) sinks(s.recent_group, true);
+    const size_t n_rows = (size_t) GGML_KV_GROUP * n_embd_kv;
+    const bool back = group == s.prev_group; // the group left last: its exact rows are kept
     for (size_t il = 0; il < k.size(); ++il) {
         const ggml_tensor * t = k[il];
-        float * rows = (float *) k_recent[il]->data + (size_t) seq * GGML_KV_GROUP * n_embd_kv;
-        for (int c = 0; c < n_embd_kv; ++c) {
+        float * rows = (float *) k_recent[il]->data + (size_t) seq * n_rows;
+        float * prev = prev_mem.data() + (il * n_seq + seq) * n_rows;
+        if (back) std::swap_ranges(rows, rows + n_rows, prev);
+        else if (s.recent_group >= 0) std::copy(rows, rows + n_rows, prev);
+        for (int c = 0; c < n_embd_kv && !back; ++c) {
             const int64_t r = ((int64_t) seq * n_groups(n_ctx) + group) * n_embd_kv + c;
             to_float((const char *) t->data + r * t->nb[1], block, GGML_KV_GROUP);
             for (int j = 0; j < GGML_KV_GROUP; ++j) rows[(size_t) j * n_embd_kv + c] = block[j];
         }
     }
     sinks(group, false);
-    seqs[seq].recent_group = group;
+    s.prev_group = s.recent_group;
+    s.recent_group = group;
 }
 ggml_tensor * KvCache::write_v(ggml_context * gctx, int il, ggml_tensor * cur, ggml_tensor * idx) const {
     return ggml_set_rows(gctx, v[il], cur, idx);
@@ -316,12 +325,12 @@ bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
         return true;
     }
     const int64_t group = slot(p0) / GGML_KV_GROUP;
-    if (grouped() && slot(p0) % GGML_KV_GROUP != 0 && group != s.recent_group) {
+    if (grouped() && slot(p0) % GGML_KV_GROUP != 0 && group != s.recent_group && group != s.prev_group) {
         kvg::note_status(KVG_STATUS_UNSUPPORTED);
         if (err) {
             *err = "position " + std::to_string(p0) + " lies inside a finished group of 32 slots of the q8_0 cache, whose keys "
-                   "are kept only rounded: remove from a multiple of 32 or from the group being filled (slots " +
-                   std::to_string((int64_t) s.recent_group * GGML_KV_GROUP) + " on)";
+                   "are kept only rounded: remove from a multiple of 32, from the group being filled (slots " +
+                   std::to_string((int64_t) s.recent_group * GGML_KV_GROUP) + " on) or from the one before it";
         }
         return false;
     }
@@ -376,7 +385,7 @@ bool KvCache::copy_seq(int src, int dst, int64_t p1, std::string * err) {
     };
     if (mode == KvMode::Ring && !whole) return refuse("a ring cache copies whole sequences only (p1 < 0)");
     const int64_t cut_group = end / GGML_KV_GROUP;
-    if (grouped() && !whole && end % GGML_KV_GROUP != 0 && cut_group != s.recent_group) {
+    if (grouped() && !whole && end % GGML_KV_GROUP != 0 && cut_group != s.recent_group && cut_group != s.prev_group) {
         return refuse("position " + std::to_string(end) + " lies inside a finished group of 32 slots of the q8_0 cache: "
                       "copy up to a multiple of 32 or into the group being filled");
     }
@@ -396,12 +405,12 @@ bool KvCache::copy_seq(int src, int dst, int64_t p1, std::string * err) {
     }
     if (grouped()) {
         const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
-        const bool recent = whole || cut_group == s.recent_group;
-        for (size_t il = 0; recent && il < k_recent.size(); ++il) {
+        for (size_t il = 0; il < k_recent.size(); ++il) {
             float * r = (float *) k_recent[il]->data;
             std::memcpy(r + (size_t) dst * rows, r + (size_t) src * rows, rows * sizeof(float));
+            float * p = prev_mem.data() + il * n_seq * rows;
+            std::memcpy(p + (size_t) dst * rows, p + (size_t) src * rows, rows * sizeof(float));
         }
-        if (!recent) d.recent_group = -1; // the next write starts a group: loaded from its (empty) q8_0 rows
         for (size_t il = 0; n_sink > 0 && il < k.size(); ++il) {
             const size_t n = (size_t) n_sink * n_embd_kv;
             std::memcpy(sink_mem.data() + (il * n_seq + dst) * n, sink_mem.data() + (il * n_seq + src) * n, n * sizeof(float));
@@ -558,6 +567,7 @@ void KvCache::rollback_batch(Batch * b) {
         seqs[s].n_used = b->n_used[s];
         seqs[s].recent_group = b->group[s];
         if (b->recent_saved[s]) restore_recent(s, *b);
+        if (seqs[s].prev_group == seqs[s].recent_group) seqs[s].prev_group = -1; // its rows were the batch's
     }
 }
 

@@ -9,7 +9,8 @@
 // of slots [32g, 32g + 32) of sequence s, one q8_0 block with its own scale. Keys differ
 // by channel far more than by position, and heads of tiny models (8 values) are shorter
 // than a block, so per-position rows lose most of their 8 bits to the widest channel.
-// The group being filled also lives in f32 in k_recent[il] [n_embd_kv, 32 * n_seq]
+// The group being filled also lives in f32 in k_recent[il] [n_embd_kv, 32 * n_seq] (and the
+// group left last keeps its f32 rows in prev_mem, so that going back into it is exact)
 // (row s * 32 + slot % 32), which attention reads instead of its q8_0 copy; each graph
 // re-quantizes that group from k_recent into k[il] (so the q8_0 copy is complete when the
 // group is left). V stays per position: q8_0 rows of v[il].
@@ -134,6 +135,7 @@ struct KvCache {
         std::vector<int64_t> slot_pos;
         int64_t held(int64_t j) const { return j < (int64_t) slot_pos.size() ? slot_pos[j] : -1; }
         int recent_group = -1;         // grouped K: the group whose rows k_recent holds
+        int prev_group = -1;           // grouped K: the group whose exact f32 rows prev_mem holds (the one left last)
     };
 
     // Can sequence seq continue at pos? pos <= n_past, and (ring) the window before pos is held.
@@ -145,7 +147,7 @@ struct KvCache {
     void rewind(int seq, int64_t pos); // forget positions >= pos
     // Forget positions [p0, p1) of seq (p1 past n_past: a suffix, the next token goes at p0).
     // Refused with a message (nothing changes) where the result would not be exact: a q8_0
-    // cache cut inside a finished 32-slot group (its keys survive only rounded), or a ring
+    // cache cut inside a 32-slot group older than the last two (its keys survive only rounded), or a ring
     // that no longer holds the window before p0.
     bool remove(int seq, int64_t p0, int64_t p1, std::string * err);
     void keep_only(int seq);             // forget every other sequence
@@ -153,7 +155,7 @@ struct KvCache {
     // src's pages where they align (copy-on-write: a later write copies only the page it
     // touches) and copies of the rest. Refused with a message (nothing changes) where the
     // copy would not be exact or is not a prefix: a ring copies whole sequences only; a q8_0
-    // cache cuts at a multiple of 32 or inside src's group being filled.
+    // cache cuts at a multiple of 32 or inside src's last two groups.
     bool copy_seq(int src, int dst, int64_t p1, std::string * err);
     // Positions [p0, p1) of seq move by delta: their rows move to the new slots and their keys
     // are rotated by delta (RoPE on adjacent pairs over the first n_rot values of each head,
@@ -207,6 +209,9 @@ struct KvCache {
     std::vector<ggml_tensor *> k, v;
     std::vector<ggml_tensor *> k_recent; // grouped K only
     std::vector<float> recent_mem;
+    // grouped K: the f32 rows of the group each sequence left last [n_layer][n_seq][32][n_embd_kv]:
+    // going back into it (a rollback of up to a group) reloads exact keys, not their q8_0 copy
+    std::vector<float> prev_mem;
     // grouped K in a ring with sinks: the exact f32 K rows of the sink slots [n_layer][n_seq][n_sink][n_embd_kv],
     // restored into k_recent when their group is reloaded (see load_recent)
     std::vector<float> sink_mem;

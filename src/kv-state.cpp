@@ -22,7 +22,7 @@ struct KvCache::StateHeader {
     uint64_t model_id;
     int32_t n_layer, n_embd_kv, type, mode, n_ctx, n_window, n_sink, grouped;
     int64_t n_past;
-    int32_t n_used, recent_group;
+    int32_t n_used, recent_group, prev_group, reserved;
     int64_t n_held, n_groups;
 };
 
@@ -59,7 +59,7 @@ void KvCache::state_write(int seq, uint64_t model_id, std::vector<uint8_t> * out
     h.model_id = model_id;
     h.n_layer = (int32_t) k.size(), h.n_embd_kv = n_embd_kv, h.type = (int32_t) type, h.mode = (int32_t) mode;
     h.n_ctx = n_ctx, h.n_window = n_window, h.n_sink = n_sink, h.grouped = grouped();
-    h.n_past = s.n_past, h.n_used = s.n_used, h.recent_group = s.recent_group;
+    h.n_past = s.n_past, h.n_used = s.n_used, h.recent_group = s.recent_group, h.prev_group = s.prev_group;
     h.n_held = (int64_t) held.size(), h.n_groups = (int64_t) groups.size();
     out->clear();
     auto put = [&](const void * p, size_t n) { out->insert(out->end(), (const uint8_t *) p, (const uint8_t *) p + n); };
@@ -85,6 +85,9 @@ void KvCache::state_write(int seq, uint64_t model_id, std::vector<uint8_t> * out
     const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
     for (size_t il = 0; grouped() && s.recent_group >= 0 && il < k.size(); ++il) {
         put((const float *) k_recent[il]->data + (size_t) seq * rows, rows * sizeof(float));
+    }
+    for (size_t il = 0; grouped() && s.prev_group >= 0 && il < k.size(); ++il) {
+        put(prev_mem.data() + (il * n_seq + seq) * rows, rows * sizeof(float));
     }
     for (size_t il = 0; grouped() && n_sink > 0 && il < k.size(); ++il) {
         put(sink_mem.data() + (il * n_seq + seq) * (size_t) n_sink * n_embd_kv, (size_t) n_sink * n_embd_kv * sizeof(float));
@@ -113,7 +116,8 @@ bool KvCache::state_check(const StateHeader & h, uint64_t model_id, std::string 
                     std::to_string(h.n_window) + ", " + std::to_string(h.n_sink) + " sinks; this context's differs");
     }
     if (h.n_used < 0 || h.n_used > n_ctx || h.n_past < 0 || (mode == KvMode::Linear && h.n_past > n_ctx) ||
-        h.recent_group < -1 || h.recent_group >= n_groups(n_ctx) || h.n_held < 0 || h.n_held > h.n_used ||
+        h.recent_group < -1 || h.recent_group >= n_groups(n_ctx) || h.prev_group < -1 || h.prev_group >= n_groups(n_ctx) ||
+        h.n_held < 0 || h.n_held > h.n_used ||
         h.n_groups < 0 || h.n_groups > n_groups(n_ctx)) {
         return fail("the state holds " + std::to_string(h.n_past) + " positions in " + std::to_string(h.n_used) +
                     " slots, more than this context's " + std::to_string(n_ctx) + " (or the state is damaged)");
@@ -139,6 +143,7 @@ bool KvCache::state_read(int seq, uint64_t model_id, const uint8_t * src, size_t
     const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
     const size_t per_slot = 2 * sizeof(int64_t) + L * (v_row + (grouped() ? 0 : k_row));
     const size_t tail = (grouped() && h.recent_group >= 0 ? L * rows * sizeof(float) : 0) +
+                        (grouped() && h.prev_group >= 0 ? L * rows * sizeof(float) : 0) +
                         (grouped() ? L * (size_t) n_sink * n_embd_kv * sizeof(float) : 0);
     if (size != sizeof h + (size_t) h.n_held * per_slot + (size_t) h.n_groups * L * n_embd_kv * k_row + tail + sizeof sum) {
         return damaged("its size does not match what it says it holds");
@@ -164,6 +169,7 @@ bool KvCache::state_read(int seq, uint64_t model_id, const uint8_t * src, size_t
     rewind(seq, 0);
     Seq & s = seqs[seq];
     s.n_past = h.n_past, s.n_used = h.n_used, s.recent_group = h.recent_group;
+    s.prev_group = h.prev_group;
     s.slot_pos.assign((size_t) h.n_used, -1);
     const uint8_t * p = src + sizeof h + held.size() * 2 * sizeof(int64_t);
     for (const auto & x : held) {
@@ -182,6 +188,9 @@ bool KvCache::state_read(int seq, uint64_t model_id, const uint8_t * src, size_t
     }
     for (size_t il = 0; grouped() && h.recent_group >= 0 && il < L; ++il) {
         std::memcpy((float *) k_recent[il]->data + (size_t) seq * rows, p, rows * sizeof(float)), p += rows * sizeof(float);
+    }
+    for (size_t il = 0; grouped() && h.prev_group >= 0 && il < L; ++il) {
+        std::memcpy(prev_mem.data() + (il * n_seq + seq) * rows, p, rows * sizeof(float)), p += rows * sizeof(float);
     }
     for (size_t il = 0; grouped() && n_sink > 0 && il < L; ++il) {
         const size_t n = (size_t) n_sink * n_embd_kv;

@@ -113,18 +113,19 @@ TEST_CASE("rollback with kvg_seq_rm: f32 and f16 caches give a fresh context's l
     kvg_model_free(m);
 }
 
-TEST_CASE("rollback with kvg_seq_rm: a q8_0 cache inside the group being filled or at a group boundary") {
+TEST_CASE("rollback with kvg_seq_rm: a q8_0 cache in the open group, back across a group boundary, at a boundary") {
     kvg_model * m = load_shared_model("stories260K.bin");
-    const std::vector<int> seen = random_tokens(50, 3), cont = random_tokens(8, 4);
-    for (int keep : {45, 33, 32}) check_rollback(m, params(KVG_KV_Q8_0), seen, keep, cont, false);
-    // inside the finished group 0 (positions 0..31): refused, and the sequence keeps its 50
+    const std::vector<int> seen = random_tokens(75, 3), cont = random_tokens(8, 4);
+    // 75 positions: group 2 (64..74) is open; 50 and 33 lie in group 1, the one left last
+    for (int keep : {70, 64, 50, 33, 32}) check_rollback(m, params(KVG_KV_Q8_0), seen, keep, cont, false);
+    // inside group 0 (positions 0..31), two groups back: refused, and the sequence keeps its 75
     kvg_context * c = new_ctx(m, params(KVG_KV_Q8_0));
-    decode_then_greedy(c, seen, 0, 50, 0, kvg_model_n_vocab(m));
+    decode_then_greedy(c, seen, 0, 75, 0, kvg_model_n_vocab(m));
     char err[512] = "";
     CHECK_FALSE(kvg_seq_rm(c, 0, 20, -1, err, sizeof err));
     CHECK(kvg_last_status() == KVG_STATUS_UNSUPPORTED);
     CHECK(std::string(err).find("finished group") != std::string::npos);
-    CHECK(kvg_seq_pos_max(c, 0) == 49);
+    CHECK(kvg_seq_pos_max(c, 0) == 74);
     CHECK(kvg_seq_rm(c, 0, 32, -1, err, sizeof err)); // the boundary is exact
     kvg_context_free(c);
     kvg_model_free(m);
@@ -411,9 +412,9 @@ TEST_CASE("kvg_seq_cp: branches of a shared prompt give the logits of contexts f
             check_same_logits(got, want);
             kvg_context_free(alone);
         }
-        // q8_0: a cut inside the finished group 1 (positions 32..63) is refused
+        // q8_0: a cut inside group 0 (positions 0..31), two groups before the open one, is refused
         if (type == KVG_KV_Q8_0) {
-            CHECK_FALSE(kvg_seq_cp(c, 0, 1, 0, 40, err, sizeof err));
+            CHECK_FALSE(kvg_seq_cp(c, 0, 1, 0, 20, err, sizeof err));
             CHECK(kvg_last_status() == KVG_STATUS_UNSUPPORTED);
         }
         CHECK_FALSE(kvg_seq_cp(c, 0, 1, 5, -1, err, sizeof err)); // not a prefix

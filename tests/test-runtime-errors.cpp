@@ -596,7 +596,7 @@ namespace {
 size_t expected_kv_bytes(size_t L, size_t n_embd_kv, size_t n_ctx, size_t n_seq, kvg_kv_type type, size_t n_sink) {
     if (type != KVG_KV_Q8_0) return L * n_seq * 2 * n_ctx * n_embd_kv * (type == KVG_KV_F32 ? 4 : 2);
     const size_t v = n_ctx * (n_embd_kv / 32) * 34, k = (n_ctx + 31) / 32 * n_embd_kv * 34;
-    return L * n_seq * (v + k + 32 * n_embd_kv * 4 + n_sink * n_embd_kv * 4);
+    return L * n_seq * (v + k + 2 * 32 * n_embd_kv * 4 + n_sink * n_embd_kv * 4); // the open and the last group in f32
 }
 
 } // namespace

@@ -77,15 +77,15 @@ bool own_args(int argc, char ** argv, std::string * draft, int * n_draft, std::v
 }
 
 // Positions a round may draft beyond pos: the cache must be able to take them back. A ring
-// rolls back only within its slack; a q8_0 cache not across a 32-position group (a rollback
-// into a finished group could not be exact, and kvg_seq_rm refuses it); a linear cache
+// rolls back only within its slack; a q8_0 cache one 32-position group back at most (a
+// rollback into an older group could not be exact, and kvg_seq_rm refuses it); a linear cache
 // holds n_ctx positions.
 int draft_room(const options & o, kvg_context * ctx, int pos, int n_draft) {
     const int n_ctx = kvg_n_ctx(ctx);
     int room = n_draft;
     if (o.kv_mode == KVG_KV_RING) room = std::min(room, n_ctx - o.n_sink - (o.n_window > 0 ? o.n_window : n_ctx - o.n_sink));
     else room = std::min(room, n_ctx - pos - 1);
-    if (o.kv_type == KVG_KV_Q8_0) room = std::min(room, 31 - pos % 32);
+    if (o.kv_type == KVG_KV_Q8_0) room = std::min(room, 63 - pos % 32); // into the next group at most
     return std::max(room, 0);
 }
 
