@@ -189,11 +189,7 @@ const Model MODELS[] = {{"stories260K.bin", nullptr}, {"aidreams260K.bin", "tok5
 
 kvg_model * load(const Model & mm) { return load_shared_model(mm.file, mm.tok); }
 
-kvg_context_params params(kvg_model * m, kvg_kv_type kv, kvg_attn_impl attn) {
-    kvg_context_params p = kvg_context_default_params();
-    p.n_ctx = kvg_model_n_ctx_train(m), p.kv_type = kv, p.attn = attn, p.n_threads = 2;
-    return p;
-}
+kvg_context_params params(kvg_model * m, kvg_kv_type kv, kvg_attn_impl attn) { return model_params(m, kv, attn, 2); }
 
 // BOS, then n - 1 random tokens
 std::vector<int> bos_random_tokens(int n, int n_vocab, uint32_t seed) {

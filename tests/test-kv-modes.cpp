@@ -177,12 +177,8 @@ kvg_model * load(const std::string & name, const char * tok = nullptr) { return 
 
 kvg_context_params params(kvg_model * m, int n_seq = 1, kvg_kv_type kv = KVG_KV_F32, kvg_attn_impl attn = KVG_ATTN_FLASH,
                           int n_threads = 1) {
-    kvg_context_params p = kvg_context_default_params();
-    p.n_ctx = kvg_model_n_ctx_train(m);
+    kvg_context_params p = model_params(m, kv, attn, n_threads);
     p.n_seq_max = n_seq;
-    p.kv_type = kv;
-    p.attn = attn;
-    p.n_threads = n_threads;
     return p;
 }
 

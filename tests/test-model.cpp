@@ -47,13 +47,21 @@ const Case CASES[] = {
 
 kvg_model * load(const std::string & path, const char * tok = nullptr) { return load_model_file(path, tok); }
 
+// A model's *.logits.tokens.txt and *.logits.f32: 32 tokens and their logits [32][512].
+struct LogitsFixture {
+    std::vector<int> tokens;
+    std::vector<float> logits;
+};
+LogitsFixture logits_fixture(const std::string & name) {
+    LogitsFixture f{read_ids(fixture_path(name + ".logits.tokens.txt")), read_f32(fixture_path(name + ".logits.f32"))};
+    REQUIRE(f.tokens.size() == 32);
+    REQUIRE(f.logits.size() == 32 * 512);
+    return f;
+}
+
 kvg_context * new_ctx(kvg_model * m, int n_threads = 1, kvg_kv_type kv = KVG_KV_F32, kvg_attn_impl attn = KVG_ATTN_FLASH,
                       bool logits_all = false, int n_batch = 512) {
-    kvg_context_params p = kvg_context_default_params();
-    p.n_ctx = kvg_model_n_ctx_train(m);
-    p.n_threads = n_threads;
-    p.kv_type = kv;
-    p.attn = attn;
+    kvg_context_params p = model_params(m, kv, attn, n_threads);
     p.logits_all = logits_all;
     p.n_batch = n_batch;
     return new_ctx(m, p);
@@ -115,10 +123,9 @@ TEST_CASE("the reference forward pass reproduces the PyTorch fixtures") {
         auto model = kvg::load_model(model_path(tc.model), "", kvg::LoadOptions(), &e);
         INFO(e);
         REQUIRE(model);
-        const std::vector<int> toks = read_ids(fixture_path(std::string(tc.name) + ".logits.tokens.txt"));
-        const std::vector<float> want = read_f32(fixture_path(std::string(tc.name) + ".logits.f32"));
-        REQUIRE(toks.size() == 32);
-        REQUIRE(want.size() == 32 * 512);
+        const LogitsFixture fx = logits_fixture(tc.name);
+        const std::vector<int> & toks = fx.tokens;
+        const std::vector<float> & want = fx.logits;
         const std::vector<float> got = ref::logits(*model, toks);
         REQUIRE(got.size() == want.size());
         const float worst = max_diff(got.data(), want.data(), want.size());
@@ -160,11 +167,8 @@ TEST_CASE("greedy tokens and logits match the reference") {
             const std::string what = std::string(tc.name) + (attn == KVG_ATTN_FLASH ? " flash" : " matmul");
             MESSAGE(what, ": max |logit - reference| over 64 greedy steps ", worst);
             CHECK(worst < 1e-4f);
-            const std::vector<int> toks = read_ids(fixture_path(std::string(tc.name) + ".logits.tokens.txt"));
-            const std::vector<float> ref = read_f32(fixture_path(std::string(tc.name) + ".logits.f32"));
-            REQUIRE(toks.size() == 32);
-            REQUIRE(ref.size() == 32 * 512);
-            CHECK(logits_error(c, toks, ref, 512) < 1e-4f);
+            const LogitsFixture fx = logits_fixture(tc.name);
+            CHECK(logits_error(c, fx.tokens, fx.logits, 512) < 1e-4f);
             kvg_context_free(c);
             kvg_model_free(m);
         }
@@ -175,8 +179,9 @@ TEST_CASE("a batched prompt gives the logits of token-by-token decoding") {
     for (const Case & tc : CASES) {
         CAPTURE(tc.name);
         kvg_model * m = load(model_path(tc.model), tc.tokenizer);
-        const std::vector<int> toks = read_ids(fixture_path(std::string(tc.name) + ".logits.tokens.txt"));
-        const std::vector<float> ref = read_f32(fixture_path(std::string(tc.name) + ".logits.f32"));
+        const LogitsFixture fx = logits_fixture(tc.name);
+        const std::vector<int> & toks = fx.tokens;
+        const std::vector<float> & ref = fx.logits;
         for (int n_batch : {32, 7}) { // one graph, or chunks of 7 with a short last one
             CAPTURE(n_batch);
             kvg_context * c = new_ctx(m, 2, KVG_KV_F32, KVG_ATTN_FLASH, true, n_batch);
@@ -267,8 +272,8 @@ TEST_CASE("converted to GGUF f32: same tokens and logits; mapped, not copied") {
         CHECK(kvg_model_bos(m) == 1);
         kvg_context * c = new_ctx(m);
         CHECK(greedy(c, m, 64) == read_ids(fixture_path(std::string(tc.name) + ".greedy.txt")));
-        const std::vector<int> toks = read_ids(fixture_path(std::string(tc.name) + ".logits.tokens.txt"));
-        CHECK(logits_error(c, toks, read_f32(fixture_path(std::string(tc.name) + ".logits.f32")), 512) < 1e-4f);
+        const LogitsFixture fx = logits_fixture(tc.name);
+        CHECK(logits_error(c, fx.tokens, fx.logits, 512) < 1e-4f);
         kvg_context_free(c);
         kvg_model_free(m);
 
@@ -317,8 +322,9 @@ TEST_CASE("quantized GGUF conversions: weights within the format's rounding, mod
     auto orig = kvg::load_model(model_path("stories260K.bin"), "", kvg::LoadOptions(), &e);
     REQUIRE(orig);
     kvg_model * m = load(model_path("stories260K.bin"));
-    const std::vector<int> toks = read_ids(fixture_path("stories260K.logits.tokens.txt"));
-    const std::vector<float> ref = read_f32(fixture_path("stories260K.logits.f32"));
+    const LogitsFixture fx = logits_fixture("stories260K");
+    const std::vector<int> & toks = fx.tokens;
+    const std::vector<float> & ref = fx.logits;
     for (kvg_ftype ft : {KVG_FTYPE_F16, KVG_FTYPE_Q8_0, KVG_FTYPE_Q4_0}) {
         CAPTURE((int) ft);
         const ggml_type gt = ft == KVG_FTYPE_F16 ? GGML_TYPE_F16 : ft == KVG_FTYPE_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0;

@@ -24,6 +24,17 @@ inline kvg_model * load_shared_model(const std::string & name, const char * tok 
     return load_model_file(model_path(name), tok);
 }
 
+// Context parameters for m: its training context length, this cache type, attention and threads.
+inline kvg_context_params model_params(kvg_model * m, kvg_kv_type kv = KVG_KV_F32, kvg_attn_impl attn = KVG_ATTN_FLASH,
+                                       int n_threads = 1) {
+    kvg_context_params p = kvg_context_default_params();
+    p.n_ctx = kvg_model_n_ctx_train(m);
+    p.kv_type = kv;
+    p.attn = attn;
+    p.n_threads = n_threads;
+    return p;
+}
+
 inline kvg_context * new_ctx(kvg_model * m, const kvg_context_params & p) {
     char err[1024] = "";
     kvg_context * c = kvg_context_new(m, p, err, sizeof err);
