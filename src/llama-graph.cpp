@@ -5,6 +5,7 @@
 #include "ggml-alloc.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -272,6 +273,9 @@ static ggml_tensor * layer(const LayerIn & L, ggml_tensor * x, ggml_cgraph * gf)
     return named(x, "x", L.il, L.c);
 }
 
+static std::atomic<int64_t> n_graphs_built{0};
+int64_t llama_graphs_built() { return n_graphs_built.load(std::memory_order_relaxed); }
+
 std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache & kv, const GraphShape & shape_in,
                                               std::string * err) {
     const HParams & hp = model.hp;
@@ -326,6 +330,7 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
         kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
         return fail("cannot allocate the graph's intermediate tensors");
     }
+    n_graphs_built.fetch_add(1, std::memory_order_relaxed);
     return g;
 }
 

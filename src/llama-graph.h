@@ -108,6 +108,9 @@ struct LlamaGraph {
 };
 
 // nullptr + message if the shape does not fit the cache or the arena cannot be allocated.
+// Every successful build is counted: llama_graphs_built() (the process's total) lets tests
+// see that a context builds one graph per shape, not one per step.
+int64_t llama_graphs_built();
 std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache & kv, const GraphShape & shape,
                                               std::string * err);
 

@@ -1,5 +1,6 @@
-// Harness of the op tests (test-ops*.cpp): building one node over inputs in any layout,
-// running it with 1, 2 and 3 tasks, reference number formats and comparisons.
+// Harness of the op tests (test-ops*.cpp, test-matmul.cpp, test-attention.cpp): building one
+// node over inputs in any layout, running it with 1, 2 and 3 tasks, the SIMD paths of this
+// CPU, reference number formats and comparisons.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -23,15 +24,26 @@ namespace {
 
 // ---- harness ---------------------------------------------------------------------------------
 
+// A context of mb MiB with its own memory, freed at the end of the scope.
 struct Ctx {
     ggml_context * ctx;
-    Ctx() {
-        ggml_init_params p = {64u << 20, nullptr, false};
+    explicit Ctx(size_t mb = 64) {
+        ggml_init_params p = {mb << 20, nullptr, false};
         ctx = ggml_init(p);
         REQUIRE(ctx != nullptr);
     }
     ~Ctx() { ggml_free(ctx); }
 };
+
+// The SIMD paths this CPU runs (scalar always); leaves the best one active.
+inline std::vector<ggml_cpu_features> available_paths() {
+    std::vector<ggml_cpu_features> paths;
+    for (int p = GGML_CPU_FEATURES_SCALAR; p <= GGML_CPU_FEATURES_AVX512; ++p) {
+        if (ggml_cpu_set_features_limit((ggml_cpu_features) p) == p) paths.push_back((ggml_cpu_features) p);
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    return paths;
+}
 
 // Runs every task of every phase of one node, in order (the kernels' contract with the executor).
 inline void compute(ggml_tensor * node, int nth) {
@@ -86,7 +98,7 @@ inline std::vector<float> random_values(int64_t n, unsigned seed, float lo = -1.
     return v;
 }
 
-int64_t count(const int64_t * ne) { return ne[0] * ne[1] * ne[2] * ne[3]; }
+inline int64_t count(const int64_t * ne) { return ne[0] * ne[1] * ne[2] * ne[3]; }
 
 enum Layout { CONTIG, TRANSPOSED, PERMUTED, PERMUTED_ROWS, STRIDED_ROWS };
 inline const char * layout_name(Layout l) {

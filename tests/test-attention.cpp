@@ -1,7 +1,10 @@
 // flash_attn_ext against a naive softmax(q·K^T * scale [softcap] + slope * mask) · V in
-// double precision, on every SIMD path this machine has.
+// double precision (reference-llama.h's attend), on every SIMD path this machine has.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+
+#include "ops-common.h"
+#include "reference-llama.h"
 
 #include "ggml.h"
 #include "ggml-cpu.h"
@@ -16,21 +19,6 @@
 #include <vector>
 
 namespace {
-
-std::vector<ggml_cpu_features> available_paths() {
-    std::vector<ggml_cpu_features> paths;
-    for (int p = GGML_CPU_FEATURES_SCALAR; p <= GGML_CPU_FEATURES_AVX512; ++p) {
-        if (ggml_cpu_set_features_limit((ggml_cpu_features) p) == p) paths.push_back((ggml_cpu_features) p);
-    }
-    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
-    return paths;
-}
-
-struct Ctx {
-    ggml_context * ctx;
-    Ctx() { ctx = ggml_init({64 << 20, nullptr, false}); REQUIRE(ctx); }
-    ~Ctx() { ggml_free(ctx); }
-};
 
 std::mt19937 rng(77);
 float frand(float amp = 1.0f) { return std::uniform_real_distribution<float>(-amp, amp)(rng); }
@@ -73,7 +61,6 @@ std::vector<double> reference(const ggml_tensor * q, const ggml_tensor * k, cons
         for (int64_t iq = 0; iq < n_q; ++iq)
             for (int64_t h = 0; h < n_head; ++h) {
                 std::vector<double> s(n_kv);
-                double mx = -INFINITY;
                 for (int64_t j = 0; j < n_kv; ++j) {
                     double d = 0;
                     for (int64_t i = 0; i < D; ++i) d += at(q, i, iq, h, i3) * at(k, i, j, h / group, i3);
@@ -81,15 +68,13 @@ std::vector<double> reference(const ggml_tensor * q, const ggml_tensor * k, cons
                     if (softcap > 0) d = softcap * std::tanh(d / softcap);
                     if (mask) d += slope_of(max_bias, h, n_head) * at(mask, j, iq, h % mask->ne[2], i3 % mask->ne[3]);
                     s[j] = d;
-                    mx = std::max(mx, d);
                 }
-                double sum = 0;
-                for (auto & x : s) sum += (x = mx == -INFINITY ? 0 : std::exp(x - mx));
-                for (int64_t i = 0; i < Dv; ++i) {
-                    double o = 0;
-                    for (int64_t j = 0; j < n_kv; ++j) o += s[j] * at(v, i, j, h / group, i3);
-                    out.push_back(sum > 0 ? o / sum : 0.0);
-                }
+                const std::vector<double> o = ref::attend(s, (int) Dv, [&](int j) {
+                    std::vector<double> row(Dv);
+                    for (int64_t i = 0; i < Dv; ++i) row[i] = at(v, i, j, h / group, i3);
+                    return row;
+                });
+                out.insert(out.end(), o.begin(), o.end());
             }
     return out;
 }

@@ -9,6 +9,7 @@
 #include "cpu/cpu-impl.h"
 #include "ggml.h"
 #include "ggml-alloc.h"
+#include "reference-llama.h"
 
 #include <atomic>
 #include <chrono>
@@ -691,19 +692,16 @@ TEST_CASE("real ops: DAG and barrier schedules match sequential execution bit fo
         ggml_cgraph * gf = ggml_new_graph(ctx);
         ggml_build_forward_expand(gf, out);
 
-        // independent reference for one projection: q = Wq * h (naive loops)
+        // independent reference for one projection: q = Wq * h (reference-llama.h's matmul)
         compute_by_hand(gf, 1);
         const double tol = wtype == GGML_TYPE_Q8_0 ? 3e-2 : 1e-3; // Q8_0 also quantizes the input
-        std::vector<float> wrow(64);
+        const ref::Matrix W = ref::to_matrix(wq);
+        REQUIRE(W.rows == 64);
         for (int t = 0; t < 6; ++t) {
-            for (int r = 0; r < 64; ++r) {
-                const char * row = (const char *) wq->data + r * wq->nb[1];
-                if (wtype == GGML_TYPE_F32) std::memcpy(wrow.data(), row, sizeof(float) * 64);
-                else ggml_get_type_traits(wtype)->to_float(row, wrow.data(), 64);
-                double acc = 0;
-                for (int c = 0; c < 64; ++c) acc += (double) wrow[c] * ggml_get_f32_nd(h, c, t, 0, 0);
-                CHECK(std::fabs(ggml_get_f32_nd(q, r, t, 0, 0) - acc) < tol * (1 + std::fabs(acc)));
-            }
+            std::vector<double> ht(64);
+            for (int c = 0; c < 64; ++c) ht[c] = ggml_get_f32_nd(h, c, t, 0, 0);
+            const std::vector<double> want = ref::matmul(W, ht);
+            for (int r = 0; r < 64; ++r) CHECK(std::fabs(ggml_get_f32_nd(q, r, t, 0, 0) - want[r]) < tol * (1 + std::fabs(want[r])));
         }
 
         for (int nt = 1; nt <= 4; ++nt) {

@@ -5,6 +5,7 @@
 
 #include "ggml.h"
 #include "gguf.h"
+#include "test-common.h"
 
 #include <cmath>
 #include <cstdint>
@@ -51,9 +52,7 @@ Bytes header(uint64_t n_tensors, uint64_t n_kv, uint32_t version = 3) {
     return b;
 }
 
-std::string temp_path(const std::string & name) {
-    return (std::filesystem::temp_directory_path() / ("kvg-test-gguf-" + name)).string();
-}
+std::string temp_path(const std::string & name) { return ::temp_path("test-gguf", name); }
 
 std::vector<uint8_t> read_all(const std::string & path) {
     std::ifstream f(path, std::ios::binary);

@@ -1,5 +1,6 @@
 // Grouped K (q8_0 KV cache: K by channel in groups of 32 positions, the newest group in f32):
-//   - ggml_flash_attn_ext_grouped against a naive double-precision softmax(q·K^T + mask)·V, and
+//   - ggml_flash_attn_ext_grouped against a naive double-precision softmax(q·K^T + mask)·V
+//     (reference-llama.h's attend), and
 //     with f32 groups against ggml_flash_attn_ext on the same keys (exact);
 //   - the runtime with a q8_0 cache against runs that do not share the path under test: batched
 //     vs alone, rewinds, rings vs linear/f32 caches, flash vs matmul; a ring's groups lap after lap.
@@ -7,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "kvgraph.h"
+#include "reference-llama.h"
 #include "test-runtime-common.h"
 
 #include "ggml-cpu.h"
@@ -135,29 +137,20 @@ double run_grouped_case(const KernelCase & kc) {
             const int hk = h / group;
             for (int iq = 0; iq < n_q; ++iq) {
                 const float * qr = (const float *) q->data + ((size_t) (s * kc.n_head + h) * n_q + iq) * D;
-                std::vector<double> w(len[s], -INFINITY);
-                double mx = -INFINITY;
+                std::vector<double> scores(len[s], -INFINITY);
                 for (int j = 0; j < len[s]; ++j) {
                     const float mv = mask ? ((const float *) mask->data)[((size_t) s * n_q + iq) * n_kv + j] : 0.0f;
                     if (mv == NEG_INF) continue;
                     const float * kk = &kref[at(s, j, hk * D)];
                     double d = 0;
                     for (int i = 0; i < D; ++i) d += (double) qr[i] * kk[i];
-                    w[j] = d * scale + mv;
-                    mx = std::max(mx, w[j]);
+                    scores[j] = d * scale + mv;
                 }
-                std::vector<double> ref(D, 0.0);
-                double sum = 0;
-                for (int j = 0; j < len[s]; ++j) {
-                    if (w[j] == -INFINITY) continue;
-                    const double e = std::exp(w[j] - mx);
-                    sum += e;
-                    for (int i = 0; i < D; ++i) ref[i] += e * vref[((size_t) s * n_kv + j) * C + hk * D + i];
-                }
+                const std::vector<double> want =
+                    ref::attend(scores, D, [&](int j) { return &vref[((size_t) s * n_kv + j) * C + hk * D]; });
                 const float * o = (const float *) ((const char *) out->data + h * out->nb[1] + iq * out->nb[2] + s * out->nb[3]);
                 for (int i = 0; i < D; ++i) {
-                    const double r = sum > 0 ? ref[i] / sum : 0.0;
-                    const double e = std::fabs(o[i] - r) / (1.0 + std::fabs(r));
+                    const double e = std::fabs(o[i] - want[i]) / (1.0 + std::fabs(want[i]));
                     worst = std::isfinite(o[i]) ? std::max(worst, e) : INFINITY; // NaN: a byte it must not read
                 }
             }
@@ -196,18 +189,12 @@ const Model MODELS[] = {{"stories260K.bin", nullptr}, {"aidreams260K.bin", "tok5
 
 kvg_model * load(const Model & mm) { return load_shared_model(mm.file, mm.tok); }
 
-kvg_context_params params(kvg_model * m, kvg_kv_type kv, kvg_attn_impl attn) {
-    kvg_context_params p = kvg_context_default_params();
-    p.n_ctx = kvg_model_n_ctx_train(m), p.kv_type = kv, p.attn = attn, p.n_threads = 2;
-    return p;
-}
+kvg_context_params params(kvg_model * m, kvg_kv_type kv, kvg_attn_impl attn) { return model_params(m, kv, attn, 2); }
 
-std::vector<int> random_tokens(int n, int n_vocab, uint32_t seed) {
-    std::vector<int> t(1, 1); // BOS first
-    for (int i = 1; i < n; ++i) {
-        seed = seed * 1664525u + 1013904223u;
-        t.push_back(3 + (int) ((seed >> 8) % (uint32_t) (n_vocab - 3)));
-    }
+// BOS, then n - 1 random tokens
+std::vector<int> bos_random_tokens(int n, int n_vocab, uint32_t seed) {
+    std::vector<int> t = random_tokens(n - 1, n_vocab, seed);
+    t.insert(t.begin(), 1);
     return t;
 }
 
@@ -232,7 +219,7 @@ TEST_CASE("q8_0 cache: batched sequences crossing group boundaries get the token
             std::vector<std::vector<int>> prompts(n_seq), expected(n_seq);
             std::vector<std::vector<float>> alone(n_seq);
             for (int s = 0; s < n_seq; ++s) {
-                prompts[s] = random_tokens(plen[s], nv, 21 + s);
+                prompts[s] = bos_random_tokens(plen[s], nv, 21 + s);
                 kvg_context * c = new_ctx(m, params(m, KVG_KV_Q8_0, attn));
                 expected[s] = greedy(c, nv, prompts[s], n_gen[s], &alone[s]);
                 kvg_context_free(c);
@@ -290,7 +277,7 @@ TEST_CASE("q8_0 cache: rewinding to a group boundary is exact, into a finished g
             INFO(model, " ", path);
             kvg_model * m = load(mm);
             const int nv = kvg_model_n_vocab(m), n = 40;
-            const std::vector<int> toks = random_tokens(n, nv, 5);
+            const std::vector<int> toks = bos_random_tokens(n, nv, 5);
             kvg_context_params p = params(m, KVG_KV_Q8_0, attn);
             p.logits_all = true;
             kvg_context * c = new_ctx(m, p);
@@ -453,7 +440,7 @@ TEST_CASE("q8_0 cache: flash and matmul attention agree (greedy tokens, logits w
         INFO(model);
         kvg_model * m = load(mm);
         const int nv = kvg_model_n_vocab(m), n = 100; // groups 0..3
-        const std::vector<int> prompt = random_tokens(9, nv, 77);
+        const std::vector<int> prompt = bos_random_tokens(9, nv, 77);
         std::vector<float> lf, lm;
         kvg_context * cf = new_ctx(m, params(m, KVG_KV_Q8_0, KVG_ATTN_FLASH));
         kvg_context * cm = new_ctx(m, params(m, KVG_KV_Q8_0, KVG_ATTN_MATMUL));

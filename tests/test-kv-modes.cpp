@@ -1,17 +1,17 @@
-// KV-cache modes against plain references written here:
+// KV-cache modes against plain references:
 //   - flash_attn_ext with per-sequence valid lengths, packed heads and q8_0 K/V against a
 //     naive softmax(q·K^T)·V over the valid slots (slots past the length hold NaN: read
 //     them and the result is NaN);
 //   - multi-sequence batches give each sequence the tokens it gets alone;
-//   - ring caches against a naive forward pass (loops over the model's weights) that
-//     attends only to the last n_window positions plus the sinks; the WAR edges of a
-//     two-chunk ring graph;
+//   - ring caches against the plain forward pass of reference-llama.h attending only to
+//     the last n_window positions plus the sinks; the WAR edges of a two-chunk ring graph;
 //   - dynamic residency: /proc/self/statm grows with the rows written, not the capacity;
 //   - q8_0 caches keep the greedy tokens of the f32 cache.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include "kvgraph.h"
+#include "reference-llama.h"
 #include "test-runtime-common.h"
 
 #include "ggml-alloc.h"
@@ -35,15 +35,6 @@
 #include <vector>
 
 namespace {
-
-
-std::vector<int> read_ids(const std::string & path) {
-    std::ifstream f(path);
-    REQUIRE(f.good());
-    std::vector<int> ids;
-    for (int x; f >> x;) ids.push_back(x);
-    return ids;
-}
 
 const float NEG_INF = -std::numeric_limits<float>::infinity();
 
@@ -119,31 +110,22 @@ void run_attention_case(ggml_type type, bool packed, bool with_mask, int n_threa
             const int hk = h / (n_head / n_head_kv);
             for (int iq = 0; iq < n_q; ++iq) {
                 const float * qr = (const float *) q->data + ((int64_t) (s * n_head + h) * n_q + iq) * D;
-                std::vector<double> w;
-                std::vector<int> js;
-                double mx = -INFINITY;
+                std::vector<double> scores(kv_len[s], -INFINITY); // masked: -inf
                 for (int j = 0; j < kv_len[s]; ++j) {
                     if (mask && ((const float *) mask->data)[((int64_t) s * n_q + iq) * n_kv + j] == NEG_INF) continue;
                     const std::vector<float> kr = row_floats(kc, (int64_t) s * n_kv + j);
                     double d = 0;
                     for (int i = 0; i < D; ++i) d += (double) qr[i] * kr[hk * D + i];
-                    w.push_back(d * scale);
-                    js.push_back(j);
-                    mx = std::max(mx, w.back());
+                    scores[j] = d * scale;
                 }
-                std::vector<double> ref(D, 0.0);
-                double sum = 0;
-                for (size_t t = 0; t < w.size(); ++t) {
-                    const double e = std::exp(w[t] - mx);
-                    sum += e;
-                    const std::vector<float> vr = row_floats(vc, (int64_t) s * n_kv + js[t]);
-                    for (int i = 0; i < D; ++i) ref[i] += e * vr[hk * D + i];
-                }
+                const std::vector<double> want = ref::attend(scores, D, [&](int j) {
+                    const std::vector<float> vr = row_floats(vc, (int64_t) s * n_kv + j);
+                    return std::vector<float>(vr.begin() + hk * D, vr.begin() + (hk + 1) * D);
+                }); // nothing valid: zero
                 const float * o = (const float *) ((const char *) out->data + h * out->nb[1] + iq * out->nb[2] + s * out->nb[3]);
                 for (int i = 0; i < D; ++i) {
-                    const double r = sum > 0 ? ref[i] / sum : 0.0; // nothing valid: zero
                     finite = finite && std::isfinite(o[i]);
-                    worst = std::max(worst, std::fabs(o[i] - r));
+                    worst = std::max(worst, std::fabs(o[i] - want[i]));
                 }
             }
         }
@@ -195,22 +177,9 @@ kvg_model * load(const std::string & name, const char * tok = nullptr) { return 
 
 kvg_context_params params(kvg_model * m, int n_seq = 1, kvg_kv_type kv = KVG_KV_F32, kvg_attn_impl attn = KVG_ATTN_FLASH,
                           int n_threads = 1) {
-    kvg_context_params p = kvg_context_default_params();
-    p.n_ctx = kvg_model_n_ctx_train(m);
+    kvg_context_params p = model_params(m, kv, attn, n_threads);
     p.n_seq_max = n_seq;
-    p.kv_type = kv;
-    p.attn = attn;
-    p.n_threads = n_threads;
     return p;
-}
-
-std::vector<int> random_tokens(int n, int n_vocab, uint32_t seed) {
-    std::vector<int> t(n);
-    for (int i = 0; i < n; ++i) {
-        seed = seed * 1664525u + 1013904223u;
-        t[i] = 3 + (int) ((seed >> 8) % (uint32_t) (n_vocab - 3));
-    }
-    return t;
 }
 
 // Prompt, then n greedy tokens, one sequence alone in its context.
@@ -349,108 +318,7 @@ TEST_CASE("batch errors: sequence ids, gaps, order; the context stays usable") {
     kvg_model_free(m);
 }
 
-// ---- ring cache against a plain forward pass ----------------------------------------------------------
-
-namespace {
-
-// The Llama forward pass in plain loops over the weights (llama2.c's run.c), for a whole
-// token sequence; attention at position p covers positions q <= p with q < n_sink or
-// q > p - n_window (n_window <= 0: all). Returns logits [n][n_vocab].
-std::vector<float> reference_logits(const kvg::Model & m, const std::vector<int> & tokens, int n_window, int n_sink) {
-    const kvg::HParams & hp = m.hp;
-    const int dim = hp.n_embd, hd = hp.head_dim(), kvd = hp.n_embd_kv(), ff = hp.n_ff, nv = hp.n_vocab;
-    const int group = hp.n_head / hp.n_head_kv, n = (int) tokens.size();
-    auto W = [](const ggml_tensor * t) {
-        REQUIRE(t->type == GGML_TYPE_F32);
-        return (const float *) t->data;
-    };
-    // out[r] = sum_i w[r][i] * x[i], w of ggml shape [in, out]
-    auto matvec = [](const ggml_tensor * w, const std::vector<float> & x) {
-        std::vector<float> out(w->ne[1]);
-        const float * d = (const float *) w->data;
-        for (int64_t r = 0; r < w->ne[1]; ++r) {
-            double s = 0;
-            for (int64_t i = 0; i < w->ne[0]; ++i) s += (double) d[r * w->ne[0] + i] * x[i];
-            out[r] = (float) s;
-        }
-        return out;
-    };
-    auto rmsnorm = [&](const std::vector<float> & x, const ggml_tensor * w) {
-        double ss = 0;
-        for (float v : x) ss += (double) v * v;
-        const float inv = 1.0f / std::sqrt((float) (ss / x.size()) + hp.rms_eps);
-        std::vector<float> o(x.size());
-        for (size_t i = 0; i < x.size(); ++i) o[i] = x[i] * inv * W(w)[i];
-        return o;
-    };
-    auto rope = [&](std::vector<float> & v, int p) {
-        for (size_t i = 0; i < v.size(); i += 2) {
-            const int j = (int) (i % hd);
-            const double th = p * std::pow((double) hp.rope_base, -(double) j / hd);
-            const double c = std::cos(th), s = std::sin(th), a = v[i], b = v[i + 1];
-            v[i] = (float) (a * c - b * s);
-            v[i + 1] = (float) (a * s + b * c);
-        }
-    };
-    std::vector<std::vector<float>> kc(hp.n_layer, std::vector<float>((size_t) n * kvd)), vc = kc;
-    std::vector<float> logits((size_t) n * nv);
-    for (int p = 0; p < n; ++p) {
-        std::vector<float> x(W(m.tok_embd) + (size_t) tokens[p] * dim, W(m.tok_embd) + (size_t) (tokens[p] + 1) * dim);
-        for (int il = 0; il < hp.n_layer; ++il) {
-            const kvg::LayerWeights & w = m.layers[il];
-            std::vector<float> xb = rmsnorm(x, w.attn_norm);
-            std::vector<float> q = matvec(w.wq, xb), k = matvec(w.wk, xb), v = matvec(w.wv, xb);
-            rope(q, p);
-            rope(k, p);
-            std::copy(k.begin(), k.end(), kc[il].begin() + (size_t) p * kvd);
-            std::copy(v.begin(), v.end(), vc[il].begin() + (size_t) p * kvd);
-            std::vector<float> att(dim, 0.0f);
-            for (int h = 0; h < hp.n_head; ++h) {
-                const int hk = h / group;
-                std::vector<double> sc;
-                std::vector<int> qs;
-                for (int t = 0; t <= p; ++t) {
-                    if (n_window > 0 && t >= n_sink && t <= p - n_window) continue;
-                    double d = 0;
-                    for (int i = 0; i < hd; ++i) d += (double) q[h * hd + i] * kc[il][(size_t) t * kvd + hk * hd + i];
-                    sc.push_back(d / std::sqrt((double) hd));
-                    qs.push_back(t);
-                }
-                const double mx = *std::max_element(sc.begin(), sc.end());
-                double sum = 0;
-                for (double & s : sc) sum += (s = std::exp(s - mx));
-                for (size_t j = 0; j < qs.size(); ++j) {
-                    for (int i = 0; i < hd; ++i) att[h * hd + i] += (float) (sc[j] / sum * vc[il][(size_t) qs[j] * kvd + hk * hd + i]);
-                }
-            }
-            const std::vector<float> o = matvec(w.wo, att);
-            for (int i = 0; i < dim; ++i) x[i] += o[i];
-            xb = rmsnorm(x, w.ffn_norm);
-            std::vector<float> g = matvec(w.ffn_gate, xb), u = matvec(w.ffn_up, xb);
-            for (int i = 0; i < ff; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-            const std::vector<float> d = matvec(w.ffn_down, g);
-            for (int i = 0; i < dim; ++i) x[i] += d[i];
-        }
-        const std::vector<float> l = matvec(m.output, rmsnorm(x, m.output_norm));
-        std::copy(l.begin(), l.end(), logits.begin() + (size_t) p * nv);
-    }
-    return logits;
-}
-
-} // namespace
-
-TEST_CASE("the reference forward pass reproduces the llama2.c fixtures (full attention)") {
-    std::string e;
-    auto model = kvg::load_model(model_path("stories260K.bin"), "", kvg::LoadOptions(), &e);
-    REQUIRE(model);
-    const std::vector<int> toks = read_ids(shared_dir() + "/fixtures/stories260K.logits.tokens.txt");
-    std::ifstream f(shared_dir() + "/fixtures/stories260K.logits.f32", std::ios::binary);
-    std::vector<float> ref(32 * 512);
-    f.read((char *) ref.data(), ref.size() * 4); // little-endian host
-    REQUIRE(f.good());
-    const std::vector<float> got = reference_logits(*model, toks, 0, 0);
-    CHECK(max_diff(got.data(), ref.data(), 32 * 512) < 1e-4f);
-}
+// ---- ring cache against the plain forward pass (reference-llama.h) ------------------------------------
 
 TEST_CASE("ring cache: full-cache logits inside the window, sliding-window reference past it") {
     struct Run {
@@ -477,7 +345,7 @@ TEST_CASE("ring cache: full-cache logits inside the window, sliding-window refer
         const int nv = kvg_model_n_vocab(m);
         std::vector<int> toks = random_tokens(r.n_tokens - 1, nv, 99);
         toks.insert(toks.begin(), 1);
-        const std::vector<float> ref_ring = reference_logits(*model, toks, r.n_window, r.n_sink);
+        const std::vector<float> ref_ring = ref::logits(*model, toks, r.n_window, r.n_sink);
 
         // full cache, token by token: positions < n_window must agree with the ring
         kvg_context * full = new_ctx(m, params(m, 1, r.kv, r.attn));
@@ -570,7 +438,7 @@ TEST_CASE("ring graph with two chunks: the second chunk's cache writes wait for 
             // set_rows keeps the rows it does not write: the second write reads (RAW) the first's result
             CHECK((has_dep(k_write1, k_write0, GGML_DEP_RAW) || has_dep(k_write1, k_write0, GGML_DEP_WAW)));
             CHECK(has_dep(get(k_reader, il, 1), k_write1, GGML_DEP_RAW));
-            CHECK(node_position(g->gf, k_read0) < node_position(g->gf, k_write1));
+            CHECK(node_index(g->gf, k_read0) < node_index(g->gf, k_write1));
         }
         // chunk 1's first layer does not wait for chunk 0's last layer: only for the cache
         CHECK_FALSE(has_dep(get("k_write", 0, 1), get(k_reader, L - 1, 0), GGML_DEP_WAR));

@@ -3,6 +3,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "ops-common.h"
+
 #include "ggml.h"
 #include "ggml-cpu.h"
 #include "cpu/kernels.h"
@@ -23,24 +25,9 @@ const ggml_type ALL_TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, G
                                GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
                                GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 
-// The SIMD paths this CPU runs (scalar always); leaves the best one active.
-std::vector<ggml_cpu_features> available_paths() {
-    std::vector<ggml_cpu_features> paths;
-    for (int p = GGML_CPU_FEATURES_SCALAR; p <= GGML_CPU_FEATURES_AVX512; ++p) {
-        if (ggml_cpu_set_features_limit((ggml_cpu_features) p) == p) paths.push_back((ggml_cpu_features) p);
-    }
-    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
-    return paths;
-}
 const char * path_name(ggml_cpu_features p) {
     return p == GGML_CPU_FEATURES_SCALAR ? "scalar" : p == GGML_CPU_FEATURES_AVX2 ? "avx2" : "avx512";
 }
-
-struct Ctx {
-    ggml_context * ctx;
-    explicit Ctx(size_t mb = 64) { ctx = ggml_init({mb << 20, nullptr, false}); REQUIRE(ctx); }
-    ~Ctx() { ggml_free(ctx); }
-};
 
 std::mt19937 rng(1234);
 float frand() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng); }

@@ -7,7 +7,9 @@
 #include <doctest/doctest.h>
 
 #include "kvgraph.h"
-#include "test-common.h"
+#include "api-impl.h"
+#include "reference-llama.h"
+#include "test-runtime-common.h"
 
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
@@ -16,6 +18,7 @@
 #include "model.h"
 #include "types.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,34 +33,7 @@
 
 namespace {
 
-std::string fixture(const std::string & name) { return shared_dir() + "/fixtures/" + name; }
-std::string temp_path(const std::string & name) {
-    return (std::filesystem::temp_directory_path() / ("kvg-test-model-" + std::to_string(getpid()) + "-" + name)).string();
-}
-
-std::vector<int> read_ids(const std::string & path) {
-    std::ifstream f(path);
-    REQUIRE(f.good());
-    std::vector<int> ids;
-    int x;
-    while (f >> x) ids.push_back(x);
-    return ids;
-}
-
-std::vector<float> read_f32(const std::string & path) {
-    std::ifstream f(path, std::ios::binary);
-    REQUIRE(f.good());
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string s = ss.str();
-    std::vector<float> v(s.size() / 4);
-    for (size_t i = 0; i < v.size(); ++i) {
-        const uint8_t * b = (const uint8_t *) s.data() + 4 * i; // little-endian on disk
-        const uint32_t u = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t) b[3] << 24;
-        std::memcpy(&v[i], &u, 4);
-    }
-    return v;
-}
+std::string temp_path(const std::string & name) { return ::temp_path("test-model", name); }
 
 struct Case {
     const char * name;
@@ -69,46 +45,30 @@ const Case CASES[] = {
     {"stories260K", "stories260K.bin", nullptr},
 };
 
-kvg_model * load(const std::string & path, const char * tok = nullptr) {
-    char err[1024] = "";
-    kvg_model * m = kvg_model_load(path.c_str(), tok ? model_path(tok).c_str() : nullptr, kvg_model_default_params(),
-                                   err, sizeof err);
-    INFO(err);
-    REQUIRE(m != nullptr);
-    return m;
+kvg_model * load(const std::string & path, const char * tok = nullptr) { return load_model_file(path, tok); }
+
+// A model's *.logits.tokens.txt and *.logits.f32: 32 tokens and their logits [32][512].
+struct LogitsFixture {
+    std::vector<int> tokens;
+    std::vector<float> logits;
+};
+LogitsFixture logits_fixture(const std::string & name) {
+    LogitsFixture f{read_ids(fixture_path(name + ".logits.tokens.txt")), read_f32(fixture_path(name + ".logits.f32"))};
+    REQUIRE(f.tokens.size() == 32);
+    REQUIRE(f.logits.size() == 32 * 512);
+    return f;
 }
 
 kvg_context * new_ctx(kvg_model * m, int n_threads = 1, kvg_kv_type kv = KVG_KV_F32, kvg_attn_impl attn = KVG_ATTN_FLASH,
                       bool logits_all = false, int n_batch = 512) {
-    kvg_context_params p = kvg_context_default_params();
-    p.n_ctx = kvg_model_n_ctx_train(m);
-    p.n_threads = n_threads;
-    p.kv_type = kv;
-    p.attn = attn;
+    kvg_context_params p = model_params(m, kv, attn, n_threads);
     p.logits_all = logits_all;
     p.n_batch = n_batch;
-    char err[1024] = "";
-    kvg_context * c = kvg_context_new(m, p, err, sizeof err);
-    INFO(err);
-    REQUIRE(c != nullptr);
-    return c;
+    return new_ctx(m, p);
 }
 
 // Greedy generation after BOS (token by token), n tokens.
-std::vector<int> greedy(kvg_context * c, kvg_model * m, int n) {
-    std::vector<int> out;
-    char err[512] = "";
-    kvg_token tok = 1;
-    const float * logits = kvg_decode(c, &tok, 1, 0, err, sizeof err);
-    for (int i = 0; i < n; ++i) {
-        INFO(err);
-        REQUIRE(logits != nullptr);
-        tok = kvg_argmax(logits, kvg_model_n_vocab(m));
-        out.push_back(tok);
-        if (i + 1 < n) logits = kvg_decode(c, &tok, 1, i + 1, err, sizeof err);
-    }
-    return out;
-}
+std::vector<int> greedy(kvg_context * c, kvg_model * m, int n) { return greedy(c, kvg_model_n_vocab(m), {1}, n, nullptr); }
 
 // Max abs difference between the logits of `tokens` (decoded one by one) and `ref`.
 float logits_error(kvg_context * c, const std::vector<int> & tokens, const std::vector<float> & ref, int n_vocab) {
@@ -154,19 +114,61 @@ TEST_CASE("llama2.c checkpoints load with the documented shapes") {
     kvg_model_free(m);
 }
 
+// reference-llama.h, the plain forward pass the tests compare kvgraph with, against the
+// PyTorch fixtures: the logits at the 32 fixture positions and the 64 greedy tokens.
+TEST_CASE("the reference forward pass reproduces the PyTorch fixtures") {
+    for (const Case & tc : CASES) {
+        CAPTURE(tc.name);
+        std::string e;
+        auto model = kvg::load_model(model_path(tc.model), "", kvg::LoadOptions(), &e);
+        INFO(e);
+        REQUIRE(model);
+        const LogitsFixture fx = logits_fixture(tc.name);
+        const std::vector<int> & toks = fx.tokens;
+        const std::vector<float> & want = fx.logits;
+        const std::vector<float> got = ref::logits(*model, toks);
+        REQUIRE(got.size() == want.size());
+        const float worst = max_diff(got.data(), want.data(), want.size());
+        MESSAGE(std::string(tc.name), ": reference vs PyTorch, max |logit difference| over 32 positions ", worst);
+        CHECK(worst < 1e-4f);
+
+        // greedy from BOS, token by token through the reference's own KV cache
+        ref::Llama llama(*model);
+        std::vector<int> out;
+        int tok = 1;
+        for (int pos = 0; pos < 64; ++pos) {
+            const std::vector<double> l = llama.forward(tok, pos);
+            tok = (int) (std::max_element(l.begin(), l.end()) - l.begin());
+            out.push_back(tok);
+        }
+        CHECK(out == read_ids(fixture_path(std::string(tc.name) + ".greedy.txt")));
+    }
+}
+
 TEST_CASE("greedy tokens and logits match the reference") {
     for (const Case & tc : CASES) {
+        std::string e;
+        auto model = kvg::load_model(model_path(tc.model), "", kvg::LoadOptions(), &e);
+        REQUIRE(model);
         for (kvg_attn_impl attn : {KVG_ATTN_FLASH, KVG_ATTN_MATMUL}) {
             CAPTURE(tc.name);
             CAPTURE((int) attn);
             kvg_model * m = load(model_path(tc.model), tc.tokenizer);
             kvg_context * c = new_ctx(m, 1, KVG_KV_F32, attn);
-            CHECK(greedy(c, m, 64) == read_ids(fixture(std::string(tc.name) + ".greedy.txt")));
-            const std::vector<int> toks = read_ids(fixture(std::string(tc.name) + ".logits.tokens.txt"));
-            const std::vector<float> ref = read_f32(fixture(std::string(tc.name) + ".logits.f32"));
-            REQUIRE(toks.size() == 32);
-            REQUIRE(ref.size() == 32 * 512);
-            CHECK(logits_error(c, toks, ref, 512) < 1e-4f);
+            std::vector<float> path_logits;
+            const std::vector<int> out = greedy(c, 512, {1}, 64, &path_logits);
+            CHECK(out == read_ids(fixture_path(std::string(tc.name) + ".greedy.txt")));
+            // the logits of all 64 steps against reference-llama.h (the fixture has 32)
+            std::vector<int> path = {1};
+            path.insert(path.end(), out.begin(), out.end() - 1);
+            const std::vector<float> want = ref::logits(*model, path);
+            REQUIRE(want.size() == path_logits.size());
+            const float worst = max_diff(path_logits.data(), want.data(), want.size());
+            const std::string what = std::string(tc.name) + (attn == KVG_ATTN_FLASH ? " flash" : " matmul");
+            MESSAGE(what, ": max |logit - reference| over 64 greedy steps ", worst);
+            CHECK(worst < 1e-4f);
+            const LogitsFixture fx = logits_fixture(tc.name);
+            CHECK(logits_error(c, fx.tokens, fx.logits, 512) < 1e-4f);
             kvg_context_free(c);
             kvg_model_free(m);
         }
@@ -177,8 +179,9 @@ TEST_CASE("a batched prompt gives the logits of token-by-token decoding") {
     for (const Case & tc : CASES) {
         CAPTURE(tc.name);
         kvg_model * m = load(model_path(tc.model), tc.tokenizer);
-        const std::vector<int> toks = read_ids(fixture(std::string(tc.name) + ".logits.tokens.txt"));
-        const std::vector<float> ref = read_f32(fixture(std::string(tc.name) + ".logits.f32"));
+        const LogitsFixture fx = logits_fixture(tc.name);
+        const std::vector<int> & toks = fx.tokens;
+        const std::vector<float> & ref = fx.logits;
         for (int n_batch : {32, 7}) { // one graph, or chunks of 7 with a short last one
             CAPTURE(n_batch);
             kvg_context * c = new_ctx(m, 2, KVG_KV_F32, KVG_ATTN_FLASH, true, n_batch);
@@ -205,7 +208,7 @@ TEST_CASE("same tokens with 1 and 2 threads, batched or token-by-token prompt, b
     for (const Case & tc : CASES) {
         CAPTURE(tc.name);
         kvg_model * m = load(model_path(tc.model), tc.tokenizer);
-        const std::vector<int> expected = read_ids(fixture(std::string(tc.name) + ".greedy.txt"));
+        const std::vector<int> expected = read_ids(fixture_path(std::string(tc.name) + ".greedy.txt"));
         // prompt: BOS + the first 20 reference tokens; then 40 greedy tokens
         std::vector<int> prompt = {1};
         prompt.insert(prompt.end(), expected.begin(), expected.begin() + 20);
@@ -248,7 +251,7 @@ TEST_CASE("f16 KV cache keeps the first 32 greedy tokens") {
         CHECK(kvg_kv_cache_bytes(c) == 2u * kvg_model_n_layer(m) * kvg_model_n_ctx_train(m) * 64 /
                                            (kvg_model_n_head(m) / kvg_model_n_head_kv(m)) * 2);
         const std::vector<int> out = greedy(c, m, 64);
-        const std::vector<int> expected = read_ids(fixture(std::string(tc.name) + ".greedy.txt"));
+        const std::vector<int> expected = read_ids(fixture_path(std::string(tc.name) + ".greedy.txt"));
         CHECK(std::vector<int>(out.begin(), out.begin() + 32) == std::vector<int>(expected.begin(), expected.begin() + 32));
         kvg_context_free(c);
         kvg_model_free(m);
@@ -268,9 +271,9 @@ TEST_CASE("converted to GGUF f32: same tokens and logits; mapped, not copied") {
         CHECK(kvg_model_has_vocab(m)); // the real tokenizer, or the placeholder one
         CHECK(kvg_model_bos(m) == 1);
         kvg_context * c = new_ctx(m);
-        CHECK(greedy(c, m, 64) == read_ids(fixture(std::string(tc.name) + ".greedy.txt")));
-        const std::vector<int> toks = read_ids(fixture(std::string(tc.name) + ".logits.tokens.txt"));
-        CHECK(logits_error(c, toks, read_f32(fixture(std::string(tc.name) + ".logits.f32")), 512) < 1e-4f);
+        CHECK(greedy(c, m, 64) == read_ids(fixture_path(std::string(tc.name) + ".greedy.txt")));
+        const LogitsFixture fx = logits_fixture(tc.name);
+        CHECK(logits_error(c, fx.tokens, fx.logits, 512) < 1e-4f);
         kvg_context_free(c);
         kvg_model_free(m);
 
@@ -319,8 +322,9 @@ TEST_CASE("quantized GGUF conversions: weights within the format's rounding, mod
     auto orig = kvg::load_model(model_path("stories260K.bin"), "", kvg::LoadOptions(), &e);
     REQUIRE(orig);
     kvg_model * m = load(model_path("stories260K.bin"));
-    const std::vector<int> toks = read_ids(fixture("stories260K.logits.tokens.txt"));
-    const std::vector<float> ref = read_f32(fixture("stories260K.logits.f32"));
+    const LogitsFixture fx = logits_fixture("stories260K");
+    const std::vector<int> & toks = fx.tokens;
+    const std::vector<float> & ref = fx.logits;
     for (kvg_ftype ft : {KVG_FTYPE_F16, KVG_FTYPE_Q8_0, KVG_FTYPE_Q4_0}) {
         CAPTURE((int) ft);
         const ggml_type gt = ft == KVG_FTYPE_F16 ? GGML_TYPE_F16 : ft == KVG_FTYPE_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0;
@@ -423,9 +427,9 @@ TEST_CASE("graph: cache writes are ordered before the attention reads by RAW edg
             CHECK(has_dep(v_read, v_write, GGML_DEP_RAW));
             if (!flash) CHECK_FALSE(has_dep(k_read, v_write, GGML_DEP_RAW)); // K alone: no edge to the V write
             // the writes are in the graph only through those edges, before their readers
-            CHECK(node_position(g->gf, k_write) >= 0);
-            CHECK(node_position(g->gf, k_write) < node_position(g->gf, k_read));
-            CHECK(node_position(g->gf, v_write) < node_position(g->gf, v_read));
+            CHECK(node_index(g->gf, k_write) >= 0);
+            CHECK(node_index(g->gf, k_write) < node_index(g->gf, k_read));
+            CHECK(node_index(g->gf, v_write) < node_index(g->gf, v_read));
         }
         CHECK(ggml_graph_validate(g->gf, nullptr, 0, nullptr) == 0);
         // intermediates share one planned buffer, smaller than giving each its own bytes
@@ -435,16 +439,45 @@ TEST_CASE("graph: cache writes are ordered before the attention reads by RAW edg
     }
 }
 
+// A context builds one graph per batch shape and plans its memory once: a prompt and 20
+// single-token steps are two shapes (flash: attention over all n_ctx slots with valid
+// lengths as inputs; matmul: slots rounded up to 256), so two builds and two plans; a
+// rewind over the old rows builds and plans nothing more.
 TEST_CASE("graphs are reused across steps; decode overwrites from pos") {
-    kvg_model * m = load(model_path("stories260K.bin"));
-    kvg_context * c = new_ctx(m);
-    const std::vector<int> expected = read_ids(fixture("stories260K.greedy.txt"));
-    CHECK(greedy(c, m, 16) == std::vector<int>(expected.begin(), expected.begin() + 16));
-    CHECK(kvg_n_past(c) == 16);
-    // rewind: decode again from position 0 over the old rows, same result
-    CHECK(greedy(c, m, 16) == std::vector<int>(expected.begin(), expected.begin() + 16));
-    kvg_context_free(c);
-    kvg_model_free(m);
+    const std::vector<int> expected = read_ids(fixture_path("stories260K.greedy.txt"));
+    std::vector<int> prompt = {1};
+    prompt.insert(prompt.end(), expected.begin(), expected.begin() + 8);
+    const std::vector<int> want(expected.begin() + 8, expected.begin() + 29);
+    for (kvg_attn_impl attn : {KVG_ATTN_FLASH, KVG_ATTN_MATMUL}) {
+        CAPTURE((int) attn);
+        kvg_model * m = load(model_path("stories260K.bin"));
+        kvg_context * c = new_ctx(m, 1, KVG_KV_F32, attn);
+        auto n_plans = [&] { // plans made by the allocators of the context's graphs
+            int n = 0;
+            for (const auto & cg : c->graphs) n += ggml_gallocr_get_stats(cg.g->galloc).n_plans;
+            return n;
+        };
+        const int64_t built_before = kvg::llama_graphs_built();
+        // the prompt (9 tokens), then 20 single-token steps
+        CHECK(greedy(c, 512, prompt, 21, nullptr) == want);
+        CHECK(kvg_n_past(c) == 29);
+        MESSAGE(std::string(attn == KVG_ATTN_FLASH ? "flash" : "matmul"), ": prompt + 20 steps built ",
+                kvg::llama_graphs_built() - built_before, " graphs, ", n_plans(), " plans");
+        CHECK(kvg::llama_graphs_built() - built_before == 2);
+        CHECK(c->graphs.size() == 2);
+        for (const auto & cg : c->graphs) CHECK(ggml_gallocr_get_stats(cg.g->galloc).n_plans == 1);
+        CHECK(n_plans() == 2);
+
+        // rewind: decode again from position 0 over the old rows, same result, same graphs
+        CHECK(greedy(c, m, 16) == std::vector<int>(expected.begin(), expected.begin() + 16));
+        CHECK(kvg_n_past(c) == 16);
+        CHECK(greedy(c, 512, prompt, 21, nullptr) == want);
+        CHECK(kvg::llama_graphs_built() - built_before == 2);
+        CHECK(c->graphs.size() == 2);
+        CHECK(n_plans() == 2);
+        kvg_context_free(c);
+        kvg_model_free(m);
+    }
 }
 
 // models/kjv-tiny.gguf (the project's own model, llama.cpp keys, tokenizer in the metadata)

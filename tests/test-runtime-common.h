@@ -6,16 +6,33 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
-// A shared model (and tokenizer, if named) or the test stops with the loader's message.
-inline kvg_model * load_shared_model(const std::string & name, const char * tok = nullptr) {
+// The model file at path (and a shared tokenizer, if named) or the test stops with the
+// loader's message.
+inline kvg_model * load_model_file(const std::string & path, const char * tok = nullptr) {
     char err[1024] = "";
-    kvg_model * m = kvg_model_load(model_path(name).c_str(), tok ? model_path(tok).c_str() : nullptr,
-                                   kvg_model_default_params(), err, sizeof err);
+    kvg_model * m = kvg_model_load(path.c_str(), tok ? model_path(tok).c_str() : nullptr, kvg_model_default_params(),
+                                   err, sizeof err);
     INFO(err);
     REQUIRE(m != nullptr);
     return m;
+}
+// A shared model (and tokenizer, if named).
+inline kvg_model * load_shared_model(const std::string & name, const char * tok = nullptr) {
+    return load_model_file(model_path(name), tok);
+}
+
+// Context parameters for m: its training context length, this cache type, attention and threads.
+inline kvg_context_params model_params(kvg_model * m, kvg_kv_type kv = KVG_KV_F32, kvg_attn_impl attn = KVG_ATTN_FLASH,
+                                       int n_threads = 1) {
+    kvg_context_params p = kvg_context_default_params();
+    p.n_ctx = kvg_model_n_ctx_train(m);
+    p.kv_type = kv;
+    p.attn = attn;
+    p.n_threads = n_threads;
+    return p;
 }
 
 inline kvg_context * new_ctx(kvg_model * m, const kvg_context_params & p) {
@@ -24,6 +41,16 @@ inline kvg_context * new_ctx(kvg_model * m, const kvg_context_params & p) {
     INFO(err);
     REQUIRE(c != nullptr);
     return c;
+}
+
+// n token ids in 3..n_vocab-1 (not BOS/EOS/unk) from an LCG started at seed.
+inline std::vector<int> random_tokens(int n, int n_vocab, uint32_t seed) {
+    std::vector<int> t(n);
+    for (int i = 0; i < n; ++i) {
+        seed = seed * 1664525u + 1013904223u;
+        t[i] = 3 + (int) ((seed >> 8) % (uint32_t) (n_vocab - 3));
+    }
+    return t;
 }
 
 inline float max_diff(const float * a, const float * b, size_t n) {

@@ -1,6 +1,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "test-common.h"
 #include "vocab.h"
 
 #include <algorithm>
@@ -17,30 +18,7 @@ using kvg::Vocab;
 
 namespace {
 
-std::string shared_dir() {
-    if (const char* e = std::getenv("KVG_SHARED_DIR")) return e;
-#ifdef KVG_SHARED_DIR
-    return KVG_SHARED_DIR;
-#else
-    return "../shared";
-#endif
-}
-
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-void write_file(const std::string& path, const std::string& data) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(data.data(), (std::streamsize)data.size());
-}
-
-std::string temp_path(const std::string& name) {
-    return (std::filesystem::temp_directory_path() / ("kvg-test-vocab-" + name)).string();
-}
+std::string temp_path(const std::string & name) { return ::temp_path("test-vocab", name); }
 
 // --- minimal JSON reader for the fixture: [ {"text": "...", "ids": [..]}, ... ]
 
