@@ -263,13 +263,15 @@ int32_t kvg_n_seq_max(const struct kvg_context * ctx);
 // at a multiple of 32 is always exact), a ring that no longer holds the
 // window before p0 (kvg_status: bad input, unsupported, context full).
 bool kvg_seq_rm(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, char * err, size_t err_size);
-// Makes dst hold what src holds in [p0, p1) (p0 <= 0: a prefix; p1 < 0: all of it), replacing
-// what dst held; dst then continues at p1 (or where src does). The rows are shared, not
+// Makes dst hold what src holds in [p0, p1) (p1 < 0: to the end). A prefix (p0 <= 0) replaces
+// what dst held, and dst continues where the prefix ends; a later range (p0 > 0, linear f32
+// and f16 caches) is added to what dst holds, replacing dst's positions there. The rows are shared, not
 // copied: pages of the cache that src and dst hold alike are resident once, and a later
 // write copies only the page it touches (copy-on-write), so N sequences branching from one
 // prompt pay for the prompt once. Exact: dst gives the logits a context fed the same tokens
-// gives. false with a message, nothing changed, for unknown sequences, p0 > 0, a ring
-// (whole sequences only), or a q8_0 cache cut inside a group older than the last two.
+// gives. false with a message, nothing changed, for unknown sequences, p0 > p1, a ring
+// (whole sequences only), a range with p0 > 0 in a q8_0 or ring cache, or a q8_0 prefix cut
+// inside a group older than the last two.
 bool kvg_seq_cp(struct kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1, char * err,
                 size_t err_size);
 // Moves positions [p0, p1) of seq by delta (p0 < 0: from 0, p1 < 0: to the end): their rows

@@ -419,6 +419,30 @@ bool KvCache::copy_seq(int src, int dst, int64_t p1, std::string * err) {
     return true;
 }
 
+bool KvCache::copy_range(int src, int dst, int64_t p0, int64_t p1, std::string * err) {
+    if (mode != KvMode::Linear || grouped()) {
+        kvg::note_status(KVG_STATUS_UNSUPPORTED);
+        if (err) *err = "a range that does not start at 0 is copied in linear f32 and f16 caches only";
+        return false;
+    }
+    const Seq & s = seqs[src];
+    const int64_t end = std::min(p1, s.n_past);
+    if (p0 >= end || src == dst) return true;
+    for (size_t il = 0; il < k.size(); ++il) {
+        for (const ggml_tensor * t : {k[il], v[il]}) {
+            pages.share(slot_offset(t, dst, p0), slot_offset(t, src, p0), slot_bytes(t, p0, end));
+        }
+    }
+    Seq & d = seqs[dst];
+    if ((int64_t) d.slot_pos.size() < end) d.slot_pos.resize((size_t) end, -1);
+    for (int64_t j = p0; j < end; ++j) d.slot_pos[(size_t) j] = s.held(j);
+    int64_t top = -1;
+    for (int64_t q : d.slot_pos) top = std::max(top, q);
+    d.n_past = top + 1;
+    d.n_used = std::max<int>(d.n_used, (int) end);
+    return true;
+}
+
 // ---- shifting positions ------------------------------------------------------------------------------
 
 // Rotates each head's adjacent pairs of one key row by delta positions.

@@ -157,6 +157,10 @@ struct KvCache {
     // copy would not be exact or is not a prefix: a ring copies whole sequences only; a q8_0
     // cache cuts at a multiple of 32 or inside src's last two groups.
     bool copy_seq(int src, int dst, int64_t p1, std::string * err);
+    // dst also holds src's positions [p0, p1) (p0 > 0; what dst held there is replaced, the rest
+    // kept), sharing pages as copy_seq does. Linear f32/f16 caches (a q8_0 group or a ring slot
+    // would mix the two sequences' rows): refused with a message otherwise.
+    bool copy_range(int src, int dst, int64_t p0, int64_t p1, std::string * err);
     // Positions [p0, p1) of seq move by delta: their rows move to the new slots and their keys
     // are rotated by delta (RoPE on adjacent pairs over the first n_rot values of each head,
     // base rope_base, as the decode graph applies it), in double precision. Linear f32/f16

@@ -44,13 +44,13 @@ bool kvg_seq_rm(kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, char * e
 bool kvg_seq_cp(kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1, char * err, size_t err_size) try {
     begin_call(err, err_size);
     if (!known_seq(ctx, src, "kvg_seq_cp", err, err_size) || !known_seq(ctx, dst, "kvg_seq_cp", err, err_size)) return false;
-    if (p0 > 0) {
-        set_err(err, err_size, "kvg_seq_cp: only a prefix can be copied (p0 = " + std::to_string(p0) + ", must be <= 0)",
-                KVG_STATUS_UNSUPPORTED);
+    if (p0 > 0 && p1 >= 0 && p0 > p1) {
+        set_err(err, err_size, "kvg_seq_cp: p0 = " + std::to_string(p0) + " is past p1 = " + std::to_string(p1));
         return false;
     }
     std::string e;
-    if (!ctx->kv.copy_seq(src, dst, p1 < 0 ? INT64_MAX : p1, &e)) {
+    const int64_t to = p1 < 0 ? INT64_MAX : p1;
+    if (p0 > 0 ? !ctx->kv.copy_range(src, dst, p0, to, &e) : !ctx->kv.copy_seq(src, dst, to, &e)) {
         set_err(err, err_size, "kvg_seq_cp: " + e);
         return false;
     }

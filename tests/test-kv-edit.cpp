@@ -417,7 +417,7 @@ TEST_CASE("kvg_seq_cp: branches of a shared prompt give the logits of contexts f
             CHECK_FALSE(kvg_seq_cp(c, 0, 1, 0, 20, err, sizeof err));
             CHECK(kvg_last_status() == KVG_STATUS_UNSUPPORTED);
         }
-        CHECK_FALSE(kvg_seq_cp(c, 0, 1, 5, -1, err, sizeof err)); // not a prefix
+        if (type == KVG_KV_Q8_0) CHECK_FALSE(kvg_seq_cp(c, 0, 1, 5, -1, err, sizeof err)); // a later range: groups would mix
         CHECK_FALSE(kvg_seq_cp(c, 0, 9, 0, -1, err, sizeof err));
         kvg_context_free(c);
     }
@@ -553,5 +553,33 @@ TEST_CASE("kvg_seq_add: refused where it could not be exact or would collide, th
     CHECK(kvg_seq_pos_min(c, 0) == 3);
     CHECK(kvg_seq_pos_max(c, 0) == 22);
     kvg_context_free(c);
+    kvg_model_free(m);
+}
+
+TEST_CASE("a middle range removed from one sequence equals the rows around it copied into another") {
+    kvg_model * m = load_shared_model("stories260K.bin");
+    const int nv = kvg_model_n_vocab(m);
+    for (kvg_kv_type type : {KVG_KV_F32, KVG_KV_F16}) {
+        CAPTURE(type);
+        kvg_context_params p = params(type);
+        p.n_seq_max = 3;
+        kvg_context * c = new_ctx(m, p);
+        decode_then_greedy(c, random_tokens(50, 70), 0, 50, 0, nv);
+        char err[512] = "";
+        REQUIRE(kvg_seq_cp(c, 0, 1, -1, -1, err, sizeof err)); // 1: all, then the middle removed
+        REQUIRE(kvg_seq_rm(c, 1, 10, 20, err, sizeof err));
+        REQUIRE(kvg_seq_cp(c, 0, 2, 0, 10, err, sizeof err)); // 2: the rows around the middle, copied
+        REQUIRE_MESSAGE(kvg_seq_cp(c, 0, 2, 20, -1, err, sizeof err), err);
+        for (int s = 1; s < 3; ++s) {
+            CHECK(kvg_seq_pos_min(c, s) == 0);
+            CHECK(kvg_seq_pos_max(c, s) == 49);
+        }
+        const std::vector<int> cont = random_tokens(6, 71);
+        const std::vector<float> l1 = branch(c, 1, 50, cont, nv), l2 = branch(c, 2, 50, cont, nv);
+        CHECK(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)) == 0);
+        const std::vector<float> l0 = branch(c, 0, 50, cont, nv);
+        CHECK(max_diff(l0.data(), l1.data(), l0.size()) > 1e-3f); // the middle mattered
+        kvg_context_free(c);
+    }
     kvg_model_free(m);
 }
