@@ -109,7 +109,7 @@ static ggml_tensor * rope(const LayerIn & L, ggml_tensor * x) {
     const int mode = 0;
     const float freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
     const float beta_fast = 32.0f, beta_slow = 1.0f; // YaRN's ramp, unused while ext_factor is 0
-    return ggml_rope_ext(L.ctx, x, L.in.pos, nullptr, hp.n_rot, mode, hp.n_ctx_train, hp.rope_base, freq_scale,
+    return ggml_rope_ext(L.ctx, x, L.in.tok.pos, nullptr, hp.n_rot, mode, hp.n_ctx_train, hp.rope_base, freq_scale,
                          ext_factor, attn_factor, beta_fast, beta_slow);
 }
 
@@ -122,11 +122,11 @@ static ggml_tensor * attention_flash(const LayerIn & L, ggml_tensor * Q, float k
     ggml_tensor * att;
     if (kv.grouped()) {
         att = ggml_flash_attn_ext_grouped(L.ctx, Q, kv.view_k_groups(L.ctx, L.il, L.shape.n_kv), kv.view_k_recent(L.ctx, L.il),
-                                          L.in.k_recent_group, V, L.in.mask, kq_scale, 0.0f, 0.0f);
+                                          L.in.grp.k_recent_group, V, L.in.att.mask, kq_scale, 0.0f, 0.0f);
     } else {
-        att = ggml_flash_attn_ext(L.ctx, Q, kv.view_k(L.ctx, L.il, L.shape.n_kv, quant), V, L.in.mask, kq_scale, 0.0f, 0.0f);
+        att = ggml_flash_attn_ext(L.ctx, Q, kv.view_k(L.ctx, L.il, L.shape.n_kv, quant), V, L.in.att.mask, kq_scale, 0.0f, 0.0f);
     } // [hd, n_head, n_q, n_seq]
-    if (L.shape.kv_len) ggml_flash_attn_ext_set_kv_len(L.ctx, att, L.in.kv_len);
+    if (L.shape.kv_len) ggml_flash_attn_ext_set_kv_len(L.ctx, att, L.in.att.kv_len);
     named(att, "kv_read", L.il, L.c); // reads K and V
     return ggml_reshape_2d(L.ctx, att, L.model.hp.n_embd, L.shape.n_q * L.shape.n_seq);
 }
@@ -147,7 +147,7 @@ static ggml_tensor * dequantized_k(const LayerIn & L) {
     ggml_tensor * Kf = ggml_cpy(ctx, Kg, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, GGML_KV_GROUP, n_embd_kv, G, n_seq));
     named(Kf, "k_read", L.il, L.c);
     Kf = ggml_cont_2d(ctx, ggml_permute(ctx, Kf, 1, 0, 2, 3), n_embd_kv, GGML_KV_GROUP * G * n_seq);
-    Kf = ggml_set_rows(ctx, Kf, ggml_reshape_2d(ctx, kv.k_recent[L.il], n_embd_kv, GGML_KV_GROUP * n_seq), L.in.k_recent_rows);
+    Kf = ggml_set_rows(ctx, Kf, ggml_reshape_2d(ctx, kv.k_recent[L.il], n_embd_kv, GGML_KV_GROUP * n_seq), L.in.grp.k_recent_rows);
     return ggml_view_4d(ctx, Kf, n_embd_kv, n_kv, 1, n_seq, Kf->nb[1], n_kv * Kf->nb[1], GGML_KV_GROUP * G * Kf->nb[1], 0);
 }
 
@@ -175,7 +175,7 @@ static ggml_tensor * attention_matmul(const LayerIn & L, ggml_tensor * Q, float 
     }
     ggml_tensor * kq = ggml_mul_mat(ctx, K, Q); // [n_kv, n_q, n_head, n_seq]
     if (!quant) named(kq, "k_read", L.il, L.c);
-    kq = ggml_soft_max_ext(ctx, kq, L.in.mask, kq_scale, 0.0f);
+    kq = ggml_soft_max_ext(ctx, kq, L.in.att.mask, kq_scale, 0.0f);
     ggml_tensor * Vt = ggml_cont(ctx, ggml_transpose(ctx, V)); // [n_kv, hd, n_head_kv, n_seq]
     if (!quant) named(Vt, "v_read", L.il, L.c);
     ggml_tensor * att = ggml_mul_mat(ctx, Vt, kq); // [hd, n_q, n_head, n_seq]
@@ -190,10 +190,10 @@ static ggml_tensor * attention(const LayerIn & L, ggml_tensor * q) {
     const float kq_scale = 1.0f / std::sqrt((float) hp.head_dim());
     // queries as [hd, n_q, n_head, n_seq]: sequence s's rows on dim 3 slice s
     ggml_tensor * Q = q;
-    if (shape.gather) Q = ggml_get_rows(L.ctx, ggml_reshape_2d(L.ctx, q, hp.n_embd, shape.n_tokens), L.in.q_idx);
+    if (shape.gather) Q = ggml_get_rows(L.ctx, ggml_reshape_2d(L.ctx, q, hp.n_embd, shape.n_tokens), L.in.tok.q_idx);
     Q = ggml_permute(L.ctx, ggml_reshape_4d(L.ctx, Q, hp.head_dim(), hp.n_head, shape.n_q, shape.n_seq), 0, 2, 1, 3);
     ggml_tensor * att = shape.flash_attn ? attention_flash(L, Q, kq_scale) : attention_matmul(L, Q, kq_scale);
-    if (shape.gather) att = ggml_get_rows(L.ctx, att, L.in.out_idx); // back to token order
+    if (shape.gather) att = ggml_get_rows(L.ctx, att, L.in.tok.out_idx); // back to token order
     return att;
 }
 
@@ -202,26 +202,26 @@ static LlamaGraph::Chunk chunk_inputs(ggml_context * ctx, const HParams & hp, co
                                       int c) {
     const int n_tokens = shape.n_tokens, n_q = shape.n_q, n_seq = shape.n_seq;
     LlamaGraph::Chunk in;
-    in.tokens = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_tokens", c);
-    in.pos = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_pos", c);
-    in.kv_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_kv_idx", c);
-    in.mask = input(ctx, GGML_TYPE_F32, shape.n_kv, n_q, 1, n_seq, "inp_mask", c);
-    if (shape.kv_len) in.kv_len = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_kv_len", c);
+    in.tok.tokens = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_tokens", c);
+    in.tok.pos = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_pos", c);
+    in.tok.kv_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_kv_idx", c);
+    in.att.mask = input(ctx, GGML_TYPE_F32, shape.n_kv, n_q, 1, n_seq, "inp_mask", c);
+    if (shape.kv_len) in.att.kv_len = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_kv_len", c);
     if (kv.grouped()) {
-        in.k_recent_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_k_recent_idx", c);
-        in.k_group_rows = input(ctx, GGML_TYPE_I64, (int64_t) hp.n_embd_kv() * n_seq, 1, 1, 1, "inp_k_group_rows", c);
+        in.tok.k_recent_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_k_recent_idx", c);
+        in.grp.k_group_rows = input(ctx, GGML_TYPE_I64, (int64_t) hp.n_embd_kv() * n_seq, 1, 1, 1, "inp_k_group_rows", c);
         if (shape.flash_attn) {
-            in.k_recent_group = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_k_recent_group", c);
+            in.grp.k_recent_group = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_k_recent_group", c);
         } else {
-            in.k_recent_rows = input(ctx, GGML_TYPE_I64, (int64_t) GGML_KV_GROUP * n_seq, 1, 1, 1, "inp_k_recent_rows", c);
+            in.grp.k_recent_rows = input(ctx, GGML_TYPE_I64, (int64_t) GGML_KV_GROUP * n_seq, 1, 1, 1, "inp_k_recent_rows", c);
         }
     }
     if (shape.gather) {
-        in.q_idx = input(ctx, GGML_TYPE_I32, (int64_t) n_q * n_seq, 1, 1, 1, "inp_q_idx", c);
-        in.out_idx = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_out_idx", c);
+        in.tok.q_idx = input(ctx, GGML_TYPE_I32, (int64_t) n_q * n_seq, 1, 1, 1, "inp_q_idx", c);
+        in.tok.out_idx = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_out_idx", c);
     }
     if (shape.n_outputs > 0 && shape.n_outputs < n_tokens) {
-        in.out_rows = input(ctx, GGML_TYPE_I32, shape.n_outputs, 1, 1, 1, "inp_out_rows", c);
+        in.tok.out_rows = input(ctx, GGML_TYPE_I32, shape.n_outputs, 1, 1, 1, "inp_out_rows", c);
     }
     return in;
 }
@@ -248,8 +248,8 @@ static ggml_tensor * layer(const LayerIn & L, ggml_tensor * x, ggml_cgraph * gf)
     // Store k and v in the cache rows chosen by kv_idx. Reading the cache below records a RAW
     // edge to these writes; a later chunk's writes get WAR edges to the reads.
     ggml_tensor * k_write = L.kv.write_k(ctx, L.il, ggml_reshape_2d(ctx, k, hp.n_embd_kv(), n_tokens),
-                                         L.kv.grouped() ? L.in.k_recent_idx : L.in.kv_idx, L.in.k_group_rows);
-    ggml_tensor * v_write = L.kv.write_v(ctx, L.il, v, L.in.kv_idx);
+                                         L.kv.grouped() ? L.in.tok.k_recent_idx : L.in.tok.kv_idx, L.in.grp.k_group_rows);
+    ggml_tensor * v_write = L.kv.write_v(ctx, L.il, v, L.in.tok.kv_idx);
     named(k_write, "k_write", L.il, L.c);
     named(v_write, "v_write", L.il, L.c);
     if (last && L.shape.n_outputs == 0) {
@@ -259,9 +259,9 @@ static ggml_tensor * layer(const LayerIn & L, ggml_tensor * x, ggml_cgraph * gf)
     }
 
     ggml_tensor * att = named(attention(L, q), "att", L.il, L.c);
-    if (last && L.in.out_rows) {
-        att = ggml_get_rows(ctx, att, L.in.out_rows);
-        x = ggml_get_rows(ctx, x, L.in.out_rows);
+    if (last && L.in.tok.out_rows) {
+        att = ggml_get_rows(ctx, att, L.in.tok.out_rows);
+        x = ggml_get_rows(ctx, x, L.in.tok.out_rows);
     }
     x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.wo, att));
 
@@ -310,11 +310,12 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
         LlamaGraph::Chunk in = chunk_inputs(g->ctx, hp, kv, shape, c);
         // every input gets memory, also one nothing reads (a one-layer model without outputs
         // stops before attention): set_inputs fills them all
-        for (ggml_tensor * t : {in.tokens, in.pos, in.kv_idx, in.k_recent_idx, in.k_group_rows, in.k_recent_group,
-                                in.k_recent_rows, in.mask, in.kv_len, in.q_idx, in.out_idx, in.out_rows}) {
+        for (ggml_tensor * t : {in.tok.tokens, in.tok.pos, in.tok.kv_idx, in.tok.k_recent_idx, in.grp.k_group_rows,
+                                in.grp.k_recent_group, in.grp.k_recent_rows, in.att.mask, in.att.kv_len, in.tok.q_idx,
+                                in.tok.out_idx, in.tok.out_rows}) {
             if (t) ggml_build_forward_expand(g->gf, t);
         }
-        ggml_tensor * x = ggml_get_rows(g->ctx, model.tok_embd, in.tokens); // [n_embd, n_tokens]
+        ggml_tensor * x = ggml_get_rows(g->ctx, model.tok_embd, in.tok.tokens); // [n_embd, n_tokens]
         for (int il = 0; il < hp.n_layer && x; ++il) x = layer(LayerIn{g->ctx, model, kv, shape, in, il, c}, x, g->gf);
         if (x) { // rows of the tokens that need logits (the last layer kept only those)
             in.logits = ggml_mul_mat(g->ctx, model.output, rms_norm(g->ctx, x, model.output_norm, hp.rms_eps));
@@ -334,63 +335,55 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
     return g;
 }
 
-// Token ids, positions, cache rows, output rows and the query-row layout of one chunk.
-void LlamaGraph::set_token_inputs(const Chunk & in, const Ubatch & ub, const KvCache & kv) {
+void TokenInputs::set(const GraphShape & shape, const Ubatch & ub, const KvCache & kv, RowLayout * layout) const {
     const int n = shape.n_tokens, n_q = shape.n_q;
-    int32_t * tok = (int32_t *) in.tokens->data;
-    int32_t * pos = (int32_t *) in.pos->data;
-    int64_t * idx = (int64_t *) in.kv_idx->data;
     // query row of each token: the k-th token of sequence s is row s * n_q + k
-    seq_count.assign(shape.n_seq, 0);
-    token_of_row.assign((size_t) n_q * shape.n_seq, -1);
+    layout->seq_count.assign(shape.n_seq, 0);
+    layout->token_of_row.assign((size_t) n_q * shape.n_seq, -1);
     int n_out = 0;
     for (int i = 0; i < n; ++i) {
         const int s = ub.seq[i];
-        const int r = s * n_q + seq_count[s]++;
-        token_of_row[r] = i;
-        tok[i] = ub.tokens[i];
-        pos[i] = ub.pos[i];
-        idx[i] = kv.row(s, ub.pos[i]);
-        if (in.k_recent_idx) ((int64_t *) in.k_recent_idx->data)[i] = kv.recent_row(s, ub.pos[i]);
-        if (shape.gather) ((int32_t *) in.out_idx->data)[i] = r;
-        if (in.out_rows && ub.output[i]) ((int32_t *) in.out_rows->data)[n_out++] = i;
+        const int r = s * n_q + layout->seq_count[s]++;
+        layout->token_of_row[r] = i;
+        ((int32_t *) tokens->data)[i] = ub.tokens[i];
+        ((int32_t *) pos->data)[i] = ub.pos[i];
+        ((int64_t *) kv_idx->data)[i] = kv.row(s, ub.pos[i]);
+        if (k_recent_idx) ((int64_t *) k_recent_idx->data)[i] = kv.recent_row(s, ub.pos[i]);
+        if (out_idx) ((int32_t *) out_idx->data)[i] = r;
+        if (out_rows && ub.output[i]) ((int32_t *) out_rows->data)[n_out++] = i;
     }
-    if (shape.gather) {
-        for (size_t r = 0; r < token_of_row.size(); ++r) {
-            ((int32_t *) in.q_idx->data)[r] = std::max(token_of_row[r], 0); // padding rows read token 0
-        }
+    for (size_t r = 0; q_idx && r < layout->token_of_row.size(); ++r) {
+        ((int32_t *) q_idx->data)[r] = std::max(layout->token_of_row[r], 0); // padding rows read token 0
     }
 }
 
-// Grouped K: the k[il] rows of each sequence's open group, the group k_recent holds, and
-// (matmul path) which rows of the dequantized keys k_recent's rows replace.
-void LlamaGraph::set_group_inputs(const Chunk & in, const KvCache & kv) const {
-    kv.fill_group_rows((int64_t *) in.k_group_rows->data);
+void GroupInputs::set(const GraphShape & shape, const KvCache & kv) const {
+    if (!k_group_rows) return;
+    kv.fill_group_rows((int64_t *) k_group_rows->data);
     const int64_t G = KvCache::n_groups(shape.n_kv);
     for (int s = 0; s < shape.n_seq; ++s) {
-        if (in.k_recent_group) ((int32_t *) in.k_recent_group->data)[s] = kv.recent_group(s);
+        if (k_recent_group) ((int32_t *) k_recent_group->data)[s] = kv.recent_group(s);
         // matmul path: sequences of this chunk read at most group G - 1; the others' rows are dropped
         const int64_t first = ((int64_t) s * G + std::min<int64_t>(kv.recent_group(s), G - 1)) * GGML_KV_GROUP;
-        for (int j = 0; in.k_recent_rows && j < GGML_KV_GROUP; ++j) {
-            ((int64_t *) in.k_recent_rows->data)[s * GGML_KV_GROUP + j] = first + j;
+        for (int j = 0; k_recent_rows && j < GGML_KV_GROUP; ++j) {
+            ((int64_t *) k_recent_rows->data)[s * GGML_KV_GROUP + j] = first + j;
         }
     }
 }
 
-// Valid lengths and the attention mask: 0 where a query row may attend a slot, -inf elsewhere.
-void LlamaGraph::set_mask_inputs(const Chunk & in, const Ubatch & ub, const KvCache & kv) const {
+void MaskInputs::set(const GraphShape & shape, const Ubatch & ub, const KvCache & kv, const RowLayout & layout) const {
     const int n_kv = shape.n_kv, n_q = shape.n_q;
+    const std::vector<int> & count = layout.seq_count;
     // sequences without tokens in this chunk read nothing
-    for (int s = 0; s < shape.n_seq && in.kv_len; ++s) ((int32_t *) in.kv_len->data)[s] = seq_count[s] > 0 ? kv.kv_len(s) : 0;
+    for (int s = 0; s < shape.n_seq && kv_len; ++s) ((int32_t *) kv_len->data)[s] = count[s] > 0 ? kv.kv_len(s) : 0;
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    float * mask = (float *) in.mask->data;
     for (int s = 0; s < shape.n_seq; ++s) {
-        const int valid = seq_count[s] > 0 ? std::min(kv.kv_len(s), n_kv) : 0;
+        const int valid = count[s] > 0 ? std::min(kv.kv_len(s), n_kv) : 0;
         // padding-free attention never reads past the valid length: no need to fill it
         const int end = shape.kv_len ? valid : n_kv;
         for (int k = 0; k < n_q; ++k) {
-            const int t = token_of_row[s * n_q + k];
-            float * row = mask + ((size_t) s * n_q + k) * n_kv;
+            const int t = layout.token_of_row[s * n_q + k];
+            float * row = (float *) mask->data + ((size_t) s * n_q + k) * n_kv;
             if (t < 0) { // padding row: one visible slot keeps its softmax finite; its output is dropped
                 for (int j = 0; j < end; ++j) row[j] = j == 0 ? 0.0f : neg_inf;
                 continue;
@@ -404,9 +397,9 @@ void LlamaGraph::set_mask_inputs(const Chunk & in, const Ubatch & ub, const KvCa
 void LlamaGraph::set_inputs(int c, const Ubatch & ub, const KvCache & kv) {
     const Chunk & in = chunks[c];
     GGML_ASSERT(ub.n() == shape.n_tokens);
-    set_token_inputs(in, ub, kv);
-    if (in.k_group_rows) set_group_inputs(in, kv);
-    set_mask_inputs(in, ub, kv);
+    in.tok.set(shape, ub, kv, &layout);
+    in.grp.set(shape, kv);
+    in.att.set(shape, ub, kv, layout);
 }
 
 std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::string * err, int n_rows) {

@@ -57,6 +57,36 @@ struct Ubatch {
 // lengths decide n_kv when attention reads a bucket of slots instead of all n_ctx).
 GraphShape ubatch_shape(const Ubatch & ub, const KvCache & kv, bool flash_attn, bool kv_len);
 
+// The graph's inputs, grouped by what fills them; each group fills its tensors from a chunk of
+// tokens and the cache (llama.cpp's graph inputs that set themselves). Tensors a shape does not
+// use are nullptr.
+struct RowLayout {                       // query row of each token, filled by TokenInputs
+    std::vector<int> seq_count;          // tokens of each sequence in the chunk
+    std::vector<int> token_of_row;       // [n_q * n_seq]: token of each query row, -1 for padding
+};
+struct TokenInputs {
+    ggml_tensor * tokens = nullptr;       // I32 [n_tokens]
+    ggml_tensor * pos = nullptr;          // I32 [n_tokens]
+    ggml_tensor * kv_idx = nullptr;       // I64 [n_tokens]: cache row of each token
+    ggml_tensor * k_recent_idx = nullptr; // grouped K: I64 [n_tokens], k_recent row of each token
+    ggml_tensor * q_idx = nullptr;        // I32 [n_q * n_seq]: token of each query row (gather)
+    ggml_tensor * out_idx = nullptr;      // I32 [n_tokens]: query row of each token (gather)
+    ggml_tensor * out_rows = nullptr;     // I32 [n_outputs]: tokens whose logits are computed
+    void set(const GraphShape & shape, const Ubatch & ub, const KvCache & kv, RowLayout * layout) const;
+};
+struct GroupInputs {                        // grouped K only
+    ggml_tensor * k_group_rows = nullptr;   // I64 [n_embd_kv * n_seq], KvCache::fill_group_rows
+    ggml_tensor * k_recent_group = nullptr; // flash path: I32 [n_seq], the group k_recent holds
+    ggml_tensor * k_recent_rows = nullptr;  // matmul path: I64 [32 * n_seq], rows of the dequantized
+                                            // keys that take k_recent's rows
+    void set(const GraphShape & shape, const KvCache & kv) const;
+};
+struct MaskInputs {
+    ggml_tensor * mask = nullptr;   // F32 [n_kv, n_q, 1, n_seq]: 0 = may attend, -inf = not
+    ggml_tensor * kv_len = nullptr; // I32 [n_seq]: valid slots per sequence (padding-free)
+    void set(const GraphShape & shape, const Ubatch & ub, const KvCache & kv, const RowLayout & layout) const;
+};
+
 struct LlamaGraph {
     LlamaGraph() = default;
     ~LlamaGraph();
@@ -68,22 +98,10 @@ struct LlamaGraph {
     ggml_cgraph * gf = nullptr;
 
     struct Chunk {
-        // inputs
-        ggml_tensor * tokens = nullptr;   // I32 [n_tokens]
-        ggml_tensor * pos = nullptr;      // I32 [n_tokens]
-        ggml_tensor * kv_idx = nullptr;   // I64 [n_tokens]: cache row of each token
-        ggml_tensor * k_recent_idx = nullptr;   // grouped K: I64 [n_tokens], k_recent row of each token
-        ggml_tensor * k_group_rows = nullptr;   // grouped K: I64 [n_embd_kv * n_seq], KvCache::fill_group_rows
-        ggml_tensor * k_recent_group = nullptr; // grouped K: I32 [n_seq], the group k_recent holds
-        ggml_tensor * k_recent_rows = nullptr;  // grouped K, matmul path: I64 [32 * n_seq], rows of the
-                                                // dequantized keys that take k_recent's rows
-        ggml_tensor * mask = nullptr;     // F32 [n_kv, n_q, 1, n_seq]: 0 = may attend, -inf = not
-        ggml_tensor * kv_len = nullptr;   // I32 [n_seq]: valid slots per sequence (padding-free)
-        ggml_tensor * q_idx = nullptr;    // I32 [n_q * n_seq]: token of each query row (gather)
-        ggml_tensor * out_idx = nullptr;  // I32 [n_tokens]: query row of each token (gather)
-        ggml_tensor * out_rows = nullptr; // I32 [n_outputs]: tokens whose logits are computed
-        // output
-        ggml_tensor * logits = nullptr;   // F32 [n_vocab, n_outputs] (nullptr if n_outputs == 0)
+        TokenInputs tok;
+        GroupInputs grp;
+        MaskInputs att;
+        ggml_tensor * logits = nullptr; // output: F32 [n_vocab, n_outputs] (nullptr if n_outputs == 0)
     };
     std::vector<Chunk> chunks;
     ggml_tensor * logits = nullptr; // the last chunk's
@@ -97,10 +115,7 @@ struct LlamaGraph {
     void set_inputs(int c, const Ubatch & ub, const KvCache & kv);
 
   private:
-    void set_token_inputs(const Chunk & in, const Ubatch & ub, const KvCache & kv);
-    void set_group_inputs(const Chunk & in, const KvCache & kv) const;
-    void set_mask_inputs(const Chunk & in, const Ubatch & ub, const KvCache & kv) const;
-    std::vector<int> seq_count, token_of_row; // of the chunk being filled, reused from run to run
+    RowLayout layout; // of the chunk being filled, reused from run to run
 
   public:
 
