@@ -366,35 +366,23 @@ KVG_TARGET void dequantize_q8_0(const void * vx, float * y, int64_t n) {
     }
 }
 
-// Built without AVX-512 code of its own: it only takes addresses.
-cpu_kernels make_kernels() {
-    cpu_kernels k;
-    std::memset(&k, 0, sizeof(k));
-    k.name = "avx512";
-    mm_fill<tile_f32, 4, 4>(k.mm[MM_F32]);
-    mm_fill<tile_f16, 4, 4>(k.mm[MM_F16]);
-    mm_fill<tile_bf16, 4, 4>(k.mm[MM_BF16]);
-    mm_fill<tile_q8_0, 4, 4>(k.mm[MM_Q8_0]);
-    mm_fill<tile_q4_0, 4, 4>(k.mm[MM_Q4_0]);
-    // one row at a time streams best for these (interleaved short rows defeat the prefetchers)
-    k.mm[MM_F16].mv_rows = 1;
-    k.mm[MM_BF16].mv_rows = 1;
-    k.mm[MM_Q8_0].mv_rows = 1;
-    k.mm[MM_Q4_0].mv_rows = 1;
-    k.quantize_q8_0 = quantize_q8_0;
-    add_block_quant_kernels_avx512(k);
-    k.accum_f32 = accum<ld_f32>;
-    k.accum_f16 = accum<ld_f16>;
-    k.scale_f32 = scale_f32;
-    k.f16_to_f32 = f16_to_f32;
-    k.dequantize_q8_0 = dequantize_q8_0;
-    return k;
-}
+// What build_kernel_table takes from this file (only addresses: no AVX-512 code of its own).
+struct isa {
+    static constexpr const char * name = "avx512";
+    static constexpr int float_cols = 4, quant_cols = 4;
+    static constexpr bool one_row_matvec = true;
+    static constexpr auto add_block_quant_kernels = add_block_quant_kernels_avx512;
+    static constexpr auto quantize_q8_0 = ::quantize_q8_0;
+    static constexpr auto accum_f32 = accum<ld_f32>, accum_f16 = accum<ld_f16>;
+    static constexpr auto scale_f32 = ::scale_f32;
+    static constexpr auto f16_to_f32 = ::f16_to_f32;
+    static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
+};
 
 } // namespace
 
 const kvg::cpu_kernels * kvg::kernels_avx512() {
-    static const cpu_kernels k = make_kernels();
+    static const cpu_kernels k = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
     return &k;
 }
 

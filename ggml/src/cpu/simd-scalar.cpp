@@ -113,28 +113,24 @@ void scale_f32(int64_t n, float a, float * y) {
     for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }
 
-cpu_kernels make_kernels() {
-    cpu_kernels k;
-    std::memset(&k, 0, sizeof(k));
-    k.name = "scalar";
-    mm_fill<tile_f32, 4, 4>(k.mm[MM_F32]);
-    mm_fill<tile_f16, 4, 4>(k.mm[MM_F16]);
-    mm_fill<tile_bf16, 4, 4>(k.mm[MM_BF16]);
-    mm_fill<tile_q8_0, 4, 4>(k.mm[MM_Q8_0]);
-    mm_fill<tile_q4_0, 4, 4>(k.mm[MM_Q4_0]);
-    k.quantize_q8_0 = quantize_q8_0;
-    add_block_quant_kernels_scalar(k);
-    k.accum_f32 = accum<float, load_f32>;
-    k.accum_f16 = accum<ggml_fp16_t, load_f16>;
-    k.scale_f32 = scale_f32;
-    k.f16_to_f32 = ggml_fp16_to_fp32_row;
-    k.dequantize_q8_0 = [](const void * x, float * y, int64_t n) { dequantize_row_q8_0((const block_q8_0 *) x, y, n); };
-    return k;
-}
+void dequantize_q8_0(const void * x, float * y, int64_t n) { dequantize_row_q8_0((const block_q8_0 *) x, y, n); }
+
+// What build_kernel_table takes from this file.
+struct isa {
+    static constexpr const char * name = "scalar";
+    static constexpr int float_cols = 4, quant_cols = 4;
+    static constexpr bool one_row_matvec = false;
+    static constexpr auto add_block_quant_kernels = add_block_quant_kernels_scalar;
+    static constexpr auto quantize_q8_0 = ::quantize_q8_0;
+    static constexpr auto accum_f32 = accum<float, load_f32>, accum_f16 = accum<ggml_fp16_t, load_f16>;
+    static constexpr auto scale_f32 = ::scale_f32;
+    static constexpr auto f16_to_f32 = ggml_fp16_to_fp32_row;
+    static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
+};
 
 } // namespace
 
 const kvg::cpu_kernels & kvg::kernels_scalar() {
-    static const cpu_kernels k = make_kernels();
+    static const cpu_kernels k = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
     return k;
 }

@@ -5,6 +5,8 @@
 
 #include "cpu-impl.h"
 
+#include <cstring>
+
 namespace kvg {
 
 // Instruction-set paths, ordered: a path may be capped to any lower one.
@@ -80,6 +82,35 @@ static void mm_fill(mm_kernel & k) {
     k.rows = R;
     k.cols = C;
     k.mv_rows = R;
+}
+
+// The kernel table of one instruction set, built the same way for every ISA from what its
+// file provides (its tile templates, and Isa: name, tile widths, helpers): matmul tiles of
+// 4 rows x float_cols for f32/f16/bf16 and 4 x quant_cols for q8_0/q4_0, one-row matrix-vector products where one_row_matvec (interleaved short rows
+// defeat the prefetchers of wide vectors), the block-type kernels and the vector helpers.
+// static, like mm_fill: each ISA's file instantiates it with its own tiles.
+template <class Isa, template <int, int> class F32, template <int, int> class F16, template <int, int> class BF16,
+          template <int, int> class Q8_0, template <int, int> class Q4_0>
+static cpu_kernels build_kernel_table() {
+    cpu_kernels k;
+    std::memset(&k, 0, sizeof(k));
+    k.name = Isa::name;
+    mm_fill<F32, 4, Isa::float_cols>(k.mm[MM_F32]);
+    mm_fill<F16, 4, Isa::float_cols>(k.mm[MM_F16]);
+    mm_fill<BF16, 4, Isa::float_cols>(k.mm[MM_BF16]);
+    mm_fill<Q8_0, 4, Isa::quant_cols>(k.mm[MM_Q8_0]);
+    mm_fill<Q4_0, 4, Isa::quant_cols>(k.mm[MM_Q4_0]);
+    for (int t : {MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0}) {
+        if (Isa::one_row_matvec) k.mm[t].mv_rows = 1;
+    }
+    Isa::add_block_quant_kernels(k);
+    k.quantize_q8_0 = Isa::quantize_q8_0;
+    k.accum_f32 = Isa::accum_f32;
+    k.accum_f16 = Isa::accum_f16;
+    k.scale_f32 = Isa::scale_f32;
+    k.f16_to_f32 = Isa::f16_to_f32;
+    k.dequantize_q8_0 = Isa::dequantize_q8_0;
+    return k;
 }
 
 const cpu_kernels & kernels_scalar();
