@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 enum { K = 37, N = 13, M = 9, ROWS = 20, FIRST_ROW = 5 };
 
@@ -145,6 +146,12 @@ int main(void) {
 
     ggml_free(ctx);
     failures += check_sampler_chain();
+    ++checked;
+    /* C may pass any int where an enum is expected: a value kvg_status does not name reads as unknown */
+    if (strcmp(kvg_status_name((enum kvg_status) 99), "unknown") != 0 || strcmp(kvg_status_name(KVG_STATUS_IO), "i/o error") != 0) {
+        printf("kvg_status_name: wrong names\n");
+        ++failures;
+    }
     ++checked;
     printf("test-c-api: %d checks, %d mismatches\n", checked, failures);
     return failures == 0 ? 0 : 1;

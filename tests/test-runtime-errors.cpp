@@ -109,10 +109,7 @@ TEST_CASE("missing, empty and non-model files") {
     CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
     kvg_model_free(m);
     CHECK(std::string(kvg_status_name(KVG_STATUS_CONTEXT_FULL)) == "context full");
-    const int out_of_range = 99; // as a C caller may pass it
-    kvg_status odd;
-    std::memcpy(&odd, &out_of_range, sizeof odd);
-    CHECK(std::string(kvg_status_name(odd)) == "unknown");
+    // a value kvg_status does not name is checked from C (test-c-api.c): C++ may not even hold one
     std::remove(empty.c_str());
 }
 
