@@ -436,9 +436,7 @@ bool KvCache::copy_range(int src, int dst, int64_t p0, int64_t p1, std::string *
     Seq & d = seqs[dst];
     if ((int64_t) d.slot_pos.size() < end) d.slot_pos.resize((size_t) end, -1);
     for (int64_t j = p0; j < end; ++j) d.slot_pos[(size_t) j] = s.held(j);
-    int64_t top = -1;
-    for (int64_t q : d.slot_pos) top = std::max(top, q);
-    d.n_past = top + 1;
+    d.n_past = pos_max(dst) + 1;
     d.n_used = std::max<int>(d.n_used, (int) end);
     return true;
 }
@@ -509,8 +507,7 @@ bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, int n_rot, f
         s.slot_pos[(size_t) q] = -1;
         s.slot_pos[(size_t) (q + delta)] = q + delta;
     }
-    int64_t top = -1;
-    for (int64_t q : s.slot_pos) top = std::max(top, q);
+    const int64_t top = pos_max(seq);
     s.n_past = top + 1;
     s.n_used = (int) std::min<int64_t>(s.slot_pos.size(), top + 1); // slots past the last held one are stale
     return true;

@@ -179,6 +179,7 @@ struct KvCache {
     // mode (a ring: the same n_ctx, window and sinks; linear: n_ctx large enough), replacing
     // what seq held; everything is checked first, and on failure nothing changes.
     void state_write(int seq, uint64_t model_id, std::vector<uint8_t> * out) const;
+    size_t state_size(int seq) const; // bytes state_write would write now, without writing them
     bool state_read(int seq, uint64_t model_id, const uint8_t * src, size_t size, std::string * err);
     // The next graph writes pos (call in token order). Grouped K: if pos's group is not the
     // sequence's recent group, its rows are first loaded into k_recent from the q8_0 copy
@@ -226,6 +227,9 @@ private:
     void save_recent(int seq, Batch * b) const;
     struct StateHeader;
     bool state_check(const StateHeader & h, uint64_t model_id, std::string * err) const;
+    // Bytes of a state holding n_held slots in n_groups groups (grouped K), with the open and
+    // the last-left group's f32 rows if those groups exist: the one layout formula.
+    size_t state_bytes(int64_t n_held, int64_t n_groups, bool open_group, bool prev_group) const;
     size_t k_row_bytes() const; // bytes of one K row per layer (grouped: one channel's q8_0 block)
     void restore_recent(int seq, const Batch & b);
 

@@ -96,6 +96,27 @@ void KvCache::state_write(int seq, uint64_t model_id, std::vector<uint8_t> * out
     put(&sum, sizeof sum);
 }
 
+size_t KvCache::state_bytes(int64_t n_held, int64_t n_groups, bool open_group, bool prev_group) const {
+    const size_t L = k.size(), v_row = ggml_row_size(type, n_embd_kv), k_row = k_row_bytes();
+    const size_t group_rows = L * (size_t) GGML_KV_GROUP * n_embd_kv * sizeof(float);
+    const size_t per_slot = 2 * sizeof(int64_t) + L * (v_row + (grouped() ? 0 : k_row));
+    const size_t tail = grouped() ? (open_group ? group_rows : 0) + (prev_group ? group_rows : 0) +
+                                        L * (size_t) n_sink * n_embd_kv * sizeof(float)
+                                  : 0;
+    return sizeof(StateHeader) + (size_t) n_held * per_slot + (size_t) n_groups * L * n_embd_kv * k_row + tail +
+           sizeof(uint64_t);
+}
+
+size_t KvCache::state_size(int seq) const {
+    const Seq & s = seqs[seq];
+    std::vector<std::pair<int64_t, int64_t>> held;
+    for (size_t j = 0; j < s.slot_pos.size(); ++j) {
+        if (s.slot_pos[j] >= 0) held.emplace_back((int64_t) j, s.slot_pos[j]);
+    }
+    const int64_t n_groups = grouped() ? (int64_t) held_groups(held).size() : 0;
+    return state_bytes((int64_t) held.size(), n_groups, s.recent_group >= 0, s.prev_group >= 0);
+}
+
 // Does a state made by h fit this cache? (the message says what differs)
 bool KvCache::state_check(const StateHeader & h, uint64_t model_id, std::string * err) const {
     auto fail = [&](const std::string & msg) {
@@ -141,11 +162,7 @@ bool KvCache::state_read(int seq, uint64_t model_id, const uint8_t * src, size_t
     if (!state_check(h, model_id, err)) return false;
     const size_t L = k.size(), v_row = ggml_row_size(type, n_embd_kv), k_row = k_row_bytes();
     const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
-    const size_t per_slot = 2 * sizeof(int64_t) + L * (v_row + (grouped() ? 0 : k_row));
-    const size_t tail = (grouped() && h.recent_group >= 0 ? L * rows * sizeof(float) : 0) +
-                        (grouped() && h.prev_group >= 0 ? L * rows * sizeof(float) : 0) +
-                        (grouped() ? L * (size_t) n_sink * n_embd_kv * sizeof(float) : 0);
-    if (size != sizeof h + (size_t) h.n_held * per_slot + (size_t) h.n_groups * L * n_embd_kv * k_row + tail + sizeof sum) {
+    if (size != state_bytes(h.n_held, h.n_groups, h.recent_group >= 0, h.prev_group >= 0)) {
         return damaged("its size does not match what it says it holds");
     }
     std::vector<std::pair<int64_t, int64_t>> held((size_t) h.n_held);

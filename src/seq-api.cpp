@@ -111,9 +111,7 @@ static uint64_t model_id(const kvg::Model & m) {
 
 size_t kvg_state_seq_size(const kvg_context * ctx, int32_t seq) try {
     if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return 0;
-    std::vector<uint8_t> blob;
-    ctx->kv.state_write(seq, model_id(*ctx->model), &blob);
-    return blob.size();
+    return ctx->kv.state_size(seq);
 } catch (...) {
     return 0;
 }
