@@ -174,7 +174,7 @@ struct planner {
         roots.clear();
         for (int i = 0; i < n; ++i) {
             for (int k = sc->acc_off[i]; k < sc->acc_off[i + 1]; ++k) {
-                const int rp = pos.get(sc->acc[k].root);
+                const int rp = sc->acc_root[k];
                 if (rp >= 0 && std::find(roots.begin() + roots_off[i], roots.end(), rp) == roots.end()) roots.push_back(rp);
             }
             roots_off[i + 1] = (int) roots.size();

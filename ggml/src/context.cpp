@@ -108,9 +108,6 @@ bool ggml_can_repeat(const ggml_tensor * b, const ggml_tensor * a) {
     return true;
 }
 
-bool ggml_op_is_view(enum ggml_op op) {
-    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
-}
 bool ggml_writes_borrowed_memory(const ggml_tensor * t) {
     return t->view_src != nullptr && t->op != GGML_OP_NONE && !ggml_op_is_view(t->op);
 }

@@ -105,7 +105,9 @@ void    ggml_set_op_params_f32(struct ggml_tensor * tensor, uint32_t i, float va
 // Appends a control edge unless one to `dep` exists (stored in tensor's own context).
 void ggml_push_dep(struct ggml_tensor * tensor, struct ggml_tensor * dep, enum ggml_dep_kind kind);
 // View ops share bytes and compute nothing.
-bool ggml_op_is_view(enum ggml_op op);
+static inline bool ggml_op_is_view(enum ggml_op op) { // inline: the access model asks per source
+    return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
+}
 // A computing op whose result is a view writes into memory owned by another tensor.
 bool ggml_writes_borrowed_memory(const struct ggml_tensor * t);
 
@@ -253,6 +255,7 @@ struct ggml_graph_sched {
     ggml_ptr_index position;               // node -> exec position
     std::vector<int> acc_off;              // node k's accesses (ggml_op_accesses): acc[acc_off[k] ..)
     std::vector<ggml_access> acc;
+    std::vector<int> acc_root;             // per access: exec position of the node owning its root, or -1
 };
 // The schedule of g, rebuilt when its node list or the edges of its nodes changed.
 const ggml_graph_sched * ggml_graph_get_sched(struct ggml_cgraph * g);

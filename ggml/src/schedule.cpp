@@ -89,27 +89,34 @@ bool topological_order(const std::vector<ggml_tensor *> & nodes, const std::vect
     return false;
 }
 
-// Sorted, repeat-free CSR of edges given as (from, to) with from < to, indexed by `to`
-// (preds) and by `from` (succ). A counting sort by `to`, then each short list sorted.
-void to_csr(int n, const std::vector<std::pair<int, int>> & edges, ggml_graph_sched * s) {
-    std::vector<int> off(n + 1, 0), flat(edges.size());
-    for (const auto & e : edges) off[e.second + 1]++;
-    for (int i = 0; i < n; ++i) off[i + 1] += off[i];
-    std::vector<int> fill(off.begin(), off.end() - 1);
-    for (const auto & e : edges) flat[fill[e.second]++] = e.first;
+// The schedule's CSR: node k's predecessors are its own edges (preds of list position
+// order[k], mapped to exec positions by pos) and the conflict edges into k, which
+// add_conflict_edges emits with ascending k; each list sorted, without repeats. Successors
+// are the same edges from the other end (a counting sort).
+void to_csr(const std::vector<int> & order, const std::vector<int> & pos, const std::vector<int> & off,
+            const std::vector<int> & preds, const std::vector<std::pair<int, int>> & conflicts, ggml_graph_sched * s) {
+    const int n = (int) order.size();
     s->pred_off.assign(n + 1, 0);
     s->preds.clear();
-    for (int i = 0; i < n; ++i) {
-        std::sort(flat.begin() + off[i], flat.begin() + off[i + 1]);
-        const auto end = std::unique(flat.begin() + off[i], flat.begin() + off[i + 1]);
-        s->preds.insert(s->preds.end(), flat.begin() + off[i], end);
-        s->pred_off[i + 1] = (int) s->preds.size();
+    s->preds.reserve(preds.size() + conflicts.size());
+    size_t c = 0;
+    for (int k = 0; k < n; ++k) {
+        const size_t first = s->preds.size();
+        const int i = order[k];
+        for (int q = off[i]; q < off[i + 1]; ++q) s->preds.push_back(pos[preds[q]]);
+        for (; c < conflicts.size() && conflicts[c].second == k; ++c) s->preds.push_back(conflicts[c].first);
+        const auto begin = s->preds.begin() + (std::ptrdiff_t) first;
+        if (s->preds.size() - first > 1) {
+            std::sort(begin, s->preds.end());
+            s->preds.erase(std::unique(begin, s->preds.end()), s->preds.end());
+        }
+        s->pred_off[k + 1] = (int) s->preds.size();
     }
     s->succ_off.assign(n + 1, 0);
     for (int p : s->preds) s->succ_off[p + 1]++;
     for (int i = 0; i < n; ++i) s->succ_off[i + 1] += s->succ_off[i];
     s->succ.resize(s->preds.size());
-    fill.assign(s->succ_off.begin(), s->succ_off.end() - 1);
+    std::vector<int> fill(s->succ_off.begin(), s->succ_off.end() - 1);
     for (int i = 0; i < n; ++i) {
         for (int k = s->pred_off[i]; k < s->pred_off[i + 1]; ++k) s->succ[fill[s->preds[k]]++] = i;
     }
@@ -133,19 +140,24 @@ bool reads_through_data_edge(const ggml_tensor * t, const ggml_tensor * writer) 
 // intermediate result) has nothing to add, and a root nobody writes has no conflicts.
 void add_conflict_edges(const ggml_graph_sched * s, std::vector<std::pair<int, int>> & edges) {
     const int n = (int) s->exec.size();
-    ggml_ptr_index root_id(s->acc.size());
-    std::vector<int> n_writers;
-    std::vector<const ggml_tensor *> writer;
-    std::vector<char> needs_rules;
+    // a root's id: its exec position when a node owns it, else n + the order of first sight
+    ggml_ptr_index other_roots((size_t) std::count(s->acc_root.begin(), s->acc_root.end(), -1));
+    std::vector<int> n_writers(n, 0);
+    std::vector<const ggml_tensor *> writer(n, nullptr);
     std::vector<int> ids(s->acc.size());
     for (int k = 0; k < n; ++k) {
         for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) {
             const ggml_access & x = s->acc[a];
-            const int id = ids[a] = root_id.put(x.root, (int) n_writers.size());
-            if (id == (int) n_writers.size()) { n_writers.push_back(0); writer.push_back(nullptr); needs_rules.push_back(0); }
+            int id = s->acc_root[a];
+            if (id < 0) {
+                id = other_roots.put(x.root, (int) n_writers.size());
+                if (id == (int) n_writers.size()) { n_writers.push_back(0); writer.push_back(nullptr); }
+            }
+            ids[a] = id;
             if (x.write && writer[id] != s->exec[k]) { n_writers[id]++; writer[id] = s->exec[k]; }
         }
     }
+    std::vector<char> needs_rules(n_writers.size(), 0);
     bool any = false;
     for (int k = 0; k < n; ++k) {
         for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) {
@@ -183,27 +195,29 @@ void build(ggml_cgraph * g, ggml_graph_sched * s) {
     std::vector<int> pos(n);
     if (identity) s->position = std::move(index); // node -> list position is node -> exec position
     else s->position = ggml_ptr_index((size_t) n);
-    s->acc_off.assign(n + 1, 0);
-    s->acc.clear();
-    s->acc.resize((size_t) n * 3 + GGML_MAX_ACCESSES);
     s->exec.resize(n);
-    int n_acc = 0;
     for (int k = 0; k < n; ++k) {
         pos[order[k]] = k;
         s->exec[k] = nodes[order[k]];
         if (!identity) s->position.put(nodes[order[k]], k);
-        if (s->acc.size() < (size_t) n_acc + GGML_MAX_ACCESSES) s->acc.resize(s->acc.size() * 2);
-        n_acc += ggml_op_accesses(nodes[order[k]], s->acc.data() + n_acc);
-        s->acc_off[k + 1] = n_acc;
     }
-    s->acc.resize(n_acc);
-    std::vector<std::pair<int, int>> edges;
-    edges.reserve(preds.size() + 2 * (size_t) n);
-    for (int i = 0; i < n; ++i) {
-        for (int k = off[i]; k < off[i + 1]; ++k) edges.emplace_back(pos[preds[k]], pos[i]);
+    s->acc_off.assign(n + 1, 0);
+    s->acc.clear();
+    s->acc.reserve((size_t) n * 3);
+    s->acc_root.clear();
+    s->acc_root.reserve((size_t) n * 3);
+    for (int k = 0; k < n; ++k) {
+        ggml_access acc[GGML_MAX_ACCESSES];
+        const int c = ggml_op_accesses(s->exec[k], acc);
+        for (int a = 0; a < c; ++a) {
+            s->acc.push_back(acc[a]);
+            s->acc_root.push_back(s->position.get(acc[a].root));
+        }
+        s->acc_off[k + 1] = (int) s->acc.size();
     }
-    add_conflict_edges(s, edges);
-    to_csr(n, edges, s);
+    std::vector<std::pair<int, int>> conflicts;
+    add_conflict_edges(s, conflicts);
+    to_csr(order, pos, off, preds, conflicts, s);
 }
 
 } // namespace
@@ -230,12 +244,10 @@ uint64_t ggml_graph_fingerprint(const ggml_cgraph * g) {
     auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
     auto mix_tensor = [&](const ggml_tensor * t) {
         mix((uint64_t) (uintptr_t) t);
-        mix((uint64_t) t->op);
-        mix((uint64_t) t->type);
+        mix((uint64_t) t->op << 32 | (uint64_t) t->type << 1 | (uint64_t) (t->data != nullptr));
         for (int d = 0; d < GGML_MAX_DIMS; ++d) { mix((uint64_t) t->ne[d]); mix((uint64_t) t->nb[d]); }
         mix((uint64_t) (uintptr_t) t->view_src);
         mix((uint64_t) t->view_offs);
-        mix((uint64_t) (t->data != nullptr));
     };
     mix((uint64_t) g->n_nodes);
     mix((uint64_t) g->n_leafs);
@@ -245,17 +257,12 @@ uint64_t ggml_graph_fingerprint(const ggml_cgraph * g) {
         mix((uint64_t) t->flags);
         for (int s = 0; s < GGML_MAX_SRC; ++s) { // sources in the graph are hashed in full as nodes or leafs
             const ggml_tensor * src = t->src[s];
-            mix((uint64_t) (uintptr_t) src);
-            if (src) {
-                mix((uint64_t) (uintptr_t) src->view_src);
-                mix((uint64_t) src->view_offs);
-                mix((uint64_t) (src->data != nullptr));
-            }
+            if (!src) continue;
+            mix((uint64_t) (uintptr_t) src + (uint64_t) s); // tensor structs lie far more than 10 bytes apart
+            mix((uint64_t) (uintptr_t) src->view_src);
+            mix((uint64_t) src->view_offs << 1 | (uint64_t) (src->data != nullptr));
         }
-        for (int d = 0; d < t->n_deps; ++d) {
-            mix((uint64_t) (uintptr_t) t->deps[d].tensor);
-            mix((uint64_t) t->deps[d].kind);
-        }
+        for (int d = 0; d < t->n_deps; ++d) mix((uint64_t) (uintptr_t) t->deps[d].tensor ^ (uint64_t) t->deps[d].kind); // kind < 8
         mix((uint64_t) t->n_deps);
     }
     for (int i = 0; i < g->n_leafs; ++i) mix_tensor(g->leafs[i]);

@@ -178,19 +178,14 @@ int64_t ggml_blck_size(enum ggml_type type) { return ggml_get_type_traits(type)-
 size_t ggml_type_size(enum ggml_type type) { return ggml_get_type_traits(type)->type_size; }
 // Tensor sizes read the table directly: the planner and the schedule call them per access.
 size_t ggml_nbytes(const ggml_tensor * t) {
-    for (int i = 0; i < GGML_MAX_DIMS; ++i) {
-        if (t->ne[i] <= 0) return 0;
-    }
+    // straight-line: planners and the access model ask for it several times per node
+    const int64_t * ne = t->ne;
+    if ((ne[0] <= 0) | (ne[1] <= 0) | (ne[2] <= 0) | (ne[3] <= 0)) return 0;
+    const size_t * nb = t->nb;
+    const size_t rest = (ne[1] - 1) * nb[1] + (ne[2] - 1) * nb[2] + (ne[3] - 1) * nb[3];
     const int64_t blck = g_traits[t->type].blck_size;
-    size_t nbytes;
-    if (blck == 1) {
-        nbytes = g_traits[t->type].type_size;
-        for (int i = 0; i < GGML_MAX_DIMS; ++i) nbytes += (t->ne[i] - 1) * t->nb[i];
-    } else {
-        nbytes = t->ne[0] * t->nb[0] / blck;
-        for (int i = 1; i < GGML_MAX_DIMS; ++i) nbytes += (t->ne[i] - 1) * t->nb[i];
-    }
-    return nbytes;
+    if (blck == 1) return g_traits[t->type].type_size + (ne[0] - 1) * nb[0] + rest;
+    return ne[0] * nb[0] / blck + rest;
 }
 bool ggml_is_contiguous(const ggml_tensor * t) {
     size_t next = g_traits[t->type].type_size;
