@@ -165,22 +165,6 @@ struct planner {
         if (succ_left[i] == 0) ancestor_set().bits.swap(anc[i].bits);
     }
 
-    // The positions of the roots node i touches (each once; roots that are not nodes are
-    // never placed here), from the access model, computed once per plan.
-    std::vector<int> roots_off, roots;
-    void index_roots() {
-        const int n = (int) order.size();
-        roots_off.assign(n + 1, 0);
-        roots.clear();
-        for (int i = 0; i < n; ++i) {
-            for (int k = sc->acc_off[i]; k < sc->acc_off[i + 1]; ++k) {
-                const int rp = sc->acc_root[k];
-                if (rp >= 0 && std::find(roots.begin() + roots_off[i], roots.end(), rp) == roots.end()) roots.push_back(rp);
-            }
-            roots_off[i + 1] = (int) roots.size();
-        }
-    }
-
     std::vector<int> user_pool; // the free blocks' user lists; append-only, at most one per release
     bool can_reuse(const free_block & b, int i) const {
         for (int k = b.users_off; k < b.users_off + b.n_users; ++k) {
@@ -277,16 +261,9 @@ struct planner {
     // Roots the program may read after compute: of outputs and of sinks (nothing reads them).
     void find_kept() {
         const int n = (int) order.size();
-        std::vector<char> read(n, 0);
-        for (const ggml_tensor * t : order) {
-            for (int s = 0; s < GGML_MAX_SRC; ++s) {
-                const int p = t->src[s] ? pos.get(t->src[s]) : -1;
-                if (p >= 0) read[p] = 1;
-            }
-        }
         kept.assign(n, 0);
         for (int i = 0; i < n; ++i) {
-            if (!(order[i]->flags & GGML_TENSOR_FLAG_OUTPUT) && read[i]) continue;
+            if (!(order[i]->flags & GGML_TENSOR_FLAG_OUTPUT) && sc->is_src[i]) continue;
             const int r = root_pos(root_of(order[i]));
             if (r >= 0) kept[r] = 1;
         }
@@ -326,16 +303,18 @@ struct planner {
         ga->stats.sum_tensor_bytes += nbytes[i];
     }
 
+    // For each node owning a root: the nodes touching its bytes (CSR by root, ascending; a
+    // node twice if it touches them twice), and how many accesses are still to run.
     void index_accessors() {
         const int n = (int) order.size();
-        index_roots();
+        const std::vector<int> & roots = sc->acc_root; // per access, -1: a root no node owns
         acc_off.assign(n + 1, 0);
-        for (int rp : roots) acc_off[rp + 1]++;
+        for (int rp : roots) if (rp >= 0) acc_off[rp + 1]++;
         for (int i = 0; i < n; ++i) acc_off[i + 1] += acc_off[i];
         acc.resize(acc_off[n]);
         std::vector<int> fill(acc_off.begin(), acc_off.end() - 1);
         for (int i = 0; i < n; ++i) {
-            for (int k = roots_off[i]; k < roots_off[i + 1]; ++k) acc[fill[roots[k]]++] = i;
+            for (int k = sc->acc_off[i]; k < sc->acc_off[i + 1]; ++k) if (roots[k] >= 0) acc[fill[roots[k]]++] = i;
         }
         pending.resize(n);
         for (int i = 0; i < n; ++i) pending[i] = acc_off[i + 1] - acc_off[i];
@@ -366,9 +345,9 @@ struct planner {
             if (!ga->order_only) compute_anc(i);
             place_node(i);
             // release roots whose last accessor is this node
-            for (int k = roots_off[i]; k < roots_off[i + 1]; ++k) {
-                const int rp = roots[k];
-                if (pending[rp] > 0 && --pending[rp] == 0 && offset[rp] != NOWHERE && !keep_forever(rp)) release_chain(rp, i);
+            for (int k = sc->acc_off[i]; k < sc->acc_off[i + 1]; ++k) {
+                const int rp = sc->acc_root[k];
+                if (rp >= 0 && pending[rp] > 0 && --pending[rp] == 0 && offset[rp] != NOWHERE && !keep_forever(rp)) release_chain(rp, i);
             }
             if (!ga->order_only) release_anc(i);
         }

@@ -148,19 +148,20 @@ ggml_set_region ggml_get_set_region(const struct ggml_tensor * t);
 
 // The predecessors of t among the nodes of a graph: each src[] entry and control-edge
 // target for which is_node() holds; one that is not a node but a view op (a hand-built
-// graph may omit views) is looked through to its own sources and edges. kind: RAW for a
-// data edge, else the control edge's kind (an edge on a view passes its kind on to data
-// readers of the view). A predecessor may be reported more than once.
+// graph may omit views) is looked through to its own sources and edges. f(p, kind, direct):
+// kind is RAW for a data edge, else the control edge's kind (an edge on a view passes its
+// kind on to data readers of the view); direct: p is one of t's own src[] entries. A
+// predecessor may be reported more than once.
 template <typename IsNode, typename F>
 void ggml_for_each_pred(const ggml_tensor * t, IsNode is_node, F f, ggml_dep_kind via = GGML_DEP_RAW, int depth = 0) {
-    auto visit = [&](const ggml_tensor * p, ggml_dep_kind kind) {
+    auto visit = [&](const ggml_tensor * p, ggml_dep_kind kind, bool src) {
         if (p == nullptr || p == t) return;
         const ggml_dep_kind k = via == GGML_DEP_RAW ? kind : via;
-        if (is_node(p)) f(p, k);
+        if (is_node(p)) f(p, k, src && depth == 0);
         else if (ggml_op_is_view(p->op) && depth < 64) ggml_for_each_pred(p, is_node, f, k, depth + 1);
     };
-    for (int i = 0; i < GGML_MAX_SRC; ++i) visit(t->src[i], GGML_DEP_RAW);
-    for (int i = 0; i < t->n_deps; ++i) visit(t->deps[i].tensor, t->deps[i].kind);
+    for (int i = 0; i < GGML_MAX_SRC; ++i) visit(t->src[i], GGML_DEP_RAW, true);
+    for (int i = 0; i < t->n_deps; ++i) visit(t->deps[i].tensor, t->deps[i].kind, false);
 }
 
 // The RAW/WAR/WAW rules over a sequence of accesses, per root buffer. record() compares
@@ -256,6 +257,7 @@ struct ggml_graph_sched {
     std::vector<int> acc_off;              // node k's accesses (ggml_op_accesses): acc[acc_off[k] ..)
     std::vector<ggml_access> acc;
     std::vector<int> acc_root;             // per access: exec position of the node owning its root, or -1
+    std::vector<char> is_src;              // by exec position: the node is a src[] entry of some node
 };
 // The schedule of g, rebuilt when its node list or the edges of its nodes changed.
 const ggml_graph_sched * ggml_graph_get_sched(struct ggml_cgraph * g);

@@ -55,7 +55,7 @@ struct checker {
         preds.resize(nodes.size());
         for (size_t i = 0; i < nodes.size(); ++i) {
             std::vector<pred_edge> & p = preds[i];
-            ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor * q, ggml_dep_kind kind) { p.push_back({idx.at(q), kind}); });
+            ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor * q, ggml_dep_kind kind, bool) { p.push_back({idx.at(q), kind}); });
             // one edge per predecessor; a control edge's kind says more than "data"
             std::stable_sort(p.begin(), p.end(), [](const pred_edge & a, const pred_edge & b) {
                 return a.node != b.node ? a.node < b.node : a.kind > b.kind;

@@ -32,7 +32,7 @@ namespace {
 // Each node once, in list order (index: tensor -> position in nodes), with its explicit
 // predecessors as CSR (positions in the same list).
 void collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, ggml_ptr_index & index, std::vector<int> & off,
-                   std::vector<int> & preds) {
+                   std::vector<int> & preds, std::vector<char> & is_src) {
     for (int i = 0; i < g->n_nodes; ++i) {
         if (index.put(g->nodes[i], (int) nodes.size()) == (int) nodes.size()) nodes.push_back(g->nodes[i]);
     }
@@ -42,8 +42,12 @@ void collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, gg
     off.assign(n + 1, 0);
     preds.clear();
     preds.reserve((size_t) n * 2);
+    is_src.assign(n, 0);
     for (int i = 0; i < n; ++i) {
-        ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor *, ggml_dep_kind) { preds.push_back(found); });
+        ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor *, ggml_dep_kind, bool direct) {
+            preds.push_back(found);
+            if (direct) is_src[found] = 1;
+        });
         off[i + 1] = (int) preds.size();
     }
 }
@@ -184,7 +188,8 @@ void build(ggml_cgraph * g, ggml_graph_sched * s) {
     std::vector<ggml_tensor *> nodes;
     ggml_ptr_index index((size_t) g->n_nodes);
     std::vector<int> off, preds, order;
-    collect_nodes(g, nodes, index, off, preds);
+    std::vector<char> is_src;
+    collect_nodes(g, nodes, index, off, preds, is_src);
     s->exec.clear();
     s->ok = topological_order(nodes, off, preds, order);
     if (!s->ok) return;
@@ -201,6 +206,8 @@ void build(ggml_cgraph * g, ggml_graph_sched * s) {
         s->exec[k] = nodes[order[k]];
         if (!identity) s->position.put(nodes[order[k]], k);
     }
+    s->is_src.resize(n);
+    for (int k = 0; k < n; ++k) s->is_src[k] = is_src[order[k]];
     s->acc_off.assign(n + 1, 0);
     s->acc.clear();
     s->acc.reserve((size_t) n * 3);
