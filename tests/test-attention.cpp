@@ -273,3 +273,34 @@ TEST_CASE("attention helper kernels on every path match plain loops") {
         }
     }
 }
+
+TEST_CASE("softmax weights on every path: exp within 2 ulp of expf, masked positions zero") {
+    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
+    for (int pi = 0; pi <= (int) std::min<int>(kvg::cpu_best_path(), 2); ++pi) {
+        const kvg::cpu_kernels & kern = *paths[pi];
+        const std::string path_str = kern.name;
+        CAPTURE(path_str);
+        for (int64_t n : {1, 5, 8, 16, 17, 64}) {
+            CAPTURE(n);
+            // scores from 0 down to -100 (past expf's normal range), every third masked
+            std::vector<float> s(n), want(n);
+            std::vector<uint8_t> active(n + 1, 0);
+            const float max = 3.5f;
+            double want_sum = 0.0;
+            for (int64_t j = 0; j < n; ++j) {
+                s[j] = j % 3 == 2 ? -INFINITY : max - (float) j * 1.6f - (float) (j % 5) * 0.137f;
+                want[j] = s[j] == -INFINITY ? 0.0f : std::exp(s[j] - max);
+                want_sum += want[j];
+            }
+            const float sum = kern.softmax_weights(n, s.data(), max, active.data());
+            for (int64_t j = 0; j < n; ++j) {
+                CAPTURE(j);
+                CHECK(active[j] == (j % 3 == 2 ? 0 : 1));
+                // 2 ulp of the result, or below FLT_MIN where the vector paths flush to 0
+                CHECK(std::fabs(s[j] - want[j]) <= std::max(2.0f * 1.2e-7f * want[j], 1.2e-38f));
+            }
+            CHECK(active[n] == 0);
+            CHECK(std::fabs(sum - want_sum) <= 1e-6 * want_sum);
+        }
+    }
+}

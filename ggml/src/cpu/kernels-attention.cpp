@@ -339,16 +339,8 @@ bool scores_to_weights(const fa_run & r, fa_block & b, int64_t cn) {
             b.run_sum[c] *= rescale;
             b.run_max[c] = cmax;
         }
-        for (int64_t j = 0; j < cn; ++j) {
-            if (sc[j] == -INFINITY) {
-                sc[j] = 0.0f;
-                continue;
-            }
-            sc[j] = std::exp(sc[j] - b.run_max[c]);
-            b.run_sum[c] += sc[j];
-            r.active[j] = 1;
-            any_active = true;
-        }
+        b.run_sum[c] += r.kern->softmax_weights(cn, sc, b.run_max[c], r.active);
+        any_active = true; // cmax is finite: some position is weighed
     }
     return any_active;
 }

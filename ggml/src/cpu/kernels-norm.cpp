@@ -1,6 +1,7 @@
 // Row normalizations: norm, rms_norm, soft_max (mask, ALiBi), diag_mask_inf. All F32.
 // Each row is read completely before it is written, so dst may alias src0 (inplace).
 #include "kernels.h"
+#include "simd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -124,6 +125,8 @@ void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tens
 
     const bool mask_f32_dense = mask && mask->type == GGML_TYPE_F32 && row_is_dense(mask);
     std::vector<float> mbuf(mask && !mask_f32_dense ? ne0 : 0);
+    std::vector<uint8_t> active(ne0); // softmax_weights marks the unmasked positions; unused here
+    const kvg::cpu_kernels & kern = kvg::cpu_active_kernels();
 
     const task_range rows = split_rows(ggml_nrows(dst), params->ith, params->nth);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
@@ -167,7 +170,7 @@ void ggml_compute_forward_soft_max(const ggml_compute_params * params, ggml_tens
             std::fill(y, y + ne0, 0.0f);
             continue;
         }
-        for (int64_t i = 0; i < ne0; ++i) y[i] = std::exp(y[i] - vmax);
+        kern.softmax_weights(ne0, y, vmax, active.data()); // the sum below is taken in double
         const float inv = (float) (1.0 / sum_f32(y, ne0));
         for (int64_t i = 0; i < ne0; ++i) y[i] *= inv;
     }

@@ -5,6 +5,8 @@
 #include "simd.h"
 #include "types.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -296,6 +298,42 @@ KVG_TARGET void scale_f32(int64_t n, float a, float * y) {
     for (; i < n; ++i) y[i] *= a;
 }
 
+// exp(x) for x <= 0, as the AVX-512 path computes it (2^n * polynomial, 0 below -87.3).
+KVG_INLINE __m256 exp_nonpositive(__m256 x) {
+    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    // 2^n through the exponent field; n >= -127 here, so 2^n >= 2^-127 is still a (denormal-free) scale for p
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(_mm256_max_ps(n, _mm256_set1_ps(-126.0f))), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+KVG_TARGET float softmax_weights(int64_t n, float * s, float max, uint8_t * active) {
+    const __m256 mv = _mm256_set1_ps(max), ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j += 8) {
+        const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32((int) std::min<int64_t>(n - j, 8)), lane);
+        const __m256 v = _mm256_maskload_ps(s + j, in);
+        const __m256 live = _mm256_and_ps(_mm256_castsi256_ps(in), _mm256_cmp_ps(v, ninf, _CMP_NEQ_OQ));
+        const __m256 w = _mm256_and_ps(live, exp_nonpositive(_mm256_sub_ps(v, mv)));
+        _mm256_maskstore_ps(s + j, in, w);
+        for (int bits = _mm256_movemask_ps(live); bits; bits &= bits - 1) active[j + __builtin_ctz(bits)] = 1;
+        sum = _mm256_add_ps(sum, w);
+    }
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
 KVG_TARGET void f16_to_f32(const ggml_fp16_t * x, float * y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (x + i))));
@@ -322,6 +360,7 @@ struct isa {
     static constexpr auto quantize_q8_0 = ::quantize_q8_0;
     static constexpr auto accum_f32 = accum<ld_f32>, accum_f16 = accum<ld_f16>;
     static constexpr auto scale_f32 = ::scale_f32;
+    static constexpr auto softmax_weights = ::softmax_weights;
     static constexpr auto f16_to_f32 = ::f16_to_f32;
     static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
 };

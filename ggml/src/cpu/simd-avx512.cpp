@@ -5,6 +5,7 @@
 #include "simd.h"
 #include "types.h"
 
+#include <cmath>
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -346,6 +347,39 @@ KVG_TARGET void scale_f32(int64_t n, float a, float * y) {
     }
 }
 
+// exp(x) for x <= 0: 2^n * exp(r) with n = round(x / ln 2) and |r| <= ln 2 / 2, exp(r) by
+// a degree-7 polynomial (Cephes' expf coefficients), ln 2 split in two so r is exact.
+// Below -87.3 (results under FLT_MIN, nothing next to the chunk's weight of 1) it gives 0.
+KVG_INLINE __m512 exp_nonpositive(__m512 x) {
+    const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_maskz_scalef_ps((__mmask16) ~tiny, p, n);
+}
+
+KVG_TARGET float softmax_weights(int64_t n, float * s, float max, uint8_t * active) {
+    const __m512 mv = _mm512_set1_ps(max), ninf = _mm512_set1_ps(-INFINITY);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 in = n - j >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << (n - j)) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(in, s + j);
+        const __mmask16 live = _mm512_mask_cmp_ps_mask(in, v, ninf, _CMP_NEQ_OQ);
+        const __m512 w = _mm512_maskz_mov_ps(live, exp_nonpositive(_mm512_sub_ps(v, mv)));
+        _mm512_mask_storeu_ps(s + j, in, w);
+        _mm_mask_storeu_epi8(active + j, live, _mm_set1_epi8(1));
+        sum = _mm512_add_ps(sum, w);
+    }
+    return reduce1(sum);
+}
+
 KVG_TARGET void f16_to_f32(const ggml_fp16_t * x, float * y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (x + i))));
@@ -375,6 +409,7 @@ struct isa {
     static constexpr auto quantize_q8_0 = ::quantize_q8_0;
     static constexpr auto accum_f32 = accum<ld_f32>, accum_f16 = accum<ld_f16>;
     static constexpr auto scale_f32 = ::scale_f32;
+    static constexpr auto softmax_weights = ::softmax_weights;
     static constexpr auto f16_to_f32 = ::f16_to_f32;
     static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
 };

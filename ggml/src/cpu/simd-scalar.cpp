@@ -2,8 +2,10 @@
 // on CPUs without one. Every dot product sums in element order into one float, so a
 // result does not depend on the tile shape it was computed in.
 #include "simd.h"
+
 #include "types.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace {
@@ -113,6 +115,20 @@ void scale_f32(int64_t n, float a, float * y) {
     for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }
 
+float softmax_weights(int64_t n, float * s, float max, uint8_t * active) {
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+        if (s[j] == -INFINITY) {
+            s[j] = 0.0f;
+            continue;
+        }
+        s[j] = std::exp(s[j] - max);
+        sum += s[j];
+        active[j] = 1;
+    }
+    return sum;
+}
+
 void dequantize_q8_0(const void * x, float * y, int64_t n) { dequantize_row_q8_0((const block_q8_0 *) x, y, n); }
 
 // What build_kernel_table takes from this file.
@@ -124,6 +140,7 @@ struct isa {
     static constexpr auto quantize_q8_0 = ::quantize_q8_0;
     static constexpr auto accum_f32 = accum<float, load_f32>, accum_f16 = accum<ggml_fp16_t, load_f16>;
     static constexpr auto scale_f32 = ::scale_f32;
+    static constexpr auto softmax_weights = ::softmax_weights;
     static constexpr auto f16_to_f32 = ggml_fp16_to_fp32_row;
     static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
 };

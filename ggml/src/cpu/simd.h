@@ -60,6 +60,10 @@ struct cpu_kernels {
                       size_t row_stride, int64_t dv, float * acc, int64_t acc_stride);
     // y *= a
     void (*scale_f32)(int64_t n, float a, float * y);
+    // Softmax weights of one chunk of scores: s[j] = exp(s[j] - max) and active[j] = 1 where
+    // s[j] > -inf, s[j] = 0 elsewhere (active[j] untouched); returns the sum of the weights.
+    // max is finite and >= every s[j]. Vector paths use a polynomial exp (within 2 ulp of expf).
+    float (*softmax_weights)(int64_t n, float * s, float max, uint8_t * active);
     // y = float(x)
     void (*f16_to_f32)(const ggml_fp16_t * x, float * y, int64_t n);
     // y = q8_0 blocks x as floats (k multiple of 32; bit-identical to dequantize_row_q8_0)
@@ -108,6 +112,7 @@ static cpu_kernels build_kernel_table() {
     k.accum_f32 = Isa::accum_f32;
     k.accum_f16 = Isa::accum_f16;
     k.scale_f32 = Isa::scale_f32;
+    k.softmax_weights = Isa::softmax_weights;
     k.f16_to_f32 = Isa::f16_to_f32;
     k.dequantize_q8_0 = Isa::dequantize_q8_0;
     return k;
