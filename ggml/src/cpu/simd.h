@@ -70,6 +70,13 @@ struct cpu_kernels {
     void (*dequantize_q8_0)(const void * x, float * y, int64_t k);
 };
 
+// exp(x) for x <= 0 on the vector paths (softmax_weights): 2^n * exp(r), n = round(x log2 e),
+// r = x - n ln 2 with ln 2 in two parts so r is exact, exp(r) = 1 + r + r^2 * EXP_POLY(r)
+// (Cephes' expf coefficients, highest power first); 0 below EXP_MIN_ARG (under FLT_MIN).
+constexpr float EXP_LOG2E = 1.44269504f, EXP_LN2_HI = 0.693359375f, EXP_LN2_LO = -2.12194440e-4f, EXP_MIN_ARG = -87.3f;
+constexpr float EXP_POLY[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f,
+                               5.0000001201e-1f};
+
 // Fills tile[1..R][1..C] of a kernel from Tile<r, c>::run (Tile must have internal
 // linkage: each path's file compiles it for its own instruction set). static: GCC gives
 // these instantiations weak external symbols even for an anonymous-namespace Tile, so
