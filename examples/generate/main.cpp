@@ -39,12 +39,15 @@ static void report_cache(kvg_context * ctx, kvg_kv_type kv_type) {
 // draws with the same params and seed.
 static kvg_sampler * make_sampler(const kvg_sampler_params & p) {
     kvg_sampler * chain = kvg_sampler_chain_new();
+    const bool greedy = p.temp <= 0; // as kvg_sampler_new: the penalties, then the best token
     kvg_sampler * stages[] = {
         kvg_sampler_init_penalties(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty),
-        kvg_sampler_init_top_k(p.top_k), kvg_sampler_init_min_p(p.min_p, 1), kvg_sampler_init_temp(p.temp),
-        kvg_sampler_init_top_p(p.top_p, 1), kvg_sampler_init_dist(p.seed)};
+        greedy ? kvg_sampler_init_greedy() : kvg_sampler_init_top_k(p.top_k),
+        greedy ? nullptr : kvg_sampler_init_min_p(p.min_p, 1), greedy ? nullptr : kvg_sampler_init_temp(p.temp),
+        greedy ? nullptr : kvg_sampler_init_top_p(p.top_p, 1), greedy ? nullptr : kvg_sampler_init_dist(p.seed)};
     bool ok = chain != nullptr;
     for (kvg_sampler * s : stages) {
+        if (s == nullptr && greedy) continue;
         if (ok && kvg_sampler_chain_add(chain, s)) continue;
         kvg_sampler_free(s); // not taken by the chain
         ok = false;
