@@ -470,7 +470,8 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
         struct Shape { int64_t K, N, M; };
         const std::vector<Shape> shapes = quant
             ? std::vector<Shape>{{u, 5, 1}, {3 * u, 13, 1}, {5 * u, 7, 3}, {3 * u, 71, 5}, {2 * u, 9, 70}, {big, 9, 6}, {big, 37, 1},
-                                 {big, 19, 16}, {3 * u, 67, 33}} // panels (VNNI path): exactly one; K chunks; partial last panel
+                                 // panels (VNNI path): exactly one; K chunks; one row past a pair; a pair and a partial one
+                                 {big, 19, 16}, {3 * u, 67, 33}, {2 * u, 11, 50}}
             : std::vector<Shape>{{1, 3, 1}, {67, 13, 1}, {67, 5, 3}, {33, 71, 5}, {17, 9, 70}, {1100, 9, 6}, {1031, 37, 1},
                                  {65, 67, 33}}; // the last one is large enough for the OpenBLAS route (KVG_OPENBLAS)
         for (const Shape & s : shapes) {

@@ -194,7 +194,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
     // matrix-vector products use the tile height that streams best from memory (tiles
     // compute each element the same way, so the result does not change)
-    const int RN = mi.panel ? mk.panel_rows : mi.M == 1 ? mk.mv_rows : mk.rows, RM = mi.panel ? MM_PANEL_COLS : mk.cols;
+    const int RN = mi.panel ? mk.panel_rows : mi.M == 1 ? mk.mv_rows : mk.rows, RM = mi.panel ? mk.panel_cols : mk.cols;
 
     // Block = BN weight rows x BM activation rows, multiples of the tile so tiles stay on
     // a fixed grid.

@@ -65,10 +65,11 @@ void pack_panel(const void * const * rows, int n, void * panel, int64_t k) {
     }
 }
 
-// Exact integer dots of one weight block with the panel's 16 rows (xv: the block's 8 quant vectors).
-template <bool Q4>
-KVG_INLINE __m512i block_dots(const char * wb, const __m512i * xv, __m512i corr) {
-    __m512i s = corr;
+// Exact integer dots of one weight block with the 16 rows of each of P panels (xv: each
+// panel's 8 quant vectors of the block), into s.
+template <bool Q4, int P>
+KVG_INLINE void block_dots(const char * wb, const __m512i (*xv)[8], const __m512i * corr, __m512i * s) {
+    for (int p = 0; p < P; ++p) s[p] = corr[p];
     if (Q4) {
         const uint8_t * q = ((const block_q4_0 *) wb)->qs;
         const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -77,8 +78,8 @@ KVG_INLINE __m512i block_dots(const char * wb, const __m512i * xv, __m512i corr)
             std::memcpy(&v, q + 4 * h, 4);
             // byte j holds element j (low nibble) and j + 16 (high): groups h and 4 + h
             const __m512i t = _mm512_set1_epi32(v);
-            s = _mm512_dpbusd_epi32(s, _mm512_and_si512(t, low4), xv[h]);
-            s = _mm512_dpbusd_epi32(s, _mm512_and_si512(_mm512_srli_epi16(t, 4), low4), xv[4 + h]);
+            const __m512i lo = _mm512_and_si512(t, low4), hi = _mm512_and_si512(_mm512_srli_epi16(t, 4), low4);
+            for (int p = 0; p < P; ++p) s[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s[p], lo, xv[p][h]), hi, xv[p][4 + h]);
         }
     } else {
         const int8_t * q = ((const block_q8_0 *) wb)->qs;
@@ -86,33 +87,38 @@ KVG_INLINE __m512i block_dots(const char * wb, const __m512i * xv, __m512i corr)
         for (int g = 0; g < 8; ++g) {
             int32_t v;
             std::memcpy(&v, q + 4 * g, 4);
-            s = _mm512_dpbusd_epi32(s, _mm512_xor_si512(_mm512_set1_epi32(v), bias), xv[g]);
+            const __m512i u = _mm512_xor_si512(_mm512_set1_epi32(v), bias);
+            for (int p = 0; p < P; ++p) s[p] = _mm512_dpbusd_epi32(s[p], u, xv[p][g]);
         }
     }
-    return s;
 }
 
-template <bool Q4, int R>
+// R weight rows x P panels (x_stride bytes apart); n_cols counts the rows of all P panels.
+template <bool Q4, int R, int P>
 KVG_INLINE void panel_tile(const mm_tile_args & a) {
     constexpr size_t WB = Q4 ? sizeof(block_q4_0) : sizeof(block_q8_0);
-    __m512 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    const char * xp = a.x;
+    __m512 acc[R][P];
+    for (int r = 0; r < R; ++r) for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
     const int64_t nb = a.k / QK8_0;
-    for (int64_t b = 0; b < nb; ++b, xp += MM_PANEL_BLOCK) {
-        __m512i xv[8];
-        for (int g = 0; g < 8; ++g) xv[g] = _mm512_load_si512((const void *) (xp + 64 * g));
-        const __m512 xd = _mm512_load_ps((const float *) (xp + PANEL_D));
-        const __m512i corr = _mm512_load_si512((const void *) (xp + (Q4 ? PANEL_C8 : PANEL_C128)));
+    for (int64_t b = 0; b < nb; ++b) {
+        __m512i xv[P][8], corr[P];
+        __m512 xd[P];
+        for (int p = 0; p < P; ++p) {
+            const char * xp = a.x + p * a.x_stride + b * MM_PANEL_BLOCK;
+            for (int g = 0; g < 8; ++g) xv[p][g] = _mm512_load_si512((const void *) (xp + 64 * g));
+            xd[p] = _mm512_load_ps((const float *) (xp + PANEL_D));
+            corr[p] = _mm512_load_si512((const void *) (xp + (Q4 ? PANEL_C8 : PANEL_C128)));
+        }
         for (int r = 0; r < R; ++r) {
             const char * wb = a.w + r * a.w_stride + b * WB;
-            const __m512i s = block_dots<Q4>(wb, xv, corr);
+            __m512i s[P];
+            block_dots<Q4, P>(wb, xv, corr, s);
             const __m512 wd = _mm512_set1_ps(_cvtsh_ss(*(const uint16_t *) wb));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, xd), acc[r]);
+            for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p]), _mm512_mul_ps(wd, xd[p]), acc[r][p]);
         }
     }
-    alignas(64) float t[R][MM_PANEL_COLS];
-    for (int r = 0; r < R; ++r) _mm512_store_ps(t[r], acc[r]);
+    alignas(64) float t[R][P * MM_PANEL_COLS];
+    for (int r = 0; r < R; ++r) for (int p = 0; p < P; ++p) _mm512_store_ps(t[r] + p * MM_PANEL_COLS, acc[r][p]);
     for (int c = 0; c < a.n_cols; ++c) {
         float * o = a.out + c * a.out_stride;
         for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + t[r][c] : t[r][c];
@@ -120,10 +126,16 @@ KVG_INLINE void panel_tile(const mm_tile_args & a) {
 }
 
 template <int R> struct panel_q8_0 {
-    static KVG_TARGET void run(const mm_tile_args & a) { panel_tile<false, R>(a); }
+    static KVG_TARGET void run(const mm_tile_args & a) {
+        if (a.n_cols > MM_PANEL_COLS) panel_tile<false, R, 2>(a);
+        else panel_tile<false, R, 1>(a);
+    }
 };
 template <int R> struct panel_q4_0 {
-    static KVG_TARGET void run(const mm_tile_args & a) { panel_tile<true, R>(a); }
+    static KVG_TARGET void run(const mm_tile_args & a) {
+        if (a.n_cols > MM_PANEL_COLS) panel_tile<true, R, 2>(a);
+        else panel_tile<true, R, 1>(a);
+    }
 };
 
 template <template <int> class P, int R>
@@ -142,6 +154,7 @@ cpu_kernels build() {
     fill_panel<panel_q8_0, PANEL_ROWS>(k.mm[MM_Q8_0]);
     fill_panel<panel_q4_0, PANEL_ROWS>(k.mm[MM_Q4_0]);
     k.mm[MM_Q8_0].panel_rows = k.mm[MM_Q4_0].panel_rows = PANEL_ROWS;
+    k.mm[MM_Q8_0].panel_cols = k.mm[MM_Q4_0].panel_cols = 2 * MM_PANEL_COLS;
     k.pack_panel = pack_panel;
     return k;
 }

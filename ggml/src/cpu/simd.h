@@ -53,10 +53,11 @@ struct mm_kernel {
     int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
     int mv_rows;    // tile height for matrix-vector products (memory streaming, measured)
     mm_tile_fn tile[MM_MAX_ROWS + 1][MM_MAX_COLS + 1];
-    // panel tiles (0 rows: none): panel[r] multiplies r weight rows with one activation panel
-    // (x: its block at the tile's K offset; n_cols rows written); used for products of at
+    // panel tiles (0 rows: none): panel[r] multiplies r weight rows with panel_cols activation
+    // rows (x: the first panel's block at the tile's K offset, the next ones x_stride apart;
+    // n_cols rows written); used for products of at
     // least MM_PANEL_MIN activation rows
-    int panel_rows;
+    int panel_rows, panel_cols; // panel_cols: a multiple of MM_PANEL_COLS
     mm_tile_fn panel[MM_MAX_ROWS + 1];
 };
 constexpr int64_t MM_PANEL_MIN = 16;
