@@ -38,7 +38,7 @@ struct Ctx {
 // The SIMD paths this CPU runs (scalar always); leaves the best one active.
 inline std::vector<ggml_cpu_features> available_paths() {
     std::vector<ggml_cpu_features> paths;
-    for (int p = GGML_CPU_FEATURES_SCALAR; p <= GGML_CPU_FEATURES_AVX512; ++p) {
+    for (int p = GGML_CPU_FEATURES_SCALAR; p < GGML_CPU_FEATURES_BEST; ++p) {
         if (ggml_cpu_set_features_limit((ggml_cpu_features) p) == p) paths.push_back((ggml_cpu_features) p);
     }
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);

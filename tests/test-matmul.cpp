@@ -26,7 +26,8 @@ const ggml_type ALL_TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, G
                                GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 
 const char * path_name(ggml_cpu_features p) {
-    return p == GGML_CPU_FEATURES_SCALAR ? "scalar" : p == GGML_CPU_FEATURES_AVX2 ? "avx2" : "avx512";
+    return p == GGML_CPU_FEATURES_SCALAR ? "scalar" : p == GGML_CPU_FEATURES_AVX2 ? "avx2"
+         : p == GGML_CPU_FEATURES_AVX512 ? "avx512" : "avx512vnni";
 }
 
 std::mt19937 rng(1234);
@@ -320,6 +321,7 @@ TEST_CASE("each path's kernel table holds its own functions") {
         for (int b = a + 1; b < 3; ++b) {
             if (!paths[a] || !paths[b]) continue;
             CAPTURE(a); CAPTURE(b);
+            CHECK(paths[a]->mm[kvg::MM_Q8_0].panel_rows == 0); // panel tiles: the VNNI table only
             for (int t = 0; t < kvg::MM_TYPE_COUNT; ++t) {
                 // the 32-value block types after q4_0 have AVX2 tiles only, which the AVX-512 table shares
                 if (a == 1 && b == 2 && t >= kvg::MM_Q4_1 && t < kvg::MM_Q2_K) {
@@ -334,10 +336,20 @@ TEST_CASE("each path's kernel table holds its own functions") {
             CHECK((paths[a]->dequantize_q8_0 != paths[b]->dequantize_q8_0));
         }
     }
+    // the VNNI table is the AVX-512 one plus panel tiles for q8_0 and q4_0
+    if (const kvg::cpu_kernels * v = kvg::kernels_avx512_vnni()) {
+        for (int t : {kvg::MM_Q8_0, kvg::MM_Q4_0}) {
+            CHECK(v->mm[t].panel_rows >= 1);
+            for (int r = 1; r <= v->mm[t].panel_rows; ++r) CHECK(bool(v->mm[t].panel[r]));
+        }
+        CHECK(v->mm[kvg::MM_F32].panel_rows == 0);
+        CHECK(bool(v->pack_panel));
+    }
 }
 
 TEST_CASE("every register tile shape of every type on every path matches the scalar kernels") {
-    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
+    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
+                                        kvg::kernels_avx512_vnni()};
     for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
         const kvg::cpu_kernels & kern = *paths[pi];
         const std::string path_str = kern.name;
@@ -457,7 +469,9 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
         const int64_t u = k_unit(t), big = u == 32 ? 4160 : 17 * u;
         struct Shape { int64_t K, N, M; };
         const std::vector<Shape> shapes = quant
-            ? std::vector<Shape>{{u, 5, 1}, {3 * u, 13, 1}, {5 * u, 7, 3}, {3 * u, 71, 5}, {2 * u, 9, 70}, {big, 9, 6}, {big, 37, 1}}
+            ? std::vector<Shape>{{u, 5, 1}, {3 * u, 13, 1}, {5 * u, 7, 3}, {3 * u, 71, 5}, {2 * u, 9, 70}, {big, 9, 6}, {big, 37, 1},
+                                 // panels (VNNI path): exactly one; K chunks; one row past a pair; a pair and a partial one
+                                 {big, 19, 16}, {3 * u, 67, 33}, {2 * u, 11, 50}}
             : std::vector<Shape>{{1, 3, 1}, {67, 13, 1}, {67, 5, 3}, {33, 71, 5}, {17, 9, 70}, {1100, 9, 6}, {1031, 37, 1},
                                  {65, 67, 33}}; // the last one is large enough for the OpenBLAS route (KVG_OPENBLAS)
         for (const Shape & s : shapes) {
@@ -597,9 +611,9 @@ TEST_CASE("feature cap") {
     CHECK(ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST) == best);
     // the best path follows CPUID unless KVG_CPU_FEATURES caps it
     const char * env = std::getenv("KVG_CPU_FEATURES");
-    if (!env || std::string(env) == "avx512") {
+    if (!env || std::string(env) == "avx512" || std::string(env) == "avx512vnni") {
         if (ggml_cpu_has_avx2() && ggml_cpu_has_fma() && ggml_cpu_has_f16c()) CHECK(best >= GGML_CPU_FEATURES_AVX2);
-        if (ggml_cpu_has_avx512()) CHECK(best == GGML_CPU_FEATURES_AVX512);
+        if (ggml_cpu_has_avx512()) CHECK(best >= GGML_CPU_FEATURES_AVX512);
     } else if (std::string(env) == "scalar") {
         CHECK(best == GGML_CPU_FEATURES_SCALAR);
     }

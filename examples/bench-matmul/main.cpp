@@ -1,6 +1,7 @@
 // Matmul kernel benchmark against this machine's measured limits.
 //
 //   kvg-bench-matmul [--quick] [--reps N] [--threads 1,2] [--matvec-only] [--cpu-time]
+//                    [--shape K,N,M ...] [--types f32,f16,q8_0,...]
 //
 // Measures, for each thread count: streaming read bandwidth and the FMA peak (probes
 // written here), matrix-vector products 4096x14336 per weight type in GB/s of weights
@@ -9,6 +10,8 @@
 // library's graph executor. With OpenBLAS available it also prints sgemm's own rate at
 // 2048^3 and on the 4096x4096x512 shape, and our f32 result as a fraction of it.
 // Matvec weights are rotated over several copies so each run reads them from DRAM.
+// --shape (repeatable) times only the given products (K x N weights times M rows) for
+// --types (default f32,f16,bf16,q8_0,q4_0): quick before/after comparisons of kernels.
 #include "ggml-cpu.h"
 #include "ggml.h"
 
@@ -272,18 +275,67 @@ const char * pct(double f, char * buf) {
     return buf;
 }
 
+ggml_type type_by_name(const std::string & s) {
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        const char * n = ggml_type_name((ggml_type) t);
+        if (n && s == n && ggml_type_size((ggml_type) t) > 0) return (ggml_type) t;
+    }
+    std::fprintf(stderr, "unknown type %s\n", s.c_str());
+    std::exit(1);
+}
+
+struct shape { int64_t K, N, M; };
+
+// The --shape products: GFLOP/s (and GB/s of weights for M = 1, read from DRAM as in the
+// matvec table), per thread count.
+void run_shapes(const std::vector<shape> & shapes, const std::vector<ggml_type> & types, const std::vector<int> & threads,
+                int reps) {
+    for (const shape & s : shapes) {
+        for (const ggml_type t : types) {
+            const size_t wbytes = ggml_row_size(t, s.K) * s.N;
+            const int copies = s.M == 1 ? (int) std::max<size_t>(1, ((size_t) 256 << 20) / wbytes) : 1;
+            std::printf("  %-5s K=%-5lld N=%-5lld M=%-4lld:", ggml_type_name(t), (long long) s.K, (long long) s.N, (long long) s.M);
+            for (const int nt : threads) {
+                const mm_result r = time_mul_mat(t, s.K, s.N, s.M, nt, copies, s.M == 1 ? std::max(reps * 6, copies * 3) : reps);
+                const double gf = 2.0 * s.K * s.N * s.M / r.seconds / 1e9;
+                std::printf("   %d thr %7.1f GFLOP/s", nt, gf);
+                if (s.M == 1) std::printf(" %5.1f GB/s", wbytes / r.seconds / 1e9);
+            }
+            std::printf("\n");
+            std::fflush(stdout);
+        }
+    }
+}
+
 } // namespace
 
 int main(int argc, char ** argv) {
     int reps = 6;
     bool matvec_only = false;
     std::vector<int> threads = {1, 2};
+    std::vector<shape> shapes;
+    std::vector<ggml_type> types_sel;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--quick") reps = 2;
         else if (a == "--matvec-only") matvec_only = true;
         else if (a == "--cpu-time") g_cpu_time = true;
         else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--shape" && i + 1 < argc) {
+            long long k, n, m;
+            if (std::sscanf(argv[++i], "%lld,%lld,%lld", &k, &n, &m) != 3 || k < 1 || n < 1 || m < 1) {
+                std::fprintf(stderr, "--shape wants K,N,M\n");
+                return 1;
+            }
+            shapes.push_back({k, n, m});
+        } else if (a == "--types" && i + 1 < argc) {
+            for (const char * p = argv[++i]; *p;) {
+                const char * e = p;
+                while (*e && *e != ',') ++e;
+                types_sel.push_back(type_by_name(std::string(p, e)));
+                p = *e ? e + 1 : e;
+            }
+        }
         else if (a == "--threads" && i + 1 < argc) {
             threads.clear();
             for (const char * p = argv[++i]; *p;) {
@@ -292,11 +344,12 @@ int main(int argc, char ** argv) {
                 if (*p == ',') ++p;
             }
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--reps N] [--threads 1,2] [--matvec-only] [--cpu-time]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--quick] [--reps N] [--threads 1,2] [--matvec-only] [--cpu-time] "
+                                 "[--shape K,N,M ...] [--types f32,f16,...]\n", argv[0]);
             return 1;
         }
     }
-    static const char * const path_names[] = {"scalar", "avx2", "avx512"};
+    static const char * const path_names[] = {"scalar", "avx2", "avx512", "avx512vnni"};
     const ggml_cpu_features path = ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
     std::printf("kernels: %s (KVG_CPU_FEATURES caps it)%s\n", path_names[path],
 #ifdef KVG_BENCH_ROUTED_BLAS
@@ -305,6 +358,11 @@ int main(int argc, char ** argv) {
                 ""
 #endif
     );
+    if (!shapes.empty()) {
+        if (types_sel.empty()) types_sel = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+        run_shapes(shapes, types_sel, threads, reps);
+        return 0;
+    }
 
     const int nt = (int) threads.size();
     read_pool pool((size_t) 768 << 20);

@@ -9,6 +9,9 @@
 // activations a block sweeps stays in cache. Tiles sit on a grid fixed by the shape, and
 // every output element is summed in the same order whatever the tile, so results do not
 // depend on the number of tasks.
+// Paths with panel tiles (simd.h) convert q8_0 activations of products with at least
+// MM_PANEL_MIN rows into panels of 16 rows instead, and run panel tiles over them (an
+// output's order is then the panel tiles' own, again the same for every tile).
 #include "kernels.h"
 #include "simd.h"
 #include "types.h"
@@ -32,8 +35,10 @@ struct mm_info {
     const ggml_tensor * src1;
     ggml_type vdt;
     bool convert;       // phase 0 writes src1 as dense vdt rows into wdata
-    size_t x_stride;    // bytes between converted rows
+    bool panel;         // ... as activation panels (simd.h) of MM_PANEL_COLS rows
+    size_t x_stride;    // bytes between converted rows, or between panels
     int64_t K, N, M;
+    int64_t n_panels;   // panels per batch
 };
 
 // Validates the node and derives what both phases need; aborts with the reason otherwise.
@@ -64,7 +69,11 @@ mm_info inspect(const ggml_tensor * dst) {
     info.K = a->ne[0];
     info.N = a->ne[1];
     info.M = b->ne[1];
-    info.x_stride = GGML_PAD(ggml_row_size(info.vdt, info.K), ALIGN);
+    info.panel = info.vdt == GGML_TYPE_Q8_0 && info.M >= MM_PANEL_MIN &&
+                 cpu_active_kernels().mm[mm_type_of(a->type)].panel_rows > 0;
+    info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
+    info.x_stride = info.panel ? (size_t) (info.K / QK8_0) * MM_PANEL_BLOCK
+                               : GGML_PAD(ggml_row_size(info.vdt, info.K), ALIGN);
     return info;
 }
 
@@ -73,12 +82,14 @@ char * align_up(void * p) {
 }
 
 size_t conv_bytes(const mm_info & mi) {
-    return mi.x_stride * (size_t) (mi.M * mi.src1->ne[2] * mi.src1->ne[3]);
+    return mi.x_stride * (size_t) ((mi.panel ? mi.n_panels : mi.M) * mi.src1->ne[2] * mi.src1->ne[3]);
 }
 
-// Floats of per-task scratch: strided src1 rows are gathered there before quantizing.
+// Floats of per-task scratch: strided src1 rows are gathered there before quantizing; for
+// panels, the panel's q8_0 rows follow.
 int64_t gather_floats(const mm_info & mi) {
-    return (mi.vdt != GGML_TYPE_F32 && !ggml_is_contiguous_rows(mi.src1)) ? GGML_PAD(mi.K, 16) : 0;
+    const int64_t gather = (mi.vdt != GGML_TYPE_F32 && !ggml_is_contiguous_rows(mi.src1)) ? GGML_PAD(mi.K, 16) : 0;
+    return gather + (mi.panel ? MM_PANEL_COLS * (int64_t) GGML_PAD(ggml_row_size(GGML_TYPE_Q8_0, mi.K), 64) / 4 : 0);
 }
 
 // Task ith's share [begin, end) of n items split into nth nearly equal ranges.
@@ -87,27 +98,48 @@ void split(int64_t n, int ith, int nth, int64_t & begin, int64_t & end) {
     end = n * (ith + 1) / nth;
 }
 
-void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
+// Converts activation row r (over all batches) of src1 into `out` as the vec_dot type;
+// tmp: K floats for gathering strided rows.
+void convert_row(const mm_info & mi, int64_t r, char * out, float * tmp) {
     const ggml_tensor * b = mi.src1;
     const cpu_kernels & kern = cpu_active_kernels();
+    const int64_t i11 = r % mi.M, i12 = (r / mi.M) % b->ne[2], i13 = r / (mi.M * b->ne[2]);
+    const char * src = (const char *) b->data + i11 * b->nb[1] + i12 * b->nb[2] + i13 * b->nb[3];
+    const float * row = (const float *) src;
+    if (!ggml_is_contiguous_rows(b)) {
+        float * g = mi.vdt == GGML_TYPE_F32 ? (float *) out : tmp;
+        for (int64_t i = 0; i < mi.K; ++i) g[i] = *(const float *) (src + i * b->nb[0]);
+        row = g;
+    }
+    if (mi.vdt == GGML_TYPE_Q8_0) kern.quantize_q8_0(row, out, mi.K);
+    else if (mi.vdt == GGML_TYPE_Q8_K) kern.quantize_q8_K(row, out, mi.K);
+    else if (row != (const float *) out) std::memcpy(out, row, mi.K * sizeof(float));
+}
+
+void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
+    const ggml_tensor * b = mi.src1;
     char * conv = align_up(params->wdata);
     float * tmp = (float *) (conv + GGML_PAD(conv_bytes(mi), ALIGN)) + params->ith * gather_floats(mi);
-    const int64_t rows = mi.M * b->ne[2] * b->ne[3];
-    int64_t r0, r1;
-    split(rows, params->ith, params->nth, r0, r1);
-    for (int64_t r = r0; r < r1; ++r) {
-        const int64_t i11 = r % mi.M, i12 = (r / mi.M) % b->ne[2], i13 = r / (mi.M * b->ne[2]);
-        const char * src = (const char *) b->data + i11 * b->nb[1] + i12 * b->nb[2] + i13 * b->nb[3];
-        char * out = conv + r * mi.x_stride;
-        const float * row = (const float *) src;
-        if (!ggml_is_contiguous_rows(b)) {
-            float * g = mi.vdt == GGML_TYPE_F32 ? (float *) out : tmp;
-            for (int64_t i = 0; i < mi.K; ++i) g[i] = *(const float *) (src + i * b->nb[0]);
-            row = g;
+    if (!mi.panel) {
+        int64_t r0, r1;
+        split(mi.M * b->ne[2] * b->ne[3], params->ith, params->nth, r0, r1);
+        for (int64_t r = r0; r < r1; ++r) convert_row(mi, r, conv + r * mi.x_stride, tmp);
+        return;
+    }
+    // panels: a task quantizes a panel's rows into its scratch, then packs them
+    const size_t q_stride = GGML_PAD(ggml_row_size(GGML_TYPE_Q8_0, mi.K), 64);
+    char * qrows = (char *) (tmp + (ggml_is_contiguous_rows(b) ? 0 : GGML_PAD(mi.K, 16)));
+    int64_t p0, p1;
+    split(mi.n_panels * b->ne[2] * b->ne[3], params->ith, params->nth, p0, p1);
+    for (int64_t p = p0; p < p1; ++p) {
+        const int64_t batch = p / mi.n_panels, c0 = (p % mi.n_panels) * MM_PANEL_COLS;
+        const int n = (int) std::min<int64_t>(MM_PANEL_COLS, mi.M - c0);
+        const void * rows[MM_PANEL_COLS];
+        for (int c = 0; c < n; ++c) {
+            convert_row(mi, batch * mi.M + c0 + c, qrows + c * q_stride, tmp);
+            rows[c] = qrows + c * q_stride;
         }
-        if (mi.vdt == GGML_TYPE_Q8_0) kern.quantize_q8_0(row, out, mi.K);
-        else if (mi.vdt == GGML_TYPE_Q8_K) kern.quantize_q8_K(row, out, mi.K);
-        else if (row != (const float *) out) std::memcpy(out, row, mi.K * sizeof(float));
+        cpu_active_kernels().pack_panel(rows, n, conv + p * mi.x_stride, mi.K);
     }
 }
 
@@ -162,7 +194,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
     // matrix-vector products use the tile height that streams best from memory (tiles
     // compute each element the same way, so the result does not change)
-    const int RN = mi.M == 1 ? mk.mv_rows : mk.rows, RM = mk.cols;
+    const int RN = mi.panel ? mk.panel_rows : mi.M == 1 ? mk.mv_rows : mk.rows, RM = mi.panel ? mk.panel_cols : mk.cols;
 
     // Block = BN weight rows x BM activation rows, multiples of the tile so tiles stay on
     // a fixed grid.
@@ -188,21 +220,24 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
         const int64_t bn = (u / nbm) % nbn, bm = u % nbm;
         const int64_t i12 = batch % ne12, i13 = batch / ne12;
         const char * w = (const char *) a->data + (i12 / r2) * a->nb[2] + (i13 / r3) * a->nb[3];
-        const char * x = mi.convert ? conv + batch * mi.M * mi.x_stride
+        const char * x = mi.convert ? conv + batch * (mi.panel ? mi.n_panels : mi.M) * mi.x_stride
                                     : (const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3];
         float * out = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         const int64_t n0 = bn * BN, n1 = std::min(mi.N, n0 + BN);
         const int64_t m0 = bm * BM, m1 = std::min(mi.M, m0 + BM);
         for (int64_t k0 = 0; k0 == 0 || k0 < mi.K; k0 += KC) {
             const int64_t kc = std::min(KC, mi.K - k0);
-            const size_t w_off = k0 * w_elem_num / w_elem_den, x_off = k0 * x_elem_num / x_elem_den;
+            const size_t w_off = k0 * w_elem_num / w_elem_den;
+            const size_t x_off = mi.panel ? k0 / QK8_0 * MM_PANEL_BLOCK : k0 * x_elem_num / x_elem_den;
             for (int64_t i = n0; i < n1; i += RN) {
                 const int rn = (int) std::min<int64_t>(RN, n1 - i);
                 for (int64_t j = m0; j < m1; j += RM) {
                     const int rm = (int) std::min<int64_t>(RM, m1 - j);
-                    const mm_tile_args args = {kc, w + i * a->nb[1] + w_off, a->nb[1], x + j * x_stride + x_off, x_stride,
-                                               out + j * out_stride + i, out_stride, k0 > 0};
-                    mk.tile[rn][rm](args);
+                    const char * xj = x + (mi.panel ? j / MM_PANEL_COLS : j) * x_stride + x_off;
+                    const mm_tile_args args = {kc, w + i * a->nb[1] + w_off, a->nb[1], xj, x_stride,
+                                               out + j * out_stride + i, out_stride, k0 > 0, rm};
+                    if (mi.panel) mk.panel[rn](args);
+                    else mk.tile[rn][rm](args);
                 }
             }
         }

@@ -195,9 +195,8 @@ KVG_INLINE void add_superblock(__m256 & o, __m256i isum, const kscales & s, cons
 // k-quant weights x q8_K activations, one super-block of 256 values per step
 template <typename T, int R, int C>
 KVG_INLINE void tile_k(const mm_tile_args & a) {
-    constexpr int G = (R * C + 7) / 8;
-    __m256 acc[G * 8];
-    for (int i = 0; i < G * 8; ++i) acc[i] = _mm256_setzero_ps();
+    __m256 acc[R * C];
+    for (int i = 0; i < R * C; ++i) acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < a.k / QK_K; ++b) {
         const block_q8_K * x[C];
         for (int c = 0; c < C; ++c) x[c] = (const block_q8_K *) (a.x + c * a.x_stride) + b;
@@ -263,9 +262,8 @@ struct iq4_nl {
 
 template <typename T, int R, int C>
 KVG_INLINE void tile_32(const mm_tile_args & a) {
-    constexpr int G = (R * C + 7) / 8;
-    __m256 acc[G * 8];
-    for (int i = 0; i < G * 8; ++i) acc[i] = _mm256_setzero_ps();
+    __m256 acc[R * C];
+    for (int i = 0; i < R * C; ++i) acc[i] = _mm256_setzero_ps();
     const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
     for (int64_t b = 0; b < a.k / QK8_0; ++b) {
         __m256i xq[C];
@@ -400,9 +398,8 @@ template <typename T> KVG_INLINE512 __m512i scale64(const kscales & s, int m) {
 
 template <typename T, int R, int C>
 KVG_INLINE512 void tile_k512(const mm_tile_args & a) {
-    constexpr int G = (R * C + 7) / 8;
-    __m256 acc[G * 8];
-    for (int i = 0; i < G * 8; ++i) acc[i] = _mm256_setzero_ps();
+    __m256 acc[R * C];
+    for (int i = 0; i < R * C; ++i) acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < a.k / QK_K; ++b) {
         const block_q8_K * x[C];
         for (int c = 0; c < C; ++c) x[c] = (const block_q8_K *) (a.x + c * a.x_stride) + b;

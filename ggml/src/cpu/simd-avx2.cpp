@@ -57,9 +57,8 @@ struct ld_bf16 {
 
 template <typename L, int R, int C>
 KVG_INLINE void tile_float(const mm_tile_args & a) {
-    constexpr int G = (R * C + 7) / 8;
-    __m256 acc[G * 8];
-    for (int j = 0; j < G * 8; ++j) acc[j] = _mm256_setzero_ps();
+    __m256 acc[R * C];
+    for (int j = 0; j < R * C; ++j) acc[j] = _mm256_setzero_ps();
     const char * w[R];
     const char * x[C];
     for (int r = 0; r < R; ++r) w[r] = a.w + r * a.w_stride;
@@ -154,9 +153,8 @@ KVG_INLINE void q4_step2(const mm_tile_args & a, int64_t b, __m256 * acc) {
 
 template <bool Q4, int R, int C>
 KVG_INLINE void tile_quant(const mm_tile_args & a) {
-    constexpr int G = (R * C + 7) / 8;
-    __m256 acc[G * 8];
-    for (int j = 0; j < G * 8; ++j) acc[j] = _mm256_setzero_ps();
+    __m256 acc[R * C];
+    for (int j = 0; j < R * C; ++j) acc[j] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     const int64_t nb = a.k / QK8_0;
     int64_t b0 = 0;

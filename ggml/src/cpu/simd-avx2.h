@@ -35,12 +35,21 @@ KVG_INLINE void reduce8(const __m256 * v, float * out) {
     for (int j = 0; j < 8; ++j) out[j] = tmp[4 * (j % 2) + j / 2]; // z[4l + m] holds v[2m + l]
 }
 
-// Stores tile (r, c) = the lane sum of acc[r * C + c] (acc holds a multiple of 8 vectors).
+// One vector's sum, paired as in reduce8 (so the bits agree).
+KVG_INLINE float reduce1(__m256 v) {
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+}
+
+// Stores tile (r, c) = the lane sum of acc[r * C + c]: groups of 8, then single vectors
+// (the same pairing either way, so an output's bits do not depend on the tile shape).
 template <int R, int C>
 KVG_INLINE void finish_tile(const mm_tile_args & a, __m256 * acc) {
-    constexpr int G = (R * C + 7) / 8;
-    float sums[G * 8];
-    for (int g = 0; g < G; ++g) reduce8(acc + 8 * g, sums + 8 * g);
+    constexpr int N = R * C, N8 = N / 8 * 8;
+    float sums[N];
+    for (int g = 0; g < N8; g += 8) reduce8(acc + g, sums + g);
+    for (int g = N8; g < N; ++g) sums[g] = reduce1(acc[g]);
     for (int c = 0; c < C; ++c) {
         float * o = a.out + c * a.out_stride;
         for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + sums[r * C + c] : sums[r * C + c];

@@ -59,13 +59,28 @@ KVG_INLINE float reduce1(__m512 v) {
     return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
 }
 
-// Reduces the R*C accumulators of a tile (index r*C + c) and writes them out.
+// Sums of 4 vectors: out[j] = sum of the lanes of v[j], paired as in reduce16.
+KVG_INLINE __m128 reduce4(const __m512 * v) {
+    const __m512 s0 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xEE));
+    const __m512 s1 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xEE));
+    // 128-bit lane j holds v[j]'s four sums of lanes (i, i+8, i+4, i+12)
+    const __m512 t = _mm512_add_ps(_mm512_shuffle_f32x4(s0, s1, 0x88), _mm512_shuffle_f32x4(s0, s1, 0xDD));
+    const __m512 u = _mm512_add_ps(_mm512_shuffle_ps(t, t, 0x44), _mm512_shuffle_ps(t, t, 0xEE));
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(u, u, 0x88), _mm512_shuffle_ps(u, u, 0xDD));
+    // element 0 of 128-bit lane j is v[j]'s sum
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), z));
+}
+
+// Reduces the N = R*C accumulators of a tile (index r*C + c) and writes them out. Groups of
+// 16, then of 4, then single vectors: every sum is paired the same way, so the bits of an
+// output do not depend on the tile shape.
 template <int R, int C>
 KVG_INLINE void finish_tile(const mm_tile_args & a, __m512 * acc) {
-    constexpr int G = (R * C + 15) / 16;
-    float sums[G * 16];
-    if (R * C == 1) sums[0] = reduce1(acc[0]);
-    else for (int g = 0; g < G; ++g) reduce16(acc + 16 * g, sums + 16 * g);
+    constexpr int N = R * C, N16 = N / 16 * 16, N4 = N16 + (N - N16) / 4 * 4;
+    alignas(16) float sums[N + 3];
+    for (int g = 0; g < N16; g += 16) reduce16(acc + g, sums + g);
+    for (int g = N16; g < N4; g += 4) _mm_storeu_ps(sums + g, reduce4(acc + g));
+    for (int g = N4; g < N; ++g) sums[g] = reduce1(acc[g]);
     for (int c = 0; c < C; ++c) {
         float * o = a.out + c * a.out_stride;
         for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + sums[r * C + c] : sums[r * C + c];
@@ -96,9 +111,8 @@ struct ld_bf16 {
 
 template <typename L, int R, int C>
 KVG_INLINE void tile_float(const mm_tile_args & a) {
-    constexpr int G = (R * C + 15) / 16;
-    __m512 acc[G * 16];
-    for (int j = 0; j < G * 16; ++j) acc[j] = _mm512_setzero_ps();
+    __m512 acc[R * C];
+    for (int j = 0; j < R * C; ++j) acc[j] = _mm512_setzero_ps();
     const char * w[R];
     const float * x[C];
     for (int r = 0; r < R; ++r) w[r] = a.w + r * a.w_stride;
@@ -260,9 +274,8 @@ KVG_INLINE void q4_step4(const mm_tile_args & a, int64_t b, __m512 * acc) {
 
 template <bool Q4, int R, int C>
 KVG_INLINE void tile_quant(const mm_tile_args & a) {
-    constexpr int G = (R * C + 15) / 16;
-    __m512 acc[G * 16];
-    for (int j = 0; j < G * 16; ++j) acc[j] = _mm512_setzero_ps();
+    __m512 acc[R * C];
+    for (int j = 0; j < R * C; ++j) acc[j] = _mm512_setzero_ps();
     const int64_t nb = a.k / QK8_0;
     int64_t b = 0;
     if (Q4) {

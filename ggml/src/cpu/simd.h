@@ -10,7 +10,7 @@
 namespace kvg {
 
 // Instruction-set paths, ordered: a path may be capped to any lower one.
-enum cpu_path { PATH_SCALAR = 0, PATH_AVX2 = 1, PATH_AVX512 = 2, PATH_COUNT = 3 };
+enum cpu_path { PATH_SCALAR = 0, PATH_AVX2 = 1, PATH_AVX512 = 2, PATH_AVX512_VNNI = 3, PATH_COUNT = 4 };
 
 // Largest register tile any path uses (weight rows x activation rows).
 constexpr int MM_MAX_ROWS = 8;
@@ -27,6 +27,7 @@ struct mm_tile_args {
     float * out;
     int64_t out_stride;  // floats between output rows (one per activation row)
     bool accumulate;     // add to out instead of overwriting it
+    int n_cols = 0;      // panel tiles: activation rows of the panel to write (1..MM_PANEL_COLS)
 };
 typedef void (*mm_tile_fn)(const mm_tile_args & a);
 
@@ -39,11 +40,27 @@ enum mm_type {
     MM_TYPE_COUNT
 };
 
+// Activation panels (paths with panel tiles, q8_0 activations): MM_PANEL_COLS activation rows
+// quantized to q8_0 and interleaved, so a tile can multiply 4 bytes of one weight row with the
+// same 4 bytes of all 16 rows in one instruction and end each block with 16 exact integer dots.
+// Per 32-value block: qs[g][c][4] (elements 4g..4g+3 of row c, g < 8), then the rows' scales
+// as f32, then -8 * sum(qs) and -128 * sum(qs) of each row as int32 (the corrections for
+// q4_0's unsigned nibbles and for q8_0 weights made unsigned by +128). Missing rows are zero.
+constexpr int MM_PANEL_COLS = 16;
+constexpr size_t MM_PANEL_BLOCK = MM_PANEL_COLS * 32 + 3 * MM_PANEL_COLS * 4;
+
 struct mm_kernel {
     int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
     int mv_rows;    // tile height for matrix-vector products (memory streaming, measured)
     mm_tile_fn tile[MM_MAX_ROWS + 1][MM_MAX_COLS + 1];
+    // panel tiles (0 rows: none): panel[r] multiplies r weight rows with panel_cols activation
+    // rows (x: the first panel's block at the tile's K offset, the next ones x_stride apart;
+    // n_cols rows written); used for products of at
+    // least MM_PANEL_MIN activation rows
+    int panel_rows, panel_cols; // panel_cols: a multiple of MM_PANEL_COLS
+    mm_tile_fn panel[MM_MAX_ROWS + 1];
 };
+constexpr int64_t MM_PANEL_MIN = 16;
 
 struct cpu_kernels {
     const char * name;
@@ -68,6 +85,9 @@ struct cpu_kernels {
     void (*f16_to_f32)(const ggml_fp16_t * x, float * y, int64_t n);
     // y = q8_0 blocks x as floats (k multiple of 32; bit-identical to dequantize_row_q8_0)
     void (*dequantize_q8_0)(const void * x, float * y, int64_t k);
+    // activation panel from q8_0 rows (k multiple of 32): rows[c] for c < n, zero rows after
+    // (only paths with panel tiles)
+    void (*pack_panel)(const void * const * rows, int n, void * panel, int64_t k);
 };
 
 // exp(x) for x <= 0 on the vector paths (softmax_weights): 2^n * exp(r), n = round(x log2 e),
@@ -128,6 +148,7 @@ static cpu_kernels build_kernel_table() {
 const cpu_kernels & kernels_scalar();
 const cpu_kernels * kernels_avx2();   // nullptr when not built for x86-64
 const cpu_kernels * kernels_avx512(); // nullptr when not built for x86-64
+const cpu_kernels * kernels_avx512_vnni(); // nullptr when not built for x86-64
 
 // Best path the CPU supports, and the table in use (capped by KVG_CPU_FEATURES or
 // ggml_cpu_set_features_limit).
