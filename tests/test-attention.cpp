@@ -210,6 +210,23 @@ TEST_CASE("flash_attn_ext: fully masked rows give zeros, sparse masks skip posit
         for (int64_t i = 0; i < D; ++i) CHECK(((float *) r->data)[(0 * n_head + h) * D + i] == 0.0f); // row 0: all -inf
 }
 
+TEST_CASE("flash_attn_ext: windows that start past whole chunks and end before the cache does") {
+    for (ggml_type mt : {GGML_TYPE_F16, GGML_TYPE_F32}) {
+        CAPTURE((int) mt);
+        Ctx c;
+        // 9 queries (GQA 3): query i sees [70 + 5i, 101 + 5i); the rest of the 203 slots is -inf
+        const int64_t D = 16, n_q = 9, n_kv = 203, n_head = 6, n_head_kv = 2;
+        ggml_tensor * q = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, D, n_q, n_head);
+        ggml_tensor * k = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head_kv);
+        ggml_tensor * v = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head_kv);
+        fill(q, 1.0f); fill(k, 1.0f); fill(v, 1.0f);
+        ggml_tensor * m = ggml_new_tensor_2d(c.ctx, mt, n_kv, 16);
+        for (int64_t i = 0; i < 16; ++i)
+            for (int64_t j = 0; j < n_kv; ++j) set_mask(m, j, i, 0, i < n_q && j >= 70 + 5 * i && j < 101 + 5 * i ? 0.0f : -INFINITY);
+        check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.25f, 0.0f, 0.0f), 2e-5);
+    }
+}
+
 TEST_CASE("flash_attn_ext: permuted q (heads interleaved as produced by a projection)") {
     Ctx c;
     const int64_t D = 24, n_q = 7, n_kv = 33, n_head = 4, n_head_kv = 1;

@@ -233,8 +233,46 @@ struct fa_block {
     int64_t ke0, ve0;
     const char * kbase, * vbase;
     int64_t recent_group;
-    int64_t n_kv; // padding-free: this sequence's valid length
+    int64_t n_kv;     // padding-free: this sequence's valid length, then one past the last position the mask lets through
+    int64_t kv_begin; // first chunk with a position the mask lets through
 };
+
+// The positions [lo, hi) of a mask row (F16 or F32) between its leading and trailing runs of
+// -inf, within [lo, hi) as given; lo == hi when all of them are -inf. Trailing runs (unused
+// cache slots, the causal triangle) are skipped 8 bytes at a time.
+void live_range(const ggml_tensor * m, const char * row, int64_t & lo, int64_t & hi) {
+    const bool f16 = m->type == GGML_TYPE_F16;
+    const size_t es = f16 ? 2 : 4;
+    const uint64_t all_masked = f16 ? 0xFC00FC00FC00FC00ull : 0xFF800000FF800000ull; // -inf in every element
+    auto masked = [&](int64_t j) {
+        return f16 ? ((const ggml_fp16_t *) row)[j] == 0xFC00 : ((const float *) row)[j] == -INFINITY;
+    };
+    const int64_t per_word = (int64_t) (8 / es);
+    while (hi - lo >= per_word) {
+        uint64_t w;
+        std::memcpy(&w, row + (hi - per_word) * es, 8);
+        if (w != all_masked) break;
+        hi -= per_word;
+    }
+    while (hi > lo && masked(hi - 1)) --hi;
+    while (lo < hi && masked(lo)) ++lo;
+}
+
+// Narrows [begin, end) to the chunks holding positions some query of the block can see:
+// causal masks and unused cache slots (-inf to the end of the row) then cost nothing. Whole
+// chunks are dropped, so every score and sum is computed exactly as over the full range.
+void live_span(const ggml_tensor * m, const fa_block & b, int64_t & begin, int64_t & end) {
+    int64_t first = end, last = begin; // [first, last): positions some query sees
+    for (int c = 0; c < b.qb; ++c) {
+        if (c > 0 && b.mrow[c] == b.mrow[c - 1]) continue; // heads of one query row share it
+        int64_t lo = begin, hi = end;
+        live_range(m, b.mrow[c], lo, hi);
+        if (lo < hi) { first = std::min(first, lo); last = std::max(last, hi); }
+    }
+    if (first >= last) { end = begin; return; } // every position masked: zero outputs
+    begin = first / CHUNK * CHUNK;
+    end = last;
+}
 
 // Gathers the block's queries, zeroes its accumulators and locates its K/V head.
 void start_block(const fa_run & r, int64_t u, int64_t blocks, int64_t group, int64_t pairs, fa_block & b) {
@@ -268,6 +306,8 @@ void start_block(const fa_run & r, int64_t u, int64_t blocks, int64_t group, int
     if (!f.v_quant) b.vbase += b.ve0 * v->nb[0];
     b.n_kv = f.n_kv;
     if (f.kv_len) b.n_kv = std::max<int64_t>(0, std::min<int64_t>(b.n_kv, ((const int32_t *) f.kv_len->data)[iq3]));
+    b.kv_begin = 0;
+    if (m) live_span(m, b, b.kv_begin, b.n_kv);
 }
 
 // Scores start as the mask (times slope); positions at -inf are skipped later.
@@ -392,7 +432,7 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
     fa_block b;
     for (int64_t u = u0; u < u1; ++u) {
         start_block(r, u, blocks, group, pairs, b);
-        for (int64_t c0 = 0; c0 < b.n_kv; c0 += CHUNK) {
+        for (int64_t c0 = b.kv_begin; c0 < b.n_kv; c0 += CHUNK) {
             const int64_t cn = std::min(CHUNK, b.n_kv - c0);
             if (f.k_grouped) gather_grouped_k(f, b.kbase, b.hk, b.iq3, b.recent_group, c0, cn, r.Dp, r.blk_tmp, r.kdeq);
             mask_scores(r, b, c0, cn);
