@@ -7,6 +7,10 @@
 // one token reads (every matrix; the embedding table only when it is also the output), the
 // rate that makes (GB/s), and that rate as a share of the streaming-read bandwidth measured
 // in the same run with the same thread count (the limit token generation runs into).
+// pp rows print GFLOP/s (pp_flops: the layer matrices for every token, the output matrix for
+// the last one, causal attention) and that as a share of a compute peak measured in the same
+// run with the same thread count (peak.h): f32 FMA for f32/f16/bf16 weights, int8 dot
+// products for quantized ones (the kernels' own work: the activations go to 8 bits).
 // Each test runs once to warm up (graphs built, pages mapped), then -r times: mean ± stddev.
 // KV write: the cost of writing one token's K and V rows (all layers) into the cache at
 // positions 64, 256, 1024, ... up to n_ctx, timed alone with a graph of just the set_rows
@@ -28,6 +32,7 @@
 #include "kv-cache.h"
 #include "llama-graph.h"
 #include "model.h"
+#include "peak.h"
 
 #include <algorithm>
 #include <chrono>
@@ -462,18 +467,65 @@ static double stream_gbps(int n_threads) {
     return best;
 }
 
-// Weight bytes one token's decode reads: every matrix and norm, the embedding table only
-// when it is also the output projection (else one row of it).
-static double bytes_per_token(const std::string & path) {
+// What one model's tokens cost, from its weights.
+struct ModelWork {
+    double bytes_per_token = 0; // tg: every matrix and norm, the embedding table only when it is
+                                // also the output projection (else one row of it)
+    double layer_weights = 0;   // elements of the layers' matrices (q k v o, gate up down)
+    double output_weights = 0;  // elements of the output projection
+    int n_embd = 0, n_layer = 0;
+    bool quantized = false;     // a layer matrix in a block type (else f32, f16 or bf16)
+};
+
+static ModelWork model_work(const std::string & path) {
+    ModelWork w;
     std::string err;
     const auto m = kvg::load_model(path, "", kvg::LoadOptions(), &err);
-    if (!m) return 0;
-    double bytes = 0;
+    if (!m) return w;
     for (const ggml_tensor * t : m->tensors()) {
-        if (t == m->tok_embd && m->output != m->tok_embd) bytes += (double) t->nb[1];
-        else bytes += (double) ggml_nbytes(t);
+        if (t == m->tok_embd && m->output != m->tok_embd) w.bytes_per_token += (double) t->nb[1];
+        else w.bytes_per_token += (double) ggml_nbytes(t);
     }
-    return bytes;
+    for (const kvg::LayerWeights & l : m->layers) {
+        for (const ggml_tensor * t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) {
+            if (!t) continue;
+            w.layer_weights += (double) ggml_nelements(t);
+            w.quantized |= t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16;
+        }
+    }
+    w.output_weights = m->output ? (double) ggml_nelements(m->output) : 0.0;
+    w.n_embd = m->hp.n_embd;
+    w.n_layer = m->hp.n_layer;
+    return w;
+}
+
+// FLOPs of one pp batch of n tokens from position 0: 2 per weight of every layer matrix and
+// token, the output projection once (only the last token's logits are computed), and causal
+// attention: QK^T and PV over the i + 1 positions token i sees, 2 * n_embd * n * (n + 1) per
+// layer. Norms, RoPE, softmax, SwiGLU and residual adds are not counted (well under 1%).
+static double pp_flops(const ModelWork & w, int n) {
+    return 2.0 * (w.layer_weights * n + w.output_weights) + 2.0 * w.n_embd * n * (n + 1.0) * w.n_layer;
+}
+
+// The cells after t/s. tg rows: the weight bytes a token reads, GB/s, and that as a share of
+// the streaming-read bandwidth. pp rows: GFLOP/s (pp_flops) and its share of the compute
+// peak that bounds it (f32 FMA for float weights, int8 dot products for quantized ones).
+// Both yardsticks are measured in this run with the row's thread count.
+static std::string limit_cells(bool pp, double tok_s, int n_tokens, const ModelWork & w, int nt) {
+    char b[160];
+    if (!pp) {
+        const double gbps = w.bytes_per_token * tok_s / 1e9, stream = stream_at(nt);
+        snprintf(b, sizeof b, "| %10.1f | %10.1f | %7.0f%% | %8s | %16s | %6s |", w.bytes_per_token / 1e6, gbps,
+                 stream > 0 ? 100.0 * gbps / stream : 0.0, "", "", "");
+        return b;
+    }
+    const double gflops = pp_flops(w, n_tokens) * tok_s / n_tokens / 1e9;
+    const Peak peak = w.quantized ? int8_dot_peak(nt) : fma_f32_peak(nt);
+    char pk[64];
+    snprintf(pk, sizeof pk, "%s %.0f", peak.kind, peak.rate);
+    snprintf(b, sizeof b, "| %10s | %10s | %8s | %8.1f | %16s | %5.1f%% |", "", "", "", gflops, pk,
+             peak.rate > 0 ? 100.0 * gflops / peak.rate : 0.0);
+    return b;
 }
 
 // One model's rows of the pp/tg table; false (message printed) on an error. The model and
@@ -493,7 +545,7 @@ static bool bench_table(const std::string & path, const Options & opt) {
     const std::vector<kvg_token> pp_toks = random_tokens(n_pp, kvg_model_n_vocab(model.get()), 1);
     const std::vector<kvg_token> tg_toks = random_tokens(n_tg, kvg_model_n_vocab(model.get()), 2);
     const std::string name = path.substr(path.find_last_of('/') + 1);
-    const double bytes = bytes_per_token(path);
+    const ModelWork work = model_work(path);
     for (kvg_kv_type kt : opt.kv_types) {
         for (int nt : opt.threads) {
             kvg_context_params cp = kvg_context_default_params();
@@ -520,14 +572,7 @@ static bool bench_table(const std::string & path, const Options & opt) {
                 double mean, sd;
                 mean_std(ts, &mean, &sd);
                 const std::string tname = (pp ? "pp" : "tg") + std::to_string(pp ? n_pp : n_tg);
-                std::string limit = "|            |            |          |";
-                if (!pp) {
-                    const double gbps = bytes * mean / 1e9, stream = stream_at(nt);
-                    char b[128];
-                    snprintf(b, sizeof b, "| %10.1f | %10.1f | %7.0f%% |", bytes / 1e6, gbps,
-                             stream > 0 ? 100.0 * gbps / stream : 0.0);
-                    limit = b;
-                }
+                const std::string limit = limit_cells(pp, mean, pp ? n_pp : n_tg, work, nt);
                 printf("| %-24s | %4s | %6s | %7d | %6s | %11.2f ± %6.2f %s\n", name.c_str(), kv_name(kt),
                        opt.attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt, tname.c_str(), mean, sd, limit.c_str());
                 fflush(stdout);
@@ -586,14 +631,19 @@ int main(int argc, char ** argv) {
     }
 
     if (!opt.only_kv) {
-        printf("| %-24s | %4s | %6s | %7s | %6s | %20s | %10s | %10s | %8s |\n", "model", "kv", "attn", "threads", "test",
-               "t/s", "MB/token", "GB/s", "% stream");
-        printf("| %-24s | %4s | %6s | %7s | %6s | %20s | %10s | %10s | %8s |\n", "---", "---", "---", "------:", "---",
-               "------------------:", "---------:", "---------:", "-------:");
+        printf("| %-24s | %4s | %6s | %7s | %6s | %20s | %10s | %10s | %8s | %8s | %16s | %6s |\n", "model", "kv", "attn",
+               "threads", "test", "t/s", "MB/token", "GB/s", "% stream", "GFLOP/s", "peak G(FL)OP/s", "% peak");
+        printf("| %-24s | %4s | %6s | %7s | %6s | %20s | %10s | %10s | %8s | %8s | %16s | %6s |\n", "---", "---", "---",
+               "------:", "---", "------------------:", "---------:", "---------:", "-------:", "-------:", "---------------:",
+               "-----:");
     }
     for (const std::string & path : opt.models) {
         if (opt.only_kv) break;
         if (!bench_table(path, opt)) return 1;
+    }
+    if (!opt.only_kv) {
+        printf("\npp GFLOP/s: 2 x layer matrix weights x tokens + the output matrix once + causal attention "
+               "(QK, PV); peak: f32 FMA (float weights) or int8 dot products (quantized), same threads, this run\n");
     }
     // after the table, so that it stays one table
     for (const std::string & path : opt.models) {
