@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# kvgraph against its peers on the same GGUF files, one program after the other, file by file:
+# kvg-bench, llama.cpp's llama-bench (best of -fa 0,1) and, when given, ik_llama.cpp's
+# llama-bench (-fa 1, best of -rtr 0 and -rtr 1, its run-time repacking). Prints the CPU and one
+# table: tok/s of pp128 (128 prompt tokens in one batch) and tg64 (64 tokens one at a time),
+# kvgraph ÷ the best peer, and kvg-bench's own yardsticks (pp: % of the compute peak, tg: % of
+# the streaming-read bandwidth). A benchmark: not run by CI.
+#
+#   scripts/bench-vs-peers.sh LLAMA_CPP_BIN [IK_LLAMA_BIN|-] [MODELS_DIR]
+#
+# LLAMA_CPP_BIN: llama-bench and llama-quantize of llama.cpp (node-llama-cpp's gitRelease.bundle);
+# IK_LLAMA_BIN: ik_llama.cpp's llama-bench ("-" or none: left out). Both built Release with
+# -DGGML_NATIVE=OFF and the AVX switches the CPU has (ik_llama.cpp also needs -mavx512vl
+# -mavx512dq in CMAKE_C(XX)_FLAGS for its AVX-512 path). MODELS_DIR (default
+# /tmp/kvg-bench-models) keeps the models between runs: tl11-f16.gguf, random weights of the
+# TinyLlama-1.1B shape (make-random-llama2c.py, needs python3 with numpy, then
+# kvg-convert-llama2c), and tl11-TYPE.gguf made from it by llama-quantize (Q4_0 with --pure: all
+# q4_0; the other types llama-quantize's usual mix).
+# Environment: TYPES (default "Q8_0 Q4_0 Q4_K_M Q6_K"; F16 is the converted file; BF16, IQ4_NL,
+# ... work too), THREADS (1,2), REPS (3), KVG_BUILD (kvgraph's build directory, default build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+llama=${1:?usage: $0 LLAMA_CPP_BIN [IK_LLAMA_BIN|-] [MODELS_DIR]}
+ik=${2:--}
+work=${3:-/tmp/kvg-bench-models}
+types=${TYPES:-Q8_0 Q4_0 Q4_K_M Q6_K}
+threads=${THREADS:-1,2}
+reps=${REPS:-3}
+kvg=${KVG_BUILD:-build}
+cmake --build "$kvg" --target kvg-bench kvg-convert-llama2c > /dev/null
+
+mkdir -p "$work"
+f16=$work/tl11-f16.gguf
+if [ ! -f "$f16" ]; then
+    python3 scripts/make-random-llama2c.py "$work/tl11.bin" 2048 5632 22 32 4 32000 2048
+    "$kvg/bin/kvg-convert-llama2c" "$work/tl11.bin" "$f16" -z ../shared/models/tokenizer.bin --type f16
+    rm -f "$work/tl11.bin"
+fi
+models=()
+for t in $types; do
+    m=$work/tl11-$t.gguf
+    [ "$t" = F16 ] && m=$f16
+    pure=()
+    [ "$t" = Q4_0 ] && pure=(--pure)
+    [ -f "$m" ] || "$llama/llama-quantize" "${pure[@]}" "$f16" "$m" "$t" > /dev/null 2>&1
+    models+=("$m")
+done
+
+cpu() { grep -m1 "^$1" /proc/cpuinfo | cut -d: -f2- | xargs; }
+echo "$(date -u +%F), $(cpu 'model name') (family $(cpu 'cpu family'), model $(cpu 'model')), $(nproc) cores"
+echo "flags: $(cpu flags)"
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+common=(-t "$threads" -p 128 -n 64 -r "$reps")
+for m in "${models[@]}"; do
+    echo "running $(basename "$m") ..." >&2
+    "$kvg/bin/kvg-bench" -m "$m" "${common[@]}" --kv-type f16 --no-kv-write >> "$out/kvg.md"
+    "$llama/llama-bench" -m "$m" "${common[@]}" -fa 0,1 -o json > "$out/llama-$(basename "$m").json" 2> /dev/null
+    if [ "$ik" != - ]; then
+        for rtr in 0 1; do
+            "$ik/llama-bench" -m "$m" "${common[@]}" -fa 1 -rtr $rtr -o json > "$out/ik$rtr-$(basename "$m").json" 2> /dev/null
+        done
+    fi
+done
+
+python3 - "$out" "$ik" <<'EOF'
+import glob, json, os, sys
+out, have_ik = sys.argv[1], sys.argv[2] != '-'
+best = {}   # (file, threads, pp|tg) -> {program: (tok/s, note)}
+def put(f, nt, test, prog, ts, note):
+    d = best.setdefault((os.path.basename(f), int(nt), test), {})
+    if ts > d.get(prog, (0, ''))[0]: d[prog] = (ts, note)
+for line in open(f'{out}/kvg.md'):
+    c = [x.strip() for x in line.split('|')]
+    if len(c) > 12 and c[5][:2] in ('pp', 'tg'):
+        put(c[1], c[4], c[5][:2], 'kvg', float(c[6].split()[0]), c[12] if c[5][:2] == 'pp' else c[9])
+for prog in ['llama'] + (['ik0', 'ik1'] if have_ik else []):
+    for p in glob.glob(f'{out}/{prog}-*.json'):
+        for r in json.load(open(p)):
+            note = f"fa{int(r['flash_attn'])}" if prog == 'llama' else f'rtr{prog[2]}'
+            put(r['model_filename'], r['n_threads'], 'pp' if r['n_prompt'] else 'tg', prog[:2], r['avg_ts'], note)
+peers = ['ll'] + (['ik'] if have_ik else [])
+names = {'ll': 'llama.cpp', 'ik': 'ik_llama'}
+head = ['file', 'thr']
+for test, yard in (('pp128', '% peak'), ('tg64', '% stream')):
+    head += [f'{test} kvgraph'] + [names[p] for p in peers] + ['ratio', f'kvg {yard}']
+print('\n| ' + ' | '.join(head) + ' |')
+print('| --- | ---: |' + ' ---: |' * (len(head) - 2))
+cell = lambda v: f'{v[0]:.1f} {v[1]}' if v else '-'
+for (f, nt) in dict.fromkeys(k[:2] for k in best):  # kvg-bench's order
+    row = [f, str(nt)]
+    for test in ('pp', 'tg'):
+        d = best.get((f, nt, test), {})
+        kv, top = d.get('kvg'), max((d[p][0] for p in peers if p in d), default=0)
+        row += [f'{kv[0]:.1f}' if kv else '-'] + [cell(d.get(p)) for p in peers]
+        row += [f'{kv[0] / top:.2f}' if kv and top else '-', kv[1] if kv else '-']
+    print('| ' + ' | '.join(row) + ' |')
+print('\ntok/s, mean of the repetitions; ratio: kvgraph ÷ the best peer. Peers: the winning setting beside each.')
+EOF
