@@ -347,14 +347,17 @@ void add_dot_products(const fa_run & r, const fa_block & b, int64_t c0, int64_t 
         const mm_tile_args args = {f.D, kchunk + j * kstride, kstride, (const char *) r.qbuf, (size_t) r.Dp * sizeof(float),
                                    r.dots + j, CHUNK, false};
         r.kdot->tile[rn][b.qb](args);
-        for (int c = 0; c < b.qb; ++c) {
-            for (int t = 0; t < rn; ++t) {
-                float & sv = r.s[c * CHUNK + j + t];
-                if (sv == -INFINITY) continue;
-                float x = r.dots[c * CHUNK + j + t] * r.scale;
-                if (r.softcap != 0.0f) x = r.softcap * std::tanh(x);
-                sv += x;
-            }
+    }
+    // one pass over the chunk (dots of skipped tiles are stale, their scores -inf and kept)
+    for (int c = 0; c < b.qb; ++c) {
+        float * sc = r.s + c * CHUNK;
+        const float * dot = r.dots + c * CHUNK;
+        if (r.softcap == 0.0f) {
+            for (int64_t j = 0; j < cn; ++j) sc[j] = sc[j] == -INFINITY ? sc[j] : sc[j] + dot[j] * r.scale; // vectorizes
+            continue;
+        }
+        for (int64_t j = 0; j < cn; ++j) {
+            if (sc[j] != -INFINITY) sc[j] += r.softcap * std::tanh(dot[j] * r.scale);
         }
     }
 }
@@ -366,8 +369,7 @@ bool scores_to_weights(const fa_run & r, fa_block & b, int64_t cn) {
     bool any_active = false;
     for (int c = 0; c < b.qb; ++c) {
         float * sc = r.s + c * CHUNK;
-        float cmax = -INFINITY;
-        for (int64_t j = 0; j < cn; ++j) cmax = std::max(cmax, sc[j]);
+        const float cmax = max_f32(sc, cn);
         if (cmax == -INFINITY) { // whole chunk masked for this query
             std::fill(sc, sc + cn, 0.0f);
             continue;

@@ -35,18 +35,6 @@ double sum_sq_f32(const float * x, int64_t n) {
     return s;
 }
 
-// max with 8 independent lanes (vectorizable; NaNs are ignored)
-float max_f32(const float * x, int64_t n) {
-    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int j = 0; j < 8; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-    }
-    float m = -INFINITY;
-    for (int j = 0; j < 8; ++j) m = acc[j] > m ? acc[j] : m;
-    for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-    return m;
-}
 
 // y = (x - mean) / sqrt(var + eps); y may alias x
 void norm_row(const float * x, float * y, int64_t n, float eps) {

@@ -5,6 +5,7 @@
 #include "cpu-impl.h"
 
 #include <algorithm>
+#include <cmath>
 
 // Rows [begin, end) of task ith out of nth: contiguous, near-equal chunks so that tasks
 // write disjoint bytes.
@@ -27,6 +28,19 @@ inline char * nth_row(const ggml_tensor * t, int64_t r) {
 }
 // The elements of each row are adjacent.
 inline bool row_is_dense(const ggml_tensor * t) { return t->nb[0] == ggml_type_size(t->type); }
+
+// max with 8 independent lanes (vectorizable; NaNs are ignored)
+inline float max_f32(const float * x, int64_t n) {
+    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int j = 0; j < 8; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+    }
+    float m = -INFINITY;
+    for (int j = 0; j < 8; ++j) m = acc[j] > m ? acc[j] : m;
+    for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+    return m;
+}
 
 // Sum of n floats with 8 independent partial sums: vectorizable, less rounding than one chain.
 inline double sum_f32(const float * x, int64_t n) {
