@@ -59,7 +59,15 @@ struct mm_kernel {
     // least MM_PANEL_MIN activation rows
     int panel_rows, panel_cols; // panel_cols: a multiple of MM_PANEL_COLS
     mm_tile_fn panel[MM_MAX_ROWS + 1];
+    // matrix-vector products (one activation row, K a multiple of MM_MV_GROUP) over the row
+    // packed by pack_mv from its q8_0 form, mv_group_bytes per MM_MV_GROUP values: mv is a
+    // one-row tile whose x is the packed row at the tile's K offset, bit-identical to
+    // tile[1][1] (nullptr: none)
+    mm_tile_fn mv;
+    void (*pack_mv)(const void * q8_row, void * out, int64_t k);
+    size_t mv_group_bytes;
 };
+constexpr int64_t MM_MV_GROUP = 128;
 constexpr int64_t MM_PANEL_MIN = 16;
 
 struct cpu_kernels {
