@@ -11,7 +11,8 @@
 // depend on the number of tasks.
 // Paths with panel tiles (simd.h) convert q8_0 activations of products with at least
 // MM_PANEL_MIN rows into panels of 16 rows instead, and run panel tiles over them (an
-// output's order is then the panel tiles' own, again the same for every tile).
+// output's order is then the panel tiles' own, again the same for every tile); paths with
+// a matrix-vector kernel pack a single activation row for it (same bits as the tiles).
 #include "kernels.h"
 #include "simd.h"
 #include "types.h"
@@ -37,7 +38,7 @@ struct mm_info {
     bool convert;       // phase 0 writes src1 as dense vdt rows into wdata
     bool panel;         // ... as activation panels (simd.h) of MM_PANEL_COLS rows
     bool mv;            // ... as the packed row of a matrix-vector kernel (simd.h)
-    size_t x_stride;    // bytes between converted rows, or between panels
+    size_t x_stride;    // bytes between converted (or packed) rows, or between panels
     int64_t K, N, M;
     int64_t n_panels;   // panels per batch
 };
@@ -70,10 +71,9 @@ mm_info inspect(const ggml_tensor * dst) {
     info.K = a->ne[0];
     info.N = a->ne[1];
     info.M = b->ne[1];
-    info.panel = info.vdt == GGML_TYPE_Q8_0 && info.M >= MM_PANEL_MIN &&
-                 cpu_active_kernels().mm[mm_type_of(a->type)].panel_rows > 0;
-    info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
+    info.panel = info.vdt == GGML_TYPE_Q8_0 && info.M >= MM_PANEL_MIN && mk.panel_rows > 0;
+    info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
     info.mv = info.vdt == GGML_TYPE_Q8_0 && info.M == 1 && mk.mv && mk.mv_rows == 1 && info.K % MM_MV_GROUP == 0;
     info.x_stride = info.panel ? (size_t) (info.K / QK8_0) * MM_PANEL_BLOCK
                   : info.mv    ? GGML_PAD((size_t) (info.K / MM_MV_GROUP) * mk.mv_group_bytes, ALIGN)

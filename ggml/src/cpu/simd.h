@@ -27,7 +27,7 @@ struct mm_tile_args {
     float * out;
     int64_t out_stride;  // floats between output rows (one per activation row)
     bool accumulate;     // add to out instead of overwriting it
-    int n_cols = 0;      // panel tiles: activation rows of the panel to write (1..MM_PANEL_COLS)
+    int n_cols = 0;      // panel tiles: activation rows to write (1..panel_cols)
 };
 typedef void (*mm_tile_fn)(const mm_tile_args & a);
 
@@ -55,8 +55,7 @@ struct mm_kernel {
     mm_tile_fn tile[MM_MAX_ROWS + 1][MM_MAX_COLS + 1];
     // panel tiles (0 rows: none): panel[r] multiplies r weight rows with panel_cols activation
     // rows (x: the first panel's block at the tile's K offset, the next ones x_stride apart;
-    // n_cols rows written); used for products of at
-    // least MM_PANEL_MIN activation rows
+    // n_cols rows written); used for products of at least MM_PANEL_MIN activation rows
     int panel_rows, panel_cols; // panel_cols: a multiple of MM_PANEL_COLS
     mm_tile_fn panel[MM_MAX_ROWS + 1];
     // matrix-vector products (one activation row, K a multiple of MM_MV_GROUP) over the row
