@@ -471,7 +471,8 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
         const std::vector<Shape> shapes = quant
             ? std::vector<Shape>{{u, 5, 1}, {3 * u, 13, 1}, {5 * u, 7, 3}, {3 * u, 71, 5}, {2 * u, 9, 70}, {big, 9, 6}, {big, 37, 1},
                                  // panels (VNNI path): exactly one; K chunks; one row past a pair; a pair and a partial one
-                                 {big, 19, 16}, {3 * u, 67, 33}, {2 * u, 11, 50}}
+                                 {big, 19, 16}, {3 * u, 67, 33}, {2 * u, 11, 50},
+                                 {8 * u, 21, 1}} // packed matrix-vector row (VNNI path: K a multiple of 128)
             : std::vector<Shape>{{1, 3, 1}, {67, 13, 1}, {67, 5, 3}, {33, 71, 5}, {17, 9, 70}, {1100, 9, 6}, {1031, 37, 1},
                                  {65, 67, 33}}; // the last one is large enough for the OpenBLAS route (KVG_OPENBLAS)
         for (const Shape & s : shapes) {
@@ -483,6 +484,29 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
             fill_random(b);
             check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
         }
+    }
+}
+
+TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
+    if (kvg::cpu_best_path() < kvg::PATH_AVX512_VNNI) return;
+    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        Ctx c;
+        ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, 1024, 13);
+        ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, 1024, 1);
+        fill_random(a);
+        fill_random(b);
+        ggml_tensor * d = ggml_mul_mat(c.ctx, a, b);
+        std::vector<float> got[2];
+        const ggml_cpu_features paths[2] = {GGML_CPU_FEATURES_AVX512, GGML_CPU_FEATURES_AVX512_VNNI};
+        for (int i = 0; i < 2; ++i) {
+            ggml_cpu_set_features_limit(paths[i]);
+            run_mul_mat(d, 1);
+            got[i] = read_dst(d);
+        }
+        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+        CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)) == 0);
     }
 }
 

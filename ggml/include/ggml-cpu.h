@@ -120,9 +120,10 @@ GGML_API int ggml_cpu_has_neon(void);
 GGML_API int ggml_cpu_has_blas(void); // built with OpenBLAS for large f32 matmuls (KVG_OPENBLAS)
 
 // kvgraph: SIMD paths of the CPU kernels, picked at run time from CPUID. The environment
-// variable KVG_CPU_FEATURES=scalar|avx2|avx512|avx512vnni caps the path for the whole process; this
-// call lowers it further (testing, benchmarks; not while a graph computes). Returns the
-// path now in use: the lowest of `limit`, the environment's cap and what the CPU supports.
+// variable KVG_CPU_FEATURES=scalar|avx2|avx512|avx512vnni caps the path for the whole
+// process; this call lowers it further (testing, benchmarks; not while a graph computes).
+// Returns the path now in use: the lowest of `limit`, the environment's cap and what the
+// CPU supports.
 enum ggml_cpu_features {
     GGML_CPU_FEATURES_SCALAR = 0,
     GGML_CPU_FEATURES_AVX2   = 1, // AVX2 + FMA + F16C

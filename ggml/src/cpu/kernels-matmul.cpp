@@ -11,7 +11,8 @@
 // depend on the number of tasks.
 // Paths with panel tiles (simd.h) convert q8_0 activations of products with at least
 // MM_PANEL_MIN rows into panels of 16 rows instead, and run panel tiles over them (an
-// output's order is then the panel tiles' own, again the same for every tile).
+// output's order is then the panel tiles' own, again the same for every tile); paths with
+// a matrix-vector kernel pack a single activation row for it (same bits as the tiles).
 #include "kernels.h"
 #include "simd.h"
 #include "types.h"
@@ -36,7 +37,8 @@ struct mm_info {
     ggml_type vdt;
     bool convert;       // phase 0 writes src1 as dense vdt rows into wdata
     bool panel;         // ... as activation panels (simd.h) of MM_PANEL_COLS rows
-    size_t x_stride;    // bytes between converted rows, or between panels
+    bool mv;            // ... as the packed row of a matrix-vector kernel (simd.h)
+    size_t x_stride;    // bytes between converted (or packed) rows, or between panels
     int64_t K, N, M;
     int64_t n_panels;   // panels per batch
 };
@@ -69,10 +71,12 @@ mm_info inspect(const ggml_tensor * dst) {
     info.K = a->ne[0];
     info.N = a->ne[1];
     info.M = b->ne[1];
-    info.panel = info.vdt == GGML_TYPE_Q8_0 && info.M >= MM_PANEL_MIN &&
-                 cpu_active_kernels().mm[mm_type_of(a->type)].panel_rows > 0;
+    const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
+    info.panel = info.vdt == GGML_TYPE_Q8_0 && info.M >= MM_PANEL_MIN && mk.panel_rows > 0;
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
+    info.mv = info.vdt == GGML_TYPE_Q8_0 && info.M == 1 && mk.mv && mk.mv_rows == 1 && info.K % MM_MV_GROUP == 0;
     info.x_stride = info.panel ? (size_t) (info.K / QK8_0) * MM_PANEL_BLOCK
+                  : info.mv    ? GGML_PAD((size_t) (info.K / MM_MV_GROUP) * mk.mv_group_bytes, ALIGN)
                                : GGML_PAD(ggml_row_size(info.vdt, info.K), ALIGN);
     return info;
 }
@@ -86,10 +90,11 @@ size_t conv_bytes(const mm_info & mi) {
 }
 
 // Floats of per-task scratch: strided src1 rows are gathered there before quantizing; for
-// panels, the panel's q8_0 rows follow.
+// panels and packed rows, the q8_0 rows to pack follow.
 int64_t gather_floats(const mm_info & mi) {
     const int64_t gather = (mi.vdt != GGML_TYPE_F32 && !ggml_is_contiguous_rows(mi.src1)) ? GGML_PAD(mi.K, 16) : 0;
-    return gather + (mi.panel ? MM_PANEL_COLS * (int64_t) GGML_PAD(ggml_row_size(GGML_TYPE_Q8_0, mi.K), 64) / 4 : 0);
+    const int64_t q8_rows = mi.panel ? MM_PANEL_COLS : mi.mv ? 1 : 0;
+    return gather + (q8_rows ? q8_rows * (int64_t) GGML_PAD(ggml_row_size(GGML_TYPE_Q8_0, mi.K), 64) / 4 : 0);
 }
 
 // Task ith's share [begin, end) of n items split into nth nearly equal ranges.
@@ -120,15 +125,19 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
     const ggml_tensor * b = mi.src1;
     char * conv = align_up(params->wdata);
     float * tmp = (float *) (conv + GGML_PAD(conv_bytes(mi), ALIGN)) + params->ith * gather_floats(mi);
+    // panels and packed rows: a task quantizes rows into its scratch, then packs them
+    const size_t q_stride = mi.vdt == GGML_TYPE_Q8_0 ? GGML_PAD(ggml_row_size(GGML_TYPE_Q8_0, mi.K), 64) : 0;
+    char * qrows = (char *) (tmp + (ggml_is_contiguous_rows(b) ? 0 : GGML_PAD(mi.K, 16)));
     if (!mi.panel) {
+        const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(mi.src0->type)];
         int64_t r0, r1;
         split(mi.M * b->ne[2] * b->ne[3], params->ith, params->nth, r0, r1);
-        for (int64_t r = r0; r < r1; ++r) convert_row(mi, r, conv + r * mi.x_stride, tmp);
+        for (int64_t r = r0; r < r1; ++r) {
+            convert_row(mi, r, mi.mv ? qrows : conv + r * mi.x_stride, tmp);
+            if (mi.mv) mk.pack_mv(qrows, conv + r * mi.x_stride, mi.K);
+        }
         return;
     }
-    // panels: a task quantizes a panel's rows into its scratch, then packs them
-    const size_t q_stride = GGML_PAD(ggml_row_size(GGML_TYPE_Q8_0, mi.K), 64);
-    char * qrows = (char *) (tmp + (ggml_is_contiguous_rows(b) ? 0 : GGML_PAD(mi.K, 16)));
     int64_t p0, p1;
     split(mi.n_panels * b->ne[2] * b->ne[3], params->ith, params->nth, p0, p1);
     for (int64_t p = p0; p < p1; ++p) {
@@ -228,7 +237,9 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
         for (int64_t k0 = 0; k0 == 0 || k0 < mi.K; k0 += KC) {
             const int64_t kc = std::min(KC, mi.K - k0);
             const size_t w_off = k0 * w_elem_num / w_elem_den;
-            const size_t x_off = mi.panel ? k0 / QK8_0 * MM_PANEL_BLOCK : k0 * x_elem_num / x_elem_den;
+            const size_t x_off = mi.panel ? k0 / QK8_0 * MM_PANEL_BLOCK
+                               : mi.mv    ? k0 / MM_MV_GROUP * mk.mv_group_bytes
+                                          : k0 * x_elem_num / x_elem_den;
             for (int64_t i = n0; i < n1; i += RN) {
                 const int rn = (int) std::min<int64_t>(RN, n1 - i);
                 for (int64_t j = m0; j < m1; j += RM) {
@@ -237,6 +248,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
                     const mm_tile_args args = {kc, w + i * a->nb[1] + w_off, a->nb[1], xj, x_stride,
                                                out + j * out_stride + i, out_stride, k0 > 0, rm};
                     if (mi.panel) mk.panel[rn](args);
+                    else if (mi.mv) mk.mv(args);
                     else mk.tile[rn][rm](args);
                 }
             }

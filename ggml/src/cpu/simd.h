@@ -27,7 +27,7 @@ struct mm_tile_args {
     float * out;
     int64_t out_stride;  // floats between output rows (one per activation row)
     bool accumulate;     // add to out instead of overwriting it
-    int n_cols = 0;      // panel tiles: activation rows of the panel to write (1..MM_PANEL_COLS)
+    int n_cols = 0;      // panel tiles: activation rows to write (1..panel_cols)
 };
 typedef void (*mm_tile_fn)(const mm_tile_args & a);
 
@@ -55,11 +55,18 @@ struct mm_kernel {
     mm_tile_fn tile[MM_MAX_ROWS + 1][MM_MAX_COLS + 1];
     // panel tiles (0 rows: none): panel[r] multiplies r weight rows with panel_cols activation
     // rows (x: the first panel's block at the tile's K offset, the next ones x_stride apart;
-    // n_cols rows written); used for products of at
-    // least MM_PANEL_MIN activation rows
+    // n_cols rows written); used for products of at least MM_PANEL_MIN activation rows
     int panel_rows, panel_cols; // panel_cols: a multiple of MM_PANEL_COLS
     mm_tile_fn panel[MM_MAX_ROWS + 1];
+    // matrix-vector products (one activation row, K a multiple of MM_MV_GROUP) over the row
+    // packed by pack_mv from its q8_0 form, mv_group_bytes per MM_MV_GROUP values: mv is a
+    // one-row tile whose x is the packed row at the tile's K offset, bit-identical to
+    // tile[1][1] (nullptr: none)
+    mm_tile_fn mv;
+    void (*pack_mv)(const void * q8_row, void * out, int64_t k);
+    size_t mv_group_bytes;
 };
+constexpr int64_t MM_MV_GROUP = 128;
 constexpr int64_t MM_PANEL_MIN = 16;
 
 struct cpu_kernels {
