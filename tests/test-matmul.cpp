@@ -472,7 +472,8 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
             ? std::vector<Shape>{{u, 5, 1}, {3 * u, 13, 1}, {5 * u, 7, 3}, {3 * u, 71, 5}, {2 * u, 9, 70}, {big, 9, 6}, {big, 37, 1},
                                  // panels (VNNI path): exactly one; K chunks; one row past a pair; a pair and a partial one
                                  {big, 19, 16}, {3 * u, 67, 33}, {2 * u, 11, 50},
-                                 {8 * u, 21, 1}} // packed matrix-vector row (VNNI path: K a multiple of 128)
+                                 {8 * u, 21, 1}, // packed matrix-vector row (VNNI path: K a multiple of 128)
+                                 {4 * u, 21, 10}} // a single partial panel
             : std::vector<Shape>{{1, 3, 1}, {67, 13, 1}, {67, 5, 3}, {33, 71, 5}, {17, 9, 70}, {1100, 9, 6}, {1031, 37, 1},
                                  {65, 67, 33}}; // the last one is large enough for the OpenBLAS route (KVG_OPENBLAS)
         for (const Shape & s : shapes) {

@@ -10,7 +10,7 @@
 // every output element is summed in the same order whatever the tile, so results do not
 // depend on the number of tasks.
 // Paths with panel tiles (simd.h) convert q8_0 activations of products with at least
-// MM_PANEL_MIN rows into panels of 16 rows instead, and run panel tiles over them (an
+// panel_min rows into panels of 16 rows instead, and run panel tiles over them (an
 // output's order is then the panel tiles' own, again the same for every tile); paths with
 // a matrix-vector kernel pack a single activation row for it (same bits as the tiles).
 #include "kernels.h"
@@ -72,7 +72,7 @@ mm_info inspect(const ggml_tensor * dst) {
     info.N = a->ne[1];
     info.M = b->ne[1];
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
-    info.panel = info.vdt == GGML_TYPE_Q8_0 && info.M >= MM_PANEL_MIN && mk.panel_rows > 0;
+    info.panel = info.vdt == GGML_TYPE_Q8_0 && mk.panel_rows > 0 && info.M >= mk.panel_min;
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
     info.mv = info.vdt == GGML_TYPE_Q8_0 && info.M == 1 && mk.mv && mk.mv_rows == 1 && info.K % MM_MV_GROUP == 0;
     info.x_stride = info.panel ? (size_t) (info.K / QK8_0) * MM_PANEL_BLOCK

@@ -55,8 +55,8 @@ struct mm_kernel {
     mm_tile_fn tile[MM_MAX_ROWS + 1][MM_MAX_COLS + 1];
     // panel tiles (0 rows: none): panel[r] multiplies r weight rows with panel_cols activation
     // rows (x: the first panel's block at the tile's K offset, the next ones x_stride apart;
-    // n_cols rows written); used for products of at least MM_PANEL_MIN activation rows
-    int panel_rows, panel_cols; // panel_cols: a multiple of MM_PANEL_COLS
+    // n_cols rows written); used for products of at least panel_min activation rows
+    int panel_rows, panel_cols, panel_min; // panel_cols: a multiple of MM_PANEL_COLS
     mm_tile_fn panel[MM_MAX_ROWS + 1];
     // matrix-vector products (one activation row, K a multiple of MM_MV_GROUP) over the row
     // packed by pack_mv from its q8_0 form, mv_group_bytes per MM_MV_GROUP values: mv is a
@@ -67,7 +67,6 @@ struct mm_kernel {
     size_t mv_group_bytes;
 };
 constexpr int64_t MM_MV_GROUP = 128;
-constexpr int64_t MM_PANEL_MIN = 16;
 
 struct cpu_kernels {
     const char * name;
