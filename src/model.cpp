@@ -57,6 +57,7 @@ int open_regular(const std::string & path, std::string * err) {
 
 FileMapping::~FileMapping() {
     if (mapped && data) munmap(const_cast<uint8_t *>(data), size);
+    if (copy) munmap(copy, copy_size);
 }
 
 bool FileMapping::open(const std::string & path, bool use_mmap, std::string * err) {
@@ -81,10 +82,18 @@ bool FileMapping::open(const std::string & path, bool use_mmap, std::string * er
             return true;
         }
     }
-    copy.resize(size);
+    const size_t huge = (size_t) 2 << 20;
+    copy_size = (size + huge - 1) / huge * huge;
+    copy = mmap(nullptr, copy_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) {
+        copy = nullptr;
+        ::close(fd);
+        return fail(err, KVG_STATUS_OUT_OF_MEMORY, strfmt("'%s': cannot allocate %zu bytes for its contents", path.c_str(), size));
+    }
+    madvise(copy, copy_size, MADV_HUGEPAGE); // a hint: without transparent huge pages it does nothing
     size_t got = 0;
     while (got < size) {
-        const ssize_t n = ::read(fd, copy.data() + got, size - got);
+        const ssize_t n = ::read(fd, (uint8_t *) copy + got, size - got);
         if (n <= 0) {
             ::close(fd);
             return fail(err, KVG_STATUS_IO, strfmt("'%s': read failed at offset %zu", path.c_str(), got));
@@ -92,7 +101,7 @@ bool FileMapping::open(const std::string & path, bool use_mmap, std::string * er
         got += (size_t) n;
     }
     ::close(fd);
-    data = copy.data();
+    data = (const uint8_t *) copy;
     return true;
 }
 

@@ -87,6 +87,7 @@ struct Options {
     kvg_attn_impl attn = KVG_ATTN_FLASH;
     int reps = 5, n_pp = 128, n_tg = 128, n_ctx = 0;
     bool kv_write = true;
+    bool use_mmap = true; // --mmap 0: weights read into (huge-page) memory, as llama-bench's -mmp 0
     bool kv_modes = false, kv_scaling = false, residency = false, only_kv = false;
     int residency_ctx = 32768;
 };
@@ -534,7 +535,9 @@ static bool bench_table(const std::string & path, const Options & opt) {
     using model_ptr = std::unique_ptr<kvg_model, void (*)(kvg_model *)>;
     using ctx_ptr = std::unique_ptr<kvg_context, void (*)(kvg_context *)>;
     char err[1024];
-    model_ptr model(kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err), kvg_model_free);
+    kvg_model_params mp = kvg_model_default_params();
+    mp.use_mmap = opt.use_mmap;
+    model_ptr model(kvg_model_load(path.c_str(), nullptr, mp, err, sizeof err), kvg_model_free);
     if (!model) {
         fprintf(stderr, "error: %s\n", err);
         return false;
@@ -610,6 +613,7 @@ int main(int argc, char ** argv) {
         else if (a == "-n" && has) opt.n_tg = std::max(1, atoi(argv[++i]));
         else if (a == "-c" && has) opt.n_ctx = std::max(1, atoi(argv[++i]));
         else if (a == "--no-kv-write") opt.kv_write = false;
+        else if (a == "--mmap" && has) opt.use_mmap = atoi(argv[++i]) != 0;
         else if (a == "--kv-modes") opt.kv_modes = true;
         else if (a == "--kv-scaling") opt.kv_scaling = true;
         else if (a == "--residency") opt.residency = true;
@@ -618,7 +622,7 @@ int main(int argc, char ** argv) {
         else {
             fprintf(stderr,
                     "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16,q8_0] [--attn flash|matmul]\n"
-                    "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write]\n"
+                    "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write] [--mmap 0|1]\n"
                     "          [--kv-modes] [--kv-scaling] [--residency [--residency-ctx N]] [--only-kv]\n"
                     "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n",
                     argv[0]);
