@@ -341,9 +341,9 @@ TEST_CASE("each path's kernel table holds its own functions") {
             CHECK((paths[a]->dequantize_q8_0 != paths[b]->dequantize_q8_0));
         }
     }
-    // the VNNI table is the AVX-512 one plus panel tiles for q8_0, q4_0, the k-quants but q2_K/q3_K and iq4_nl
+    // the VNNI table is the AVX-512 one plus panel tiles for q8_0, q4_0, the k-quants and iq4_nl
     if (const kvg::cpu_kernels * v = kvg::kernels_avx512_vnni()) {
-        for (int t : {kvg::MM_Q8_0, kvg::MM_Q4_0, kvg::MM_Q4_K, kvg::MM_Q5_K, kvg::MM_Q6_K, kvg::MM_IQ4_NL}) {
+        for (int t : {kvg::MM_Q8_0, kvg::MM_Q4_0, kvg::MM_Q2_K, kvg::MM_Q3_K, kvg::MM_Q4_K, kvg::MM_Q5_K, kvg::MM_Q6_K, kvg::MM_IQ4_NL}) {
             CHECK(v->mm[t].panel_rows >= 1);
             for (int r = 1; r <= v->mm[t].panel_rows; ++r) CHECK(bool(v->mm[t].panel[r]));
         }
