@@ -39,8 +39,10 @@ std::vector<int> read_tokens() {
     return t;
 }
 
-// kvgraph's logits, one token at a time from position 0, f16 KV cache (as llama.cpp's were made)
-std::vector<float> our_logits(const std::string & type, const std::vector<int> & tokens) {
+// kvgraph's logits, one token at a time from position 0 or all tokens in one batch (products of
+// 48 activation rows: the SIMD paths' batch kernels, VNNI panels among them), f16 KV cache (as
+// llama.cpp's were made)
+std::vector<float> our_logits(const std::string & type, const std::vector<int> & tokens, bool batch) {
     char err[512] = "";
     kvg_model * m = kvg_model_load(quant_path("tiny256-" + type + ".gguf").c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
     INFO(err);
@@ -50,10 +52,20 @@ std::vector<float> our_logits(const std::string & type, const std::vector<int> &
     p.n_ctx = 64;
     p.n_threads = 1;
     p.kv_type = KVG_KV_F16;
+    p.logits_all = batch;
     kvg_context * c = kvg_context_new(m, p, err, sizeof err);
     REQUIRE(c != nullptr);
     std::vector<float> out;
-    for (int i = 0; i < N_TOKENS; ++i) {
+    if (batch) {
+        INFO(err);
+        REQUIRE(kvg_decode(c, tokens.data(), N_TOKENS, 0, err, sizeof err) != nullptr);
+        for (int i = 0; i < N_TOKENS; ++i) {
+            const float * l = kvg_get_logits(c, i);
+            REQUIRE(l != nullptr);
+            out.insert(out.end(), l, l + N_VOCAB);
+        }
+    }
+    for (int i = 0; !batch && i < N_TOKENS; ++i) {
         const float * l = kvg_decode(c, &tokens[i], 1, i, err, sizeof err);
         INFO(err);
         REQUIRE(l != nullptr);
@@ -85,14 +97,16 @@ TEST_CASE("llama.cpp's quantized files: same argmax, no farther from the f32 mod
     const std::vector<int> tokens = read_tokens();
     const std::vector<float> ref_f32 = read_logits("f32");
     std::ostringstream table;
-    table << "type      argmax  rms(ours,f32)  rms(llama.cpp,f32)  ratio\n";
-    for (const char * type : {"f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl"}) {
+    table << "type      mode    argmax  rms(ours,f32)  rms(llama.cpp,f32)  ratio\n";
+    for (const char * type : {"f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl"})
+    for (bool batch : {false, true}) {
         CAPTURE(type);
-        const std::vector<float> ours = our_logits(type, tokens), theirs = read_logits(type);
+        CAPTURE(batch);
+        const std::vector<float> ours = our_logits(type, tokens, batch), theirs = read_logits(type);
         const int same = argmax_matches(ours, theirs);
         const double d_ours = rms(ours, ref_f32), d_theirs = rms(theirs, ref_f32);
         char line[160];
-        snprintf(line, sizeof line, "%-8s  %2d/48  %13.4f  %18.4f  %5.2f\n", type, same, d_ours, d_theirs,
+        snprintf(line, sizeof line, "%-8s  %-6s  %2d/48  %13.4f  %18.4f  %5.2f\n", type, batch ? "batch" : "single", same, d_ours, d_theirs,
                  d_theirs > 0 ? d_ours / d_theirs : 0.0);
         table << line;
         CHECK(same >= 46);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -100,10 +101,9 @@ std::vector<float> read_row(const ggml_tensor * t, int64_t i1, int64_t i2, int64
     return out;
 }
 
-// What the kernels see of an activation row: a round trip through the weight type's
-// activation type (f32 for float weights, q8_0 or q8_K for block types).
-std::vector<float> as_activation(std::vector<float> x, ggml_type wtype) {
-    const ggml_type vt = kvg::mm_vec_dot_type(wtype);
+// What the kernels see of an activation row: a round trip through the activation type vt
+// (f32 for float weights, q8_0 or q8_K for block types).
+std::vector<float> as_activation(std::vector<float> x, ggml_type vt) {
     if (vt != GGML_TYPE_F32) {
         std::vector<uint8_t> q(ggml_row_size(vt, (int64_t) x.size()));
         encode_row(vt, x.data(), q.data(), (int64_t) x.size());
@@ -116,15 +116,16 @@ struct RefResult {
     std::vector<double> val, mag; // exact product and sum |w*x| per output, [i13][i12][i11][i01]
 };
 
-// Naive mul_mat in double: weight row (i01, i12/r2, i13/r3) against activation row (i11, i12, i13).
-RefResult ref_mul_mat(const ggml_tensor * a, const ggml_tensor * b) {
+// Naive mul_mat in double: weight row (i01, i12/r2, i13/r3) against activation row (i11, i12, i13)
+// rounded through the activation type vt.
+RefResult ref_mul_mat(const ggml_tensor * a, const ggml_tensor * b, ggml_type vt) {
     const int64_t K = a->ne[0], N = a->ne[1], M = b->ne[1];
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
     RefResult r;
     for (int64_t i13 = 0; i13 < b->ne[3]; ++i13)
         for (int64_t i12 = 0; i12 < b->ne[2]; ++i12)
             for (int64_t i11 = 0; i11 < M; ++i11) {
-                const std::vector<float> x = as_activation(read_row(b, i11, i12, i13), a->type);
+                const std::vector<float> x = as_activation(read_row(b, i11, i12, i13), vt);
                 for (int64_t i01 = 0; i01 < N; ++i01) {
                     const std::vector<float> w = read_row(a, i01, i12 / r2, i13 / r3);
                     double s = 0, m = 0;
@@ -186,14 +187,18 @@ std::vector<float> compute_graph(ggml_context * ctx, ggml_tensor * node, int n_t
     return read_dst(node);
 }
 
-// Computes `node` with 1, 2 and 3 tasks on every path; checks the reference and that the
-// task count does not change a single bit, then the same through the executor's threads.
+// Computes `node` with 1, 2 and 3 tasks on every path; checks the reference (on the
+// activations as that path quantizes them: panels take q8_0 for every block type) and that
+// the task count does not change a single bit, then the same through the executor's threads.
 void check_mul_mat(ggml_context * ctx, ggml_tensor * node) {
-    const RefResult ref = ref_mul_mat(node->src[0], node->src[1]);
+    std::map<ggml_type, RefResult> refs;
     for (ggml_cpu_features path : available_paths()) {
         ggml_cpu_set_features_limit(path);
         const std::string path_str = path_name(path);
         CAPTURE(path_str);
+        const ggml_type vt = kvg::mm_activation_type(node->src[0]->type, node->src[1]->ne[1]);
+        if (!refs.count(vt)) refs[vt] = ref_mul_mat(node->src[0], node->src[1], vt);
+        const RefResult & ref = refs[vt];
         std::vector<float> first;
         for (int nth = 1; nth <= 3; ++nth) {
             CAPTURE(nth);
@@ -336,14 +341,27 @@ TEST_CASE("each path's kernel table holds its own functions") {
             CHECK((paths[a]->dequantize_q8_0 != paths[b]->dequantize_q8_0));
         }
     }
-    // the VNNI table is the AVX-512 one plus panel tiles for q8_0 and q4_0
+    // the VNNI table is the AVX-512 one plus panel tiles for q8_0, q4_0, the k-quants and iq4_nl
     if (const kvg::cpu_kernels * v = kvg::kernels_avx512_vnni()) {
-        for (int t : {kvg::MM_Q8_0, kvg::MM_Q4_0}) {
+        for (int t : {kvg::MM_Q8_0, kvg::MM_Q4_0, kvg::MM_Q2_K, kvg::MM_Q3_K, kvg::MM_Q4_K, kvg::MM_Q5_K, kvg::MM_Q6_K, kvg::MM_IQ4_NL}) {
             CHECK(v->mm[t].panel_rows >= 1);
             for (int r = 1; r <= v->mm[t].panel_rows; ++r) CHECK(bool(v->mm[t].panel[r]));
         }
         CHECK(v->mm[kvg::MM_F32].panel_rows == 0);
         CHECK(bool(v->pack_panel));
+    }
+    // with panels, k-quant weights take q8_0 activations from the kernel's panel_min rows on
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    if (kvg::cpu_active_path() == kvg::PATH_AVX512_VNNI) { // not under KVG_CPU_FEATURES=avx512 or lower
+        const int min_q4k = kvg::kernels_avx512_vnni()->mm[kvg::MM_Q4_K].panel_min;
+        const int min_q6k = kvg::kernels_avx512_vnni()->mm[kvg::MM_Q6_K].panel_min;
+        CHECK(min_q4k > 1);
+        CHECK(kvg::mm_activation_type(GGML_TYPE_Q4_K, min_q4k) == GGML_TYPE_Q8_0);
+        CHECK(kvg::mm_activation_type(GGML_TYPE_Q6_K, min_q6k - 1) == GGML_TYPE_Q8_K);
+        CHECK(kvg::mm_activation_type(GGML_TYPE_IQ4_NL, 100) == GGML_TYPE_Q8_0);
+        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX512);
+        CHECK(kvg::mm_activation_type(GGML_TYPE_Q4_K, 100) == GGML_TYPE_Q8_K);
+        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
     }
 }
 

@@ -9,10 +9,11 @@
 // activations a block sweeps stays in cache. Tiles sit on a grid fixed by the shape, and
 // every output element is summed in the same order whatever the tile, so results do not
 // depend on the number of tasks.
-// Paths with panel tiles (simd.h) convert q8_0 activations of products with at least
-// panel_min rows into panels of 16 rows instead, and run panel tiles over them (an
-// output's order is then the panel tiles' own, again the same for every tile); paths with
-// a matrix-vector kernel pack a single activation row for it (same bits as the tiles).
+// Paths with panel tiles (simd.h) for the weight type convert the activations of products
+// with at least the kernel's panel_min rows into q8_0 panels of 16 rows instead (whatever the type's
+// vec_dot_type: the k-quants' too), and run panel tiles over them (an output's order is then
+// the panel tiles' own, again the same for every tile); paths with a matrix-vector kernel
+// pack a single activation row for it (same bits as the tiles).
 #include "kernels.h"
 #include "simd.h"
 #include "types.h"
@@ -66,11 +67,11 @@ mm_info inspect(const ggml_tensor * dst) {
     mm_info info;
     info.src0 = a;
     info.src1 = b;
-    info.vdt = mm_vec_dot_type(a->type);
-    info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
     info.K = a->ne[0];
     info.N = a->ne[1];
     info.M = b->ne[1];
+    info.vdt = mm_activation_type(a->type, info.M);
+    info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
     info.panel = info.vdt == GGML_TYPE_Q8_0 && mk.panel_rows > 0 && info.M >= mk.panel_min;
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
@@ -257,6 +258,12 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
 }
 
 } // namespace
+
+ggml_type kvg::mm_activation_type(ggml_type type, int64_t M) {
+    const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(type)];
+    const bool panel = mk.panel_rows > 0 && M >= mk.panel_min;
+    return panel ? GGML_TYPE_Q8_0 : mm_vec_dot_type(type);
+}
 
 int ggml_mul_mat_n_phases(const ggml_tensor * dst) { return inspect(dst).convert ? 2 : 1; }
 

@@ -164,11 +164,16 @@ const cpu_kernels & cpu_active_kernels();
 
 mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
 enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a weight type is dotted with
+// What mul_mat converts M activation rows to for weights of `type` on the active path: q8_0
+// (as panels) where the path has panel tiles for the type and M >= their panel_min, else mm_vec_dot_type.
+enum ggml_type mm_activation_type(enum ggml_type type, int64_t M);
 
 // The kernels of the block types after q4_0 (quants-scalar.cpp, quants-x86.cpp), added to
 // a path's table; the AVX-512 table has its own k-quant tiles and the AVX2 ones of the rest.
 void add_block_quant_kernels_scalar(cpu_kernels & k);
 void add_block_quant_kernels_avx2(cpu_kernels & k);   // no-op when not built for x86-64
 void add_block_quant_kernels_avx512(cpu_kernels & k); // no-op when not built for x86-64
+// VNNI panel tiles of the k-quants and iq4_nl (quants-vnni.cpp), added to the VNNI table.
+void add_panel_kernels_vnni(cpu_kernels & k);         // no-op when not built for x86-64
 
 } // namespace kvg
