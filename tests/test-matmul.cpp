@@ -508,7 +508,7 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
 
 TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
     if (kvg::cpu_best_path() < kvg::PATH_AVX512_VNNI) return;
-    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
         Ctx c;
@@ -516,6 +516,12 @@ TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
         ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, 1024, 1);
         fill_random(a);
         fill_random(b);
+        // k-quants: any quant and scale bits (largest products included), the f16 scales kept
+        const size_t bs = ggml_type_size(t), f16_at = t == GGML_TYPE_Q6_K ? 208 : 0, f16_len = t == GGML_TYPE_Q4_K ? 4 : 2;
+        std::mt19937 gen(7);
+        for (size_t i = 0; ggml_is_quantized(t) && ggml_blck_size(t) == QK_K && i < ggml_nbytes(a); ++i) {
+            if (i % bs < f16_at || i % bs >= f16_at + f16_len) ((uint8_t *) a->data)[i] = (uint8_t) gen();
+        }
         ggml_tensor * d = ggml_mul_mat(c.ctx, a, b);
         std::vector<float> got[2];
         const ggml_cpu_features paths[2] = {GGML_CPU_FEATURES_AVX512, GGML_CPU_FEATURES_AVX512_VNNI};
@@ -526,6 +532,25 @@ TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
         }
         ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
         CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("mul_mat: one activation row (matrix-vector kernels) against the reference on every path") {
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        for (int64_t K : {256, 768, 2048}) {
+            for (int64_t N : {1, 7, 37}) {
+                CAPTURE(K);
+                CAPTURE(N);
+                Ctx c;
+                ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, K, N);
+                ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, 1);
+                fill_random(a);
+                fill_random(b);
+                check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
+            }
+        }
     }
 }
 

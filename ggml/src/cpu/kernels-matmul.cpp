@@ -75,7 +75,7 @@ mm_info inspect(const ggml_tensor * dst) {
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
     info.panel = info.vdt == GGML_TYPE_Q8_0 && mk.panel_rows > 0 && info.M >= mk.panel_min;
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
-    info.mv = info.vdt == GGML_TYPE_Q8_0 && info.M == 1 && mk.mv && mk.mv_rows == 1 && info.K % MM_MV_GROUP == 0;
+    info.mv = (info.vdt == GGML_TYPE_Q8_0 || info.vdt == GGML_TYPE_Q8_K) && info.M == 1 && mk.mv && mk.mv_rows == 1 && info.K % MM_MV_GROUP == 0;
     info.x_stride = info.panel ? (size_t) (info.K / QK8_0) * MM_PANEL_BLOCK
                   : info.mv    ? GGML_PAD((size_t) (info.K / MM_MV_GROUP) * mk.mv_group_bytes, ALIGN)
                                : GGML_PAD(ggml_row_size(info.vdt, info.K), ALIGN);
@@ -91,11 +91,11 @@ size_t conv_bytes(const mm_info & mi) {
 }
 
 // Floats of per-task scratch: strided src1 rows are gathered there before quantizing; for
-// panels and packed rows, the q8_0 rows to pack follow.
+// panels and packed rows, the q8_0 (or q8_K) rows to pack follow.
 int64_t gather_floats(const mm_info & mi) {
     const int64_t gather = (mi.vdt != GGML_TYPE_F32 && !ggml_is_contiguous_rows(mi.src1)) ? GGML_PAD(mi.K, 16) : 0;
     const int64_t q8_rows = mi.panel ? MM_PANEL_COLS : mi.mv ? 1 : 0;
-    return gather + (q8_rows ? q8_rows * (int64_t) GGML_PAD(ggml_row_size(GGML_TYPE_Q8_0, mi.K), 64) / 4 : 0);
+    return gather + (q8_rows ? q8_rows * (int64_t) GGML_PAD(ggml_row_size(mi.vdt, mi.K), 64) / 4 : 0);
 }
 
 // Task ith's share [begin, end) of n items split into nth nearly equal ranges.

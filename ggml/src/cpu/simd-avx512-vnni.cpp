@@ -251,6 +251,7 @@ cpu_kernels build() {
     k.mm[MM_Q8_0].pack_mv = pack_mv_q8;
     k.mm[MM_Q8_0].mv_group_bytes = MV_Q8_BYTES;
     add_panel_kernels_vnni(k);
+    add_matvec_kernels_vnni(k);
     return k;
 }
 

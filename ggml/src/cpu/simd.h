@@ -59,7 +59,7 @@ struct mm_kernel {
     int panel_rows, panel_cols, panel_min; // panel_cols: a multiple of MM_PANEL_COLS
     mm_tile_fn panel[MM_MAX_ROWS + 1];
     // matrix-vector products (one activation row, K a multiple of MM_MV_GROUP) over the row
-    // packed by pack_mv from its q8_0 form, mv_group_bytes per MM_MV_GROUP values: mv is a
+    // packed by pack_mv from its q8_0 (q8_K for the k-quants) form, mv_group_bytes per MM_MV_GROUP values: mv is a
     // one-row tile whose x is the packed row at the tile's K offset, bit-identical to
     // tile[1][1] (nullptr: none)
     mm_tile_fn mv;
@@ -175,5 +175,7 @@ void add_block_quant_kernels_avx2(cpu_kernels & k);   // no-op when not built fo
 void add_block_quant_kernels_avx512(cpu_kernels & k); // no-op when not built for x86-64
 // VNNI panel tiles of the k-quants and iq4_nl (quants-vnni.cpp), added to the VNNI table.
 void add_panel_kernels_vnni(cpu_kernels & k);         // no-op when not built for x86-64
+// matrix-vector kernels of the k-quants for the VNNI table (quants-vnni-matvec.cpp)
+void add_matvec_kernels_vnni(cpu_kernels & k);       // no-op when not built for x86-64
 
 } // namespace kvg

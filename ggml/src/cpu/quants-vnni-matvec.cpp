@@ -1,0 +1,186 @@
+// AVX-512 VNNI matrix-vector kernels for k-quant weights (one activation row, weights
+// streamed from memory), added to the VNNI table by simd-avx512-vnni.cpp.
+//
+// The q8_K activation row is packed once (pack_mv) so its bytes line up with the weights'
+// nibbles as they lie in memory: a super-block's quants need only a mask or shift before
+// vpdpbusd (unsigned weight quants x signed activations). Each vpdpbusd lane sums 4
+// products of one sub-block and fits in int16, so two such vectors are merged into word
+// pairs and vpdpwssd applies both sub-block scales at once.
+//
+// Bit-identical to the AVX-512 tiles (quants-x86.cpp): every int32 lane l of a super-block
+// holds the same exact integer (values with (v mod 32) / 4 == l, times their scales), and
+// the float steps per super-block and the final reduction are the tiles' own.
+#include "simd.h"
+#include "types.h"
+
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define KVG_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define KVG_INLINE KVG_TARGET inline __attribute__((always_inline))
+
+namespace {
+
+using namespace kvg;
+
+// Packed super-block: 256 activation bytes in the weight type's order, the 16 bsums, the
+// scale, padding to whole cache lines.
+constexpr size_t PSB_BYTES = 320, PSB_BSUMS = 256, PSB_D = 288;
+static_assert(PSB_BYTES % 64 == 0 && QK_K == 2 * MM_MV_GROUP, "packed super-blocks stay aligned");
+
+// Software prefetch distance of the weight stream (bytes; 0: none).
+constexpr int PF_DIST = 0;
+
+// q4_K: qs byte i holds value 64 (i / 32) + i % 32 (low nibble) and that + 32 (high); a
+// 64-byte load's low nibbles pair with lo[t] = x[64 (2j + t / 32) + t % 32], its high ones
+// with the same + 32.
+void pack_q4_k(const void * row, void * out, int64_t k) {
+    const block_q8_K * x = (const block_q8_K *) row;
+    for (int64_t b = 0; b < k / QK_K; ++b) {
+        int8_t * o = (int8_t *) out + b * PSB_BYTES;
+        for (int j = 0; j < 2; ++j) {
+            for (int t = 0; t < 64; ++t) {
+                const int v = 64 * (2 * j + t / 32) + t % 32;
+                o[128 * j + t] = x[b].qs[v];
+                o[128 * j + 64 + t] = x[b].qs[v + 32];
+            }
+        }
+        std::memcpy(o + PSB_BSUMS, x[b].bsums, sizeof(x[b].bsums));
+        std::memcpy(o + PSB_D, &x[b].d, sizeof(float));
+        std::memset(o + PSB_D + 4, 0, PSB_BYTES - PSB_D - 4);
+    }
+}
+
+// q6_K unpacks values in element order: the activations as they are.
+void pack_q6_k(const void * row, void * out, int64_t k) {
+    const block_q8_K * x = (const block_q8_K *) row;
+    for (int64_t b = 0; b < k / QK_K; ++b) {
+        int8_t * o = (int8_t *) out + b * PSB_BYTES;
+        std::memcpy(o, x[b].qs, QK_K);
+        std::memcpy(o + PSB_BSUMS, x[b].bsums, sizeof(x[b].bsums));
+        std::memcpy(o + PSB_D, &x[b].d, sizeof(float));
+        std::memset(o + PSB_D + 4, 0, PSB_BYTES - PSB_D - 4);
+    }
+}
+
+KVG_INLINE float half_at(const char * p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+KVG_INLINE uint32_t u32_at(const char * p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// Dot of 4 (lo, hi) vpdpbusd pairs, merged as word pairs (lo low, hi high) and scaled by
+// the word pairs of s0 / s1: 16 exact int32 lanes, folded to the tiles' 8.
+KVG_INLINE __m256i scaled_sum(__m512i lo0, __m512i hi0, __m512i lo1, __m512i hi1, __m512i s0, __m512i s1) {
+    const __mmask32 odd = 0xAAAAAAAA;
+    const __m512i p0 = _mm512_mask_blend_epi16(odd, lo0, _mm512_slli_epi32(hi0, 16));
+    const __m512i p1 = _mm512_mask_blend_epi16(odd, lo1, _mm512_slli_epi32(hi1, 16));
+    const __m512i s = _mm512_dpwssd_epi32(_mm512_madd_epi16(p0, s0), p1, s1);
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+// o += d * dx * isum - dmin * dx * (mins . bsums), the tiles' add_superblock
+KVG_INLINE void add_superblock(__m256 & o, __m256i isum, __m256i mins, const char * x, float d, float dmin) {
+    float dx;
+    std::memcpy(&dx, x + PSB_D, 4);
+    const __m256i m = _mm256_madd_epi16(mins, _mm256_load_si256((const __m256i *) (x + PSB_BSUMS)));
+    o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * dx), o);
+    o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(-dmin * dx), o);
+}
+
+// The lane sum, paired as the AVX2 reduce1 the tiles finish with.
+KVG_INLINE void store1(const mm_tile_args & a, __m256 v) {
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    const float s = _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+    a.out[0] = a.accumulate ? a.out[0] + s : s;
+}
+
+KVG_INLINE __m512i dot4(__m512i w, const char * x) {
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_load_si512((const void *) x));
+}
+
+KVG_TARGET void mv_q4_k(const mm_tile_args & a) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    // word pairs (scale 4j + 2h, 4j + 2h + 1) for lanes 8h..8h+7 of load j
+    const __m512i idx0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i idx1 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    __m256 acc = _mm256_setzero_ps();
+    const char * w = a.w, * x = a.x;
+    for (int64_t b = 0; b < a.k / QK_K; ++b, w += 144, x += PSB_BYTES) {
+        if (PF_DIST) for (int l = 0; l < 3; ++l) _mm_prefetch(w + PF_DIST + 64 * l, _MM_HINT_T0);
+        // 6-bit scales and minimums, 8 each (the q4_K layout)
+        const uint32_t s0 = u32_at(w + 4), s1 = u32_at(w + 8), s2 = u32_at(w + 12);
+        const uint32_t m6 = 0x3f3f3f3f, m4s = 0x0f0f0f0f, m2 = 0x03030303;
+        const __m128i sm = _mm_setr_epi32((int) (s0 & m6), (int) ((s2 & m4s) | (s0 >> 6 & m2) << 4), (int) (s1 & m6),
+                                          (int) ((s2 >> 4 & m4s) | (s1 >> 6 & m2) << 4));
+        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+        const __m128i mn = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+        const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
+        const __m512i q0 = _mm512_loadu_si512((const void *) (w + 16)), q1 = _mm512_loadu_si512((const void *) (w + 80));
+        const __m512i lo0 = dot4(_mm512_and_si512(q0, m4), x), hi0 = dot4(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), x + 64);
+        const __m512i lo1 = dot4(_mm512_and_si512(q1, m4), x + 128), hi1 = dot4(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), x + 192);
+        const __m256i isum = scaled_sum(lo0, hi0, lo1, hi1, _mm512_permutexvar_epi32(idx0, sc), _mm512_permutexvar_epi32(idx1, sc));
+        add_superblock(acc, isum, mins, x, half_at(w), half_at(w + 2));
+    }
+    store1(a, acc);
+}
+
+// q6_K, half h (128 values): ql[64h + t] low nibble = value 128h + t, high = + 64; qh byte
+// 32h + t % 32 has their top bits at 2 (t / 32) and 4 + 2 (t / 32).
+KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i up_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1); // bits 0-1 / 2-3 to 4-5
+    const __m512i dn_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1); // bits 4-5 / 6-7 to 4-5
+    // lane L of half h: scales 8h + L / 4 (low nibbles) and 8h + 4 + L / 4 (high) as a word pair
+    alignas(64) static const int16_t sidx[2][32] = {
+        {0, 4, 0, 4, 0, 4, 0, 4, 1, 5, 1, 5, 1, 5, 1, 5, 2, 6, 2, 6, 2, 6, 2, 6, 3, 7, 3, 7, 3, 7, 3, 7},
+        {8, 12, 8, 12, 8, 12, 8, 12, 9, 13, 9, 13, 9, 13, 9, 13, 10, 14, 10, 14, 10, 14, 10, 14, 11, 15, 11, 15, 11, 15, 11, 15}};
+    const __m512i idx0 = _mm512_load_si512(sidx[0]), idx1 = _mm512_load_si512(sidx[1]);
+    __m256 acc = _mm256_setzero_ps();
+    const char * w = a.w, * x = a.x;
+    for (int64_t b = 0; b < a.k / QK_K; ++b, w += 210, x += PSB_BYTES) {
+        if (PF_DIST) for (int l = 0; l < 4; ++l) _mm_prefetch(w + PF_DIST + 64 * l, _MM_HINT_T0);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (w + 192)));
+        __m512i d[4];
+        for (int h = 0; h < 2; ++h) {
+            const __m512i ql = _mm512_loadu_si512((const void *) (w + 64 * h));
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (w + 128 + 32 * h)));
+            const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, up_lo), m30));
+            const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, dn_hi), m30));
+            d[2 * h] = dot4(lo, x + 128 * h);
+            d[2 * h + 1] = dot4(hi, x + 128 * h + 64);
+        }
+        const __m512i sc = _mm512_castsi256_si512(sc16);
+        const __m256i isum = scaled_sum(d[0], d[1], d[2], d[3], _mm512_permutexvar_epi16(idx0, sc), _mm512_permutexvar_epi16(idx1, sc));
+        const float dw = half_at(w + 208);
+        add_superblock(acc, isum, _mm256_slli_epi16(sc16, 5), x, dw, dw); // quants stored as q + 32
+    }
+    store1(a, acc);
+}
+
+} // namespace
+
+void kvg::add_matvec_kernels_vnni(cpu_kernels & k) {
+    k.mm[MM_Q4_K].mv = mv_q4_k;
+    k.mm[MM_Q4_K].pack_mv = pack_q4_k;
+    k.mm[MM_Q6_K].mv = mv_q6_k;
+    k.mm[MM_Q6_K].pack_mv = pack_q6_k;
+    for (int t : {MM_Q4_K, MM_Q6_K}) k.mm[t].mv_group_bytes = PSB_BYTES / 2;
+}
+
+#else
+void kvg::add_matvec_kernels_vnni(cpu_kernels &) {}
+#endif
