@@ -489,7 +489,7 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
 
 TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
     if (kvg::cpu_best_path() < kvg::PATH_AVX512_VNNI) return;
-    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL}) {
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
         Ctx c;
