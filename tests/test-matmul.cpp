@@ -508,7 +508,7 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
 
 TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
     if (kvg::cpu_best_path() < kvg::PATH_AVX512_VNNI) return;
-    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL}) {
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
         Ctx c;
@@ -517,7 +517,7 @@ TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
         fill_random(a);
         fill_random(b);
         // k-quants: any quant and scale bits (largest products included), the f16 scales kept
-        const size_t bs = ggml_type_size(t), f16_at = t == GGML_TYPE_Q6_K ? 208 : 0, f16_len = t == GGML_TYPE_Q4_K ? 4 : 2;
+        const size_t bs = ggml_type_size(t), f16_at = t == GGML_TYPE_Q6_K ? 208 : 0, f16_len = t == GGML_TYPE_Q6_K ? 2 : 4;
         std::mt19937 gen(7);
         for (size_t i = 0; ggml_is_quantized(t) && ggml_blck_size(t) == QK_K && i < ggml_nbytes(a); ++i) {
             if (i % bs < f16_at || i % bs >= f16_at + f16_len) ((uint8_t *) a->data)[i] = (uint8_t) gen();
@@ -536,7 +536,7 @@ TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
 }
 
 TEST_CASE("mul_mat: one activation row (matrix-vector kernels) against the reference on every path") {
-    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
         for (int64_t K : {256, 768, 2048}) {

@@ -75,7 +75,7 @@ mm_info inspect(const ggml_tensor * dst) {
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
     info.panel = info.vdt == GGML_TYPE_Q8_0 && mk.panel_rows > 0 && info.M >= mk.panel_min;
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
-    info.mv = (info.vdt == GGML_TYPE_Q8_0 || info.vdt == GGML_TYPE_Q8_K) && info.M == 1 && mk.mv && mk.mv_rows == 1 && info.K % MM_MV_GROUP == 0;
+    info.mv = (info.vdt == GGML_TYPE_Q8_0 || info.vdt == GGML_TYPE_Q8_K) && info.M == 1 && mk.mv && info.K % MM_MV_GROUP == 0;
     info.x_stride = info.panel ? (size_t) (info.K / QK8_0) * MM_PANEL_BLOCK
                   : info.mv    ? GGML_PAD((size_t) (info.K / MM_MV_GROUP) * mk.mv_group_bytes, ALIGN)
                                : GGML_PAD(ggml_row_size(info.vdt, info.K), ALIGN);
@@ -247,7 +247,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
                     const int rm = (int) std::min<int64_t>(RM, m1 - j);
                     const char * xj = x + (mi.panel ? j / MM_PANEL_COLS : j) * x_stride + x_off;
                     const mm_tile_args args = {kc, w + i * a->nb[1] + w_off, a->nb[1], xj, x_stride,
-                                               out + j * out_stride + i, out_stride, k0 > 0, rm};
+                                               out + j * out_stride + i, out_stride, k0 > 0, mi.mv ? rn : rm};
                     if (mi.panel) mk.panel[rn](args);
                     else if (mi.mv) mk.mv(args);
                     else mk.tile[rn][rm](args);

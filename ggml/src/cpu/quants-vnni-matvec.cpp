@@ -38,7 +38,7 @@ static_assert(PSB_BYTES % 64 == 0 && QK_K == 2 * MM_MV_GROUP, "packed super-bloc
 // Software prefetch distance of the weight stream (bytes; 0: none).
 constexpr int PF_DIST = 0;
 
-// q4_K: qs byte i holds value 64 (i / 32) + i % 32 (low nibble) and that + 32 (high); a
+// q4_K and q5_K: qs byte i holds value 64 (i / 32) + i % 32 (low nibble) and that + 32 (high); a
 // 64-byte load's low nibbles pair with lo[t] = x[64 (2j + t / 32) + t % 32], its high ones
 // with the same + 32.
 void pack_q4_k(const void * row, void * out, int64_t k) {
@@ -108,18 +108,28 @@ KVG_INLINE void store1(const mm_tile_args & a, __m256 v) {
     a.out[0] = a.accumulate ? a.out[0] + s : s;
 }
 
+// word shift counts: l in the low 256 bits, h in the high ones
+KVG_INLINE __m512i halves(int l, int h) { return _mm512_inserti64x4(_mm512_set1_epi16((short) l), _mm256_set1_epi16((short) h), 1); }
+
 KVG_INLINE __m512i dot4(__m512i w, const char * x) {
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_load_si512((const void *) x));
 }
 
-KVG_TARGET void mv_q4_k(const mm_tile_args & a) {
+// q5_K: q4_K's nibbles (at byte 48) plus qh (at 16), whose byte l holds the fifth bit of
+// value 32 s + l in bit s: moved to bit 4 by a per-half variable shift.
+template <bool Q5>
+KVG_INLINE void mv_q45_k(const mm_tile_args & a) {
+    constexpr size_t BYTES = Q5 ? 176 : 144, QS = Q5 ? 48 : 16;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     // word pairs (scale 4j + 2h, 4j + 2h + 1) for lanes 8h..8h+7 of load j
     const __m512i idx0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i idx1 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    // n = lo0, hi0, lo1, hi1 hold sub-blocks (0, 2), (1, 3), (4, 6), (5, 7) in their low and
+    // high 256 bits; q5_K's qh bit s moves to bit 4 by these shifts (left, left, right, right)
+    const __m512i sh[4] = {halves(4, 2), halves(3, 1), halves(0, 2), halves(1, 3)};
     __m256 acc = _mm256_setzero_ps();
     const char * w = a.w, * x = a.x;
-    for (int64_t b = 0; b < a.k / QK_K; ++b, w += 144, x += PSB_BYTES) {
+    for (int64_t b = 0; b < a.k / QK_K; ++b, w += BYTES, x += PSB_BYTES) {
         if (PF_DIST) for (int l = 0; l < 3; ++l) _mm_prefetch(w + PF_DIST + 64 * l, _MM_HINT_T0);
         // 6-bit scales and minimums, 8 each (the q4_K layout)
         const uint32_t s0 = u32_at(w + 4), s1 = u32_at(w + 8), s2 = u32_at(w + 12);
@@ -129,21 +139,31 @@ KVG_TARGET void mv_q4_k(const mm_tile_args & a) {
         const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
         const __m128i mn = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
         const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
-        const __m512i q0 = _mm512_loadu_si512((const void *) (w + 16)), q1 = _mm512_loadu_si512((const void *) (w + 80));
-        const __m512i lo0 = dot4(_mm512_and_si512(q0, m4), x), hi0 = dot4(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), x + 64);
-        const __m512i lo1 = dot4(_mm512_and_si512(q1, m4), x + 128), hi1 = dot4(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), x + 192);
+        const __m512i q0 = _mm512_loadu_si512((const void *) (w + QS)), q1 = _mm512_loadu_si512((const void *) (w + QS + 64));
+        __m512i n[4] = {_mm512_and_si512(q0, m4), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), _mm512_and_si512(q1, m4),
+                        _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4)};
+        if constexpr (Q5) {
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (w + 16))), b4 = _mm512_set1_epi8(0x10);
+            n[0] = _mm512_or_si512(n[0], _mm512_and_si512(_mm512_sllv_epi16(qh, sh[0]), b4));
+            n[1] = _mm512_or_si512(n[1], _mm512_and_si512(_mm512_sllv_epi16(qh, sh[1]), b4));
+            n[2] = _mm512_or_si512(n[2], _mm512_and_si512(_mm512_srlv_epi16(qh, sh[2]), b4));
+            n[3] = _mm512_or_si512(n[3], _mm512_and_si512(_mm512_srlv_epi16(qh, sh[3]), b4));
+        }
+        const __m512i lo0 = dot4(n[0], x), hi0 = dot4(n[1], x + 64), lo1 = dot4(n[2], x + 128), hi1 = dot4(n[3], x + 192);
         const __m256i isum = scaled_sum(lo0, hi0, lo1, hi1, _mm512_permutexvar_epi32(idx0, sc), _mm512_permutexvar_epi32(idx1, sc));
         add_superblock(acc, isum, mins, x, half_at(w), half_at(w + 2));
     }
     store1(a, acc);
 }
 
+KVG_TARGET void mv_q4_k(const mm_tile_args & a) { mv_q45_k<false>(a); }
+KVG_TARGET void mv_q5_k(const mm_tile_args & a) { mv_q45_k<true>(a); }
+
 // q6_K, half h (128 values): ql[64h + t] low nibble = value 128h + t, high = + 64; qh byte
 // 32h + t % 32 has their top bits at 2 (t / 32) and 4 + 2 (t / 32).
 KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    const __m512i up_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1); // bits 0-1 / 2-3 to 4-5
-    const __m512i dn_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1); // bits 4-5 / 6-7 to 4-5
+    const __m512i up_lo = halves(4, 2), dn_hi = halves(0, 2); // bits 0-1 / 2-3 up to 4-5; bits 4-5 / 6-7 down to 4-5
     // lane L of half h: scales 8h + L / 4 (low nibbles) and 8h + 4 + L / 4 (high) as a word pair
     alignas(64) static const int16_t sidx[2][32] = {
         {0, 4, 0, 4, 0, 4, 0, 4, 1, 5, 1, 5, 1, 5, 1, 5, 2, 6, 2, 6, 2, 6, 2, 6, 3, 7, 3, 7, 3, 7, 3, 7},
@@ -171,14 +191,84 @@ KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
     store1(a, acc);
 }
 
+// ---- iq4_nl: signed table values, q8_0 activations ----------------------------------------------
+// The AVX2 tile adds each block's 8-lane dot to its accumulator with one fused multiply-add,
+// a 4-cycle chain per 18-byte block; to keep those bits, one call streams up to 4 weight rows
+// side by side (independent chains). vpdpbusd takes the table + 128 (unsigned), corrected by
+// -128 * the sum of each lane's 4 activations, which the packed row holds.
+// Packed group of 4 blocks: their 128 quants, 4 x 8 int32 corrections, 4 f32 scales.
+constexpr size_t NL_GROUP = 320, NL_CORR = 128, NL_D = 256;
+constexpr int NL_ROWS = 4;
+
+void pack_iq4_nl(const void * row, void * out, int64_t k) {
+    const block_q8_0 * x = (const block_q8_0 *) row;
+    for (int64_t b = 0; b < k / QK8_0; ++b) {
+        char * g = (char *) out + (b / 4) * NL_GROUP;
+        const int j = (int) (b % 4);
+        std::memcpy(g + 32 * j, x[b].qs, 32);
+        for (int l = 0; l < 8; ++l) {
+            const int32_t c = -128 * (x[b].qs[4 * l] + x[b].qs[4 * l + 1] + x[b].qs[4 * l + 2] + x[b].qs[4 * l + 3]);
+            std::memcpy(g + NL_CORR + 32 * j + 4 * l, &c, 4);
+        }
+        const float d = ggml_fp16_to_fp32(x[b].d);
+        std::memcpy(g + NL_D + 4 * j, &d, 4);
+        if (j == 3) std::memset(g + NL_D + 16, 0, NL_GROUP - NL_D - 16);
+    }
+}
+
+template <int R>
+KVG_INLINE void mv_iq4_nl_rows(const mm_tile_args & a) {
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char) 129, (char) 141, (char) 153, (char) 166, (char) 181,
+                      (char) 197, (char) 217, (char) 241)); // iq4_nl levels + 128
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < a.k / QK8_0; ++b) {
+        const char * g = a.x + (b / 4) * NL_GROUP;
+        const int j = (int) (b % 4);
+        const __m256i xq = _mm256_load_si256((const __m256i *) (g + 32 * j));
+        const __m256i corr = _mm256_load_si256((const __m256i *) (g + NL_CORR + 32 * j));
+        float xd;
+        std::memcpy(&xd, g + NL_D + 4 * j, 4);
+        for (int r = 0; r < R; ++r) {
+            const char * w = a.w + r * a.w_stride + b * 18;
+            const __m128i q = _mm_loadu_si128((const __m128i *) (w + 2));
+            const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
+            const __m256i s = _mm256_dpbusd_epi32(corr, _mm256_shuffle_epi8(table, n), xq);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(half_at(w) * xd), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        const mm_tile_args one = {a.k, a.w, a.w_stride, a.x, a.x_stride, a.out + r, a.out_stride, a.accumulate, 1};
+        store1(one, acc[r]);
+    }
+}
+
+// n_cols: the weight rows of this call (1..NL_ROWS)
+KVG_TARGET void mv_iq4_nl(const mm_tile_args & a) {
+    switch (a.n_cols) {
+    case 4: mv_iq4_nl_rows<4>(a); break;
+    case 3: mv_iq4_nl_rows<3>(a); break;
+    case 2: mv_iq4_nl_rows<2>(a); break;
+    default: mv_iq4_nl_rows<1>(a); break;
+    }
+}
+
 } // namespace
 
 void kvg::add_matvec_kernels_vnni(cpu_kernels & k) {
+    k.mm[MM_IQ4_NL].mv = mv_iq4_nl;
+    k.mm[MM_IQ4_NL].pack_mv = pack_iq4_nl;
+    k.mm[MM_IQ4_NL].mv_group_bytes = NL_GROUP;
+    k.mm[MM_IQ4_NL].mv_rows = NL_ROWS;
     k.mm[MM_Q4_K].mv = mv_q4_k;
     k.mm[MM_Q4_K].pack_mv = pack_q4_k;
+    k.mm[MM_Q5_K].mv = mv_q5_k;
+    k.mm[MM_Q5_K].pack_mv = pack_q4_k; // same nibble order
     k.mm[MM_Q6_K].mv = mv_q6_k;
     k.mm[MM_Q6_K].pack_mv = pack_q6_k;
-    for (int t : {MM_Q4_K, MM_Q6_K}) k.mm[t].mv_group_bytes = PSB_BYTES / 2;
+    for (int t : {MM_Q4_K, MM_Q5_K, MM_Q6_K}) k.mm[t].mv_group_bytes = PSB_BYTES / 2;
 }
 
 #else

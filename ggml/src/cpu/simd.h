@@ -27,7 +27,7 @@ struct mm_tile_args {
     float * out;
     int64_t out_stride;  // floats between output rows (one per activation row)
     bool accumulate;     // add to out instead of overwriting it
-    int n_cols = 0;      // panel tiles: activation rows to write (1..panel_cols)
+    int n_cols = 0;      // panel tiles: activation rows to write (1..panel_cols); mv: weight rows (1..mv_rows)
 };
 typedef void (*mm_tile_fn)(const mm_tile_args & a);
 
@@ -60,8 +60,8 @@ struct mm_kernel {
     mm_tile_fn panel[MM_MAX_ROWS + 1];
     // matrix-vector products (one activation row, K a multiple of MM_MV_GROUP) over the row
     // packed by pack_mv from its q8_0 (q8_K for the k-quants) form, mv_group_bytes per MM_MV_GROUP values: mv is a
-    // one-row tile whose x is the packed row at the tile's K offset, bit-identical to
-    // tile[1][1] (nullptr: none)
+    // tile of up to mv_rows weight rows (n_cols of them) and one activation row whose x is
+    // the packed row at the tile's K offset, bit-identical to tile[r][1] (nullptr: none)
     mm_tile_fn mv;
     void (*pack_mv)(const void * q8_row, void * out, int64_t k);
     size_t mv_group_bytes;
