@@ -191,77 +191,11 @@ KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
     store1(a, acc);
 }
 
-// ---- iq4_nl: signed table values, q8_0 activations ----------------------------------------------
-// The AVX2 tile adds each block's 8-lane dot to its accumulator with one fused multiply-add,
-// a 4-cycle chain per 18-byte block; to keep those bits, one call streams up to 4 weight rows
-// side by side (independent chains). vpdpbusd takes the table + 128 (unsigned), corrected by
-// -128 * the sum of each lane's 4 activations, which the packed row holds.
-// Packed group of 4 blocks: their 128 quants, 4 x 8 int32 corrections, 4 f32 scales.
-constexpr size_t NL_GROUP = 320, NL_CORR = 128, NL_D = 256;
-constexpr int NL_ROWS = 4;
-
-void pack_iq4_nl(const void * row, void * out, int64_t k) {
-    const block_q8_0 * x = (const block_q8_0 *) row;
-    for (int64_t b = 0; b < k / QK8_0; ++b) {
-        char * g = (char *) out + (b / 4) * NL_GROUP;
-        const int j = (int) (b % 4);
-        std::memcpy(g + 32 * j, x[b].qs, 32);
-        for (int l = 0; l < 8; ++l) {
-            const int32_t c = -128 * (x[b].qs[4 * l] + x[b].qs[4 * l + 1] + x[b].qs[4 * l + 2] + x[b].qs[4 * l + 3]);
-            std::memcpy(g + NL_CORR + 32 * j + 4 * l, &c, 4);
-        }
-        const float d = ggml_fp16_to_fp32(x[b].d);
-        std::memcpy(g + NL_D + 4 * j, &d, 4);
-        if (j == 3) std::memset(g + NL_D + 16, 0, NL_GROUP - NL_D - 16);
-    }
-}
-
-template <int R>
-KVG_INLINE void mv_iq4_nl_rows(const mm_tile_args & a) {
-    const __m256i table = _mm256_broadcastsi128_si256(
-        _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char) 129, (char) 141, (char) 153, (char) 166, (char) 181,
-                      (char) 197, (char) 217, (char) 241)); // iq4_nl levels + 128
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < a.k / QK8_0; ++b) {
-        const char * g = a.x + (b / 4) * NL_GROUP;
-        const int j = (int) (b % 4);
-        const __m256i xq = _mm256_load_si256((const __m256i *) (g + 32 * j));
-        const __m256i corr = _mm256_load_si256((const __m256i *) (g + NL_CORR + 32 * j));
-        float xd;
-        std::memcpy(&xd, g + NL_D + 4 * j, 4);
-        for (int r = 0; r < R; ++r) {
-            const char * w = a.w + r * a.w_stride + b * 18;
-            const __m128i q = _mm_loadu_si128((const __m128i *) (w + 2));
-            const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
-            const __m256i s = _mm256_dpbusd_epi32(corr, _mm256_shuffle_epi8(table, n), xq);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(half_at(w) * xd), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; ++r) {
-        const mm_tile_args one = {a.k, a.w, a.w_stride, a.x, a.x_stride, a.out + r, a.out_stride, a.accumulate, 1};
-        store1(one, acc[r]);
-    }
-}
-
-// n_cols: the weight rows of this call (1..NL_ROWS)
-KVG_TARGET void mv_iq4_nl(const mm_tile_args & a) {
-    switch (a.n_cols) {
-    case 4: mv_iq4_nl_rows<4>(a); break;
-    case 3: mv_iq4_nl_rows<3>(a); break;
-    case 2: mv_iq4_nl_rows<2>(a); break;
-    default: mv_iq4_nl_rows<1>(a); break;
-    }
-}
-
 } // namespace
 
 void kvg::add_matvec_kernels_vnni(cpu_kernels & k) {
-    // iq4_nl's 4-row kernel is off: faster while the weights sit in L3, but from DRAM (the
-    // 2048 x 32000 output matrix) its 4 interleaved short streams ran 11.2 -> 7.4 GB/s
-    (void) mv_iq4_nl;
-    (void) pack_iq4_nl;
+    // (iq4_nl has none: a 4-row kernel, which kept the AVX2 tile's bits, was faster while the
+    // weights sat in L3 but slower from DRAM, its interleaved short streams 11.2 -> 7.4 GB/s)
     k.mm[MM_Q4_K].mv = mv_q4_k;
     k.mm[MM_Q4_K].pack_mv = pack_q4_k;
     k.mm[MM_Q5_K].mv = mv_q5_k;
