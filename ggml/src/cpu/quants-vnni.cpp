@@ -34,9 +34,6 @@ namespace {
 
 using namespace kvg;
 
-// the panel block's fields (simd.h)
-constexpr size_t PANEL_D = MM_PANEL_COLS * 32, PANEL_C8 = PANEL_D + MM_PANEL_COLS * 4, PANEL_C128 = PANEL_C8 + MM_PANEL_COLS * 4;
-static_assert(PANEL_C128 + MM_PANEL_COLS * 4 == MM_PANEL_BLOCK, "panel block layout");
 
 // How a type's sub-block dots become values (see the header).
 enum kind { MINS32, OFFSET16, MINS16, TABLE128 };
@@ -189,10 +186,10 @@ KVG_INLINE void load_sub(const char * x, size_t x_stride, int offset, sub_x<P> &
     for (int p = 0; p < P; ++p) {
         const char * xp = x + p * x_stride;
         for (int g = 0; g < 8; ++g) s.xv[p][g] = _mm512_load_si512((const void *) (xp + 64 * g));
-        s.xd[p] = _mm512_load_ps((const float *) (xp + PANEL_D));
-        const __m512i c8 = _mm512_load_si512((const void *) (xp + PANEL_C8)); // -8 * sum
+        s.xd[p] = _mm512_load_ps((const float *) (xp + MM_PANEL_D));
+        const __m512i c8 = _mm512_load_si512((const void *) (xp + MM_PANEL_C8)); // -8 * sum
         if (K == MINS32) s.xsum[p] = _mm512_mul_ps(_mm512_cvtepi32_ps(c8), _mm512_mul_ps(s.xd[p], _mm512_set1_ps(-0.125f)));
-        if (K == TABLE128) s.init[p][0] = _mm512_load_si512((const void *) (xp + PANEL_C128));
+        if (K == TABLE128) s.init[p][0] = _mm512_load_si512((const void *) (xp + MM_PANEL_C128));
         if (K == OFFSET16 || K == MINS16) {
             const __m512i ones = _mm512_set1_epi8(1);
             __m512i lo = _mm512_setzero_si512();

@@ -36,19 +36,14 @@ namespace {
 using namespace kvg;
 using namespace kvg::avx512;
 
-constexpr size_t PANEL_QS = MM_PANEL_COLS * 32;                 // interleaved quants of a block
-constexpr size_t PANEL_D = PANEL_QS;                            // f32 scales
-constexpr size_t PANEL_C8 = PANEL_D + MM_PANEL_COLS * 4;        // -8 * sum
-constexpr size_t PANEL_C128 = PANEL_C8 + MM_PANEL_COLS * 4;     // -128 * sum
-static_assert(PANEL_C128 + MM_PANEL_COLS * 4 == MM_PANEL_BLOCK, "panel block layout");
 static_assert(MM_PANEL_BLOCK % 64 == 0, "panel blocks stay 64-byte aligned");
 
 void pack_panel(const void * const * rows, int n, void * panel, int64_t k) {
     char * o = (char *) panel;
     for (int64_t b = 0; b < k / QK8_0; ++b, o += MM_PANEL_BLOCK) {
         int32_t * qs = (int32_t *) o; // [g][c]: elements 4g..4g+3 of row c
-        float * d = (float *) (o + PANEL_D);
-        int32_t * c8 = (int32_t *) (o + PANEL_C8), * c128 = (int32_t *) (o + PANEL_C128);
+        float * d = (float *) (o + MM_PANEL_D);
+        int32_t * c8 = (int32_t *) (o + MM_PANEL_C8), * c128 = (int32_t *) (o + MM_PANEL_C128);
         for (int c = 0; c < MM_PANEL_COLS; ++c) {
             if (c >= n) {
                 for (int g = 0; g < 8; ++g) qs[g * MM_PANEL_COLS + c] = 0;
@@ -108,8 +103,8 @@ KVG_INLINE void panel_tile(const mm_tile_args & a) {
         for (int p = 0; p < P; ++p) {
             const char * xp = a.x + p * a.x_stride + b * MM_PANEL_BLOCK;
             for (int g = 0; g < 8; ++g) xv[p][g] = _mm512_load_si512((const void *) (xp + 64 * g));
-            xd[p] = _mm512_load_ps((const float *) (xp + PANEL_D));
-            corr[p] = _mm512_load_si512((const void *) (xp + (Q4 ? PANEL_C8 : PANEL_C128)));
+            xd[p] = _mm512_load_ps((const float *) (xp + MM_PANEL_D));
+            corr[p] = _mm512_load_si512((const void *) (xp + (Q4 ? MM_PANEL_C8 : MM_PANEL_C128)));
         }
         for (int r = 0; r < R; ++r) {
             const char * wb = a.w + r * a.w_stride + b * WB;

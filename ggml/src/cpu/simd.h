@@ -48,6 +48,11 @@ enum mm_type {
 // q4_0's unsigned nibbles and for q8_0 weights made unsigned by +128). Missing rows are zero.
 constexpr int MM_PANEL_COLS = 16;
 constexpr size_t MM_PANEL_BLOCK = MM_PANEL_COLS * 32 + 3 * MM_PANEL_COLS * 4;
+// Byte offsets of a panel block's fields after its interleaved quants.
+constexpr size_t MM_PANEL_D = MM_PANEL_COLS * 32;                  // f32 scales
+constexpr size_t MM_PANEL_C8 = MM_PANEL_D + MM_PANEL_COLS * 4;     // -8 * sum, int32
+constexpr size_t MM_PANEL_C128 = MM_PANEL_C8 + MM_PANEL_COLS * 4;  // -128 * sum, int32
+static_assert(MM_PANEL_C128 + MM_PANEL_COLS * 4 == MM_PANEL_BLOCK, "panel block layout");
 
 struct mm_kernel {
     int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
