@@ -67,7 +67,7 @@ struct ggml_gallocr {
 
     // last plan, replayed when the graph is the one it was made for
     uint64_t fingerprint = 0;
-    std::vector<std::pair<int, size_t>> node_offsets; // (index in nodes (>=0) or leafs (-1-i), offset)
+    std::vector<std::pair<int, size_t>> node_offsets; // (position in the schedule (>=0) or in leafs (-1-i), offset)
     size_t plan_size = 0;
 };
 
@@ -107,8 +107,9 @@ struct planner {
     std::vector<int> pending;
     std::vector<size_t> offset;
     std::vector<int> alias;
-    std::vector<char> kept;
-    std::vector<size_t> nbytes; // ggml_nbytes of each node, asked for several times per node
+    std::vector<char> kept, needs;
+    std::vector<int> inplace_src;
+    std::vector<size_t> nbytes;
     std::vector<std::pair<int, size_t>> leaf_offsets; // (leaf index, offset)
     std::vector<free_block> free_list;
     size_t top = 0;
@@ -254,33 +255,51 @@ struct planner {
 
     // Position of the node owning root's bytes, or -1 (a leaf or a tensor outside the graph).
     int root_pos(const ggml_tensor * root) const { return pos.get(root); }
-    bool keep_forever(int r) const {
-        return r < 0 || (order[r]->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) || kept[r];
-    }
+    bool keep_forever(int r) const { return r < 0 || kept[r]; }
 
-    // Roots the program may read after compute: of outputs and of sinks (nothing reads them).
-    void find_kept() {
+    // The one pass over the nodes' tensor structs (about 16 MB for 40k nodes: a second
+    // pass would come from memory again). The placement loop then reads these arrays:
+    //  - nbytes, and whether the node needs memory here;
+    //  - kept: inputs and outputs, and the roots the program may read after compute, those
+    //    of outputs and of sinks (nodes nothing reads);
+    //  - inplace_src: where the op could write over src[0] (its bytes permitting), else -1.
+    void read_nodes() {
         const int n = (int) order.size();
         kept.assign(n, 0);
+        needs.resize(n);
+        inplace_src.resize(n);
         for (int i = 0; i < n; ++i) {
-            if (!(order[i]->flags & GGML_TENSOR_FLAG_OUTPUT) && sc->is_src[i]) continue;
-            const int r = root_pos(root_of(order[i]));
-            if (r >= 0) kept[r] = 1;
+            const ggml_tensor * t = order[i];
+            nbytes[i] = ggml_nbytes(t);
+            needs[i] = needs_alloc(t);
+            if (t->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) kept[i] = 1;
+            if ((t->flags & GGML_TENSOR_FLAG_OUTPUT) || !sc->is_src[i]) {
+                const int r = t->view_src ? root_pos(t->view_src) : i;
+                if (r >= 0) kept[r] = 1;
+            }
+            inplace_src[i] = ga->inplace ? inplace_candidate(i) : -1;
         }
     }
 
-    // Can node i write its result over src[0]'s bytes? Only if every other node touching
-    // them is certainly done before i starts (no reordering: the schedule is fixed).
-    bool try_inplace(int i) {
+    // src[0]'s position if node i's op may overwrite it as far as shapes go: same type and
+    // size, both contiguous, src[0] a node that no other source of i aliases.
+    int inplace_candidate(int i) const {
         const ggml_tensor * t = order[i];
         const ggml_tensor * s = t->src[0];
-        if (!ga->inplace || !op_can_inplace(t) || !s || s->view_src) return false;
-        const int sp = root_pos(s);
-        if (sp < 0 || offset[sp] == NOWHERE || keep_forever(sp)) return false;
-        if (s->type != t->type || nbytes[sp] != nbytes[i] || !ggml_is_contiguous(s) || !ggml_is_contiguous(t)) return false;
+        if (!op_can_inplace(t) || !s || s->view_src) return -1;
+        const int sp = root_pos(s); // a source: placed before i, its nbytes known
+        if (sp < 0 || s->type != t->type || nbytes[sp] != nbytes[i] || !ggml_is_contiguous(s) || !ggml_is_contiguous(t)) return -1;
         for (int k = 1; k < GGML_MAX_SRC; ++k) {
-            if (t->src[k] && root_of(t->src[k]) == s) return false;
+            if (t->src[k] && root_of(t->src[k]) == s) return -1;
         }
+        return sp;
+    }
+
+    // Can node i write its result over src[0]'s bytes now? Only if every other node touching
+    // them is certainly done before i starts (no reordering: the schedule is fixed).
+    bool try_inplace(int i) const {
+        const int sp = inplace_src[i];
+        if (sp < 0 || offset[sp] == NOWHERE || keep_forever(sp)) return false;
         for (int k = acc_off[sp]; k < acc_off[sp + 1]; ++k) {
             if (acc[k] != i && !done_before(acc[k], i)) return false;
         }
@@ -288,10 +307,9 @@ struct planner {
     }
 
     void place_node(int i) {
-        ggml_tensor * t = order[i];
-        if (!needs_alloc(t) || offset[i] != NOWHERE) return;
+        if (!needs[i] || offset[i] != NOWHERE) return;
         if (try_inplace(i)) {
-            const int sp = root_pos(t->src[0]);
+            const int sp = inplace_src[i];
             offset[i] = offset[sp];
             alias[i] = sp;
             ga->stats.n_inplace++;
@@ -327,12 +345,9 @@ struct planner {
         offset.assign(n, NOWHERE);
         alias.assign(n, -1);
         nbytes.resize(n);
-        for (int i = 0; i < n; ++i) {
-            succ_left[i] = sc->succ_off[i + 1] - sc->succ_off[i];
-            nbytes[i] = ggml_nbytes(order[i]);
-        }
+        for (int i = 0; i < n; ++i) succ_left[i] = sc->succ_off[i + 1] - sc->succ_off[i];
         index_accessors();
-        find_kept();
+        read_nodes();
         // leafs and inputs without memory live for the whole graph
         for (int l = 0; l < g->n_leafs; ++l) {
             ggml_tensor * t = g->leafs[l];
@@ -403,9 +418,8 @@ static bool plan_graph(ggml_gallocr * ga, ggml_cgraph * g) {
     p.run();
     ga->plan_size = p.top;
     ga->node_offsets.clear();
-    for (int i = 0; i < g->n_nodes; ++i) {
-        const int k = p.pos.get(g->nodes[i]);
-        if (k >= 0 && p.offset[k] != planner::NOWHERE && p.needs_alloc(g->nodes[i])) ga->node_offsets.push_back({i, p.offset[k]});
+    for (int k = 0; k < (int) p.offset.size(); ++k) { // placed: the nodes that needed memory
+        if (p.offset[k] != planner::NOWHERE) ga->node_offsets.push_back({k, p.offset[k]});
     }
     for (const auto & lo : p.leaf_offsets) ga->node_offsets.push_back({-1 - lo.first, lo.second});
     ga->fingerprint = ggml_graph_fingerprint(g);
@@ -435,8 +449,9 @@ static void init_view(ggml_tensor * t) {
 }
 
 static void assign(ggml_gallocr * ga, ggml_cgraph * g) {
+    const ggml_graph_sched * sc = ggml_graph_get_sched(g); // the one planned over: the graph is unchanged
     for (const auto & no : ga->node_offsets) {
-        ggml_tensor * t = no.first >= 0 ? g->nodes[no.first] : g->leafs[-1 - no.first];
+        ggml_tensor * t = no.first >= 0 ? sc->exec[no.first] : g->leafs[-1 - no.first];
         t->data = (char *) ga->buffer + no.second;
     }
     for (int i = 0; i < g->n_nodes; ++i) {

@@ -124,6 +124,9 @@ struct ggml_access {
     const ggml_tensor * root;
     size_t begin, end;
     bool write;
+    // A read of a source: the op whose result it reads, the first op on the source's view
+    // chain that is not a view (the data edge orders the reader after it). Else null.
+    const ggml_tensor * producer;
 };
 enum { GGML_MAX_ACCESSES = GGML_MAX_SRC + 2 };
 // The bytes a computing op touches when it runs: the extent of every source it reads
@@ -215,27 +218,42 @@ struct ggml_ptr_index {
         int val;
     };
     std::vector<entry> slots; // key and value side by side: one cache line per probe
-    int shift = 64;
+    int bits = 4;
+    size_t n_keys = 0;
     explicit ggml_ptr_index(size_t n = 0) {
-        int bits = 4;
         while (((size_t) 1 << bits) < 2 * n) ++bits;
         slots.assign((size_t) 1 << bits, entry{nullptr, -1});
-        shift = 64 - bits;
     }
-    // Fibonacci hashing takes the product's high bits: tensors sit at a fixed stride in a
-    // context, and the low bits of (address * odd) would reach only a fraction of the slots.
+    // Tensors of a context lie in creation order at a stride above 256 bytes, and a graph
+    // asks mostly for nodes made shortly before the one it looks at. A slot per 256 bytes of
+    // address keeps those lookups on cache lines just touched (a scattering hash made each
+    // one a cache miss once the table outgrew L2); the high bits are folded in so that
+    // tensors exactly a table's span apart do not share a home.
     size_t slot(const ggml_tensor * t) const {
         const size_t mask = slots.size() - 1;
-        size_t i = (size_t) (((uint64_t) (uintptr_t) t * 0x9E3779B97F4A7C15ull) >> shift);
+        const uint64_t a = (uint64_t) (uintptr_t) t >> 8;
+        size_t i = (size_t) (a + (a >> bits)) & mask;
         while (slots[i].key != nullptr && slots[i].key != t) i = (i + 1) & mask;
         return i;
     }
     int get(const ggml_tensor * t) const { return slots[slot(t)].val; } // -1 if absent
-    // Inserts t -> v unless present; returns the value stored for t. At most n keys.
+    // Inserts t -> v unless present; returns the value stored for t. Grows past n keys.
     int put(const ggml_tensor * t, int v) {
-        entry & e = slots[slot(t)];
-        if (e.key == nullptr) e = entry{t, v};
-        return e.val;
+        entry * e = &slots[slot(t)];
+        if (e->key != nullptr) return e->val;
+        if (2 * (n_keys + 1) > slots.size()) {
+            grow();
+            e = &slots[slot(t)];
+        }
+        *e = entry{t, v};
+        ++n_keys;
+        return v;
+    }
+    void grow() {
+        std::vector<entry> old(std::move(slots));
+        slots.assign(old.size() * 2, entry{nullptr, -1});
+        ++bits;
+        for (const entry & e : old) if (e.key) slots[slot(e.key)] = e;
     }
 };
 
@@ -254,9 +272,9 @@ struct ggml_graph_sched {
     std::vector<int> pred_off, preds;      // CSR by exec position, each list sorted, no repeats
     std::vector<int> succ_off, succ;       // the same edges, from the other end
     ggml_ptr_index position;               // node -> exec position
-    std::vector<int> acc_off;              // node k's accesses (ggml_op_accesses): acc[acc_off[k] ..)
-    std::vector<ggml_access> acc;
-    std::vector<int> acc_root;             // per access: exec position of the node owning its root, or -1
+    std::vector<int> acc_off;              // node k's accesses (ggml_op_accesses, in its order): [acc_off[k] ..)
+    std::vector<int> acc_root;             // per access: exec position of the node owning its root, or
+                                           // -1 - j for the j-th root no node owns
     std::vector<char> is_src;              // by exec position: the node is a src[] entry of some node
 };
 // The schedule of g, rebuilt when its node list or the edges of its nodes changed.

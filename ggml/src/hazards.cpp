@@ -167,7 +167,17 @@ static bool op_reads_src(const ggml_tensor * t, int i) {
 static bool extent_access(const ggml_tensor * t, bool write, ggml_access * out) {
     ggml_tensor_extent(t, &out->root, &out->begin, &out->end);
     out->write = write;
+    out->producer = nullptr;
     return out->begin < out->end;
+}
+
+// Source i of t as a read access, with the op it reads the result of.
+static bool source_access(const ggml_tensor * t, int i, ggml_access * out) {
+    if (!extent_access(t->src[i], false, out)) return false;
+    const ggml_tensor * p = t->src[i];
+    for (int depth = 0; p && ggml_op_is_view(p->op) && depth < 64; ++depth) p = p->src[0];
+    out->producer = p;
+    return true;
 }
 
 // The bytes of the set/acc region inside the result's root.
@@ -178,6 +188,7 @@ static bool region_access(const ggml_tensor * t, bool write, ggml_access * out) 
     out->begin += g.offset;
     out->end = out->begin + g.nbytes;
     out->write = write;
+    out->producer = nullptr;
     return out->begin < out->end;
 }
 
@@ -185,7 +196,7 @@ int ggml_op_accesses(const ggml_tensor * t, ggml_access * out) {
     if (!ggml_op_computes(t)) return 0;
     int n = 0;
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
-        if (op_reads_src(t, i) && extent_access(t->src[i], false, &out[n])) ++n;
+        if (op_reads_src(t, i) && source_access(t, i, &out[n])) ++n;
     }
     if (t->op == GGML_OP_SET_ROWS && extent_access(t, false, &out[n])) ++n; // the rows it keeps
     if (is_region_write(t)) {
@@ -232,7 +243,7 @@ void ggml_hazards_on_new_op(ggml_context * ctx, ggml_tensor * t) {
 void ggml_hazards_on_new_src(ggml_context * ctx, ggml_tensor * t, int i) {
     if (ggml_state(t)->graph_id != 0) ggml_graph_edges_changed(); // a new data edge
     ggml_access a;
-    if (ggml_op_computes(t) && op_reads_src(t, i) && extent_access(t->src[i], false, &a)) record(ctx, t, a);
+    if (ggml_op_computes(t) && op_reads_src(t, i) && source_access(t, i, &a)) record(ctx, t, a);
 }
 
 void ggml_hazards_reset(ggml_context * ctx) { ctx->hazards->clear(); }

@@ -29,38 +29,94 @@ void ggml_graph_edges_changed(void) { g_edge_epoch.fetch_add(1, std::memory_orde
 
 namespace {
 
+// Roots of the nodes' accesses, in exec order, and which roots need the hazard rules:
+// those written by two or more nodes, read before their writer by another node, or read
+// by a node whose read does not come through the writer's result (x.producer). A root with
+// one writer whose readers all read its result (nearly every intermediate result) has
+// nothing to add, and a root nobody writes has no conflicts.
+struct access_scan {
+    struct root_state {
+        const ggml_tensor * writer = nullptr;       // the first node writing it
+        const ggml_tensor * early_reader = nullptr; // a node reading it before any write
+        bool early_readers = false;                 // more than one such node
+        bool needs_rules = false;
+    };
+    ggml_graph_sched * s;
+    std::vector<root_state> owned, others; // by exec position of the owning node / by j
+    ggml_ptr_index other_roots;            // roots no node owns -> j
+    bool any = false;
+
+    access_scan(ggml_graph_sched * sched, int n, int n_leafs) : s(sched), owned(n), other_roots((size_t) n_leafs + 16) {
+        s->acc_off.assign(n + 1, 0);
+        s->acc_root.clear();
+        s->acc_root.reserve((size_t) n * 3);
+    }
+    root_state & state(int id) { return id >= 0 ? owned[id] : others[-1 - id]; }
+
+    // Node at exec position k; pos(root): exec position of the node owning root, or -1.
+    template <typename Pos> void node(int k, const ggml_tensor * t, Pos pos) {
+        ggml_access acc[GGML_MAX_ACCESSES];
+        const int c = ggml_op_accesses(t, acc);
+        for (int a = 0; a < c; ++a) {
+            const ggml_access & x = acc[a];
+            int id = pos(x.root);
+            if (id < 0) {
+                id = -1 - other_roots.put(x.root, (int) others.size());
+                if (-1 - id == (int) others.size()) others.emplace_back();
+            }
+            s->acc_root.push_back(id);
+            root_state & r = state(id);
+            bool conflict;
+            if (x.write) {
+                conflict = (r.writer && r.writer != t) || r.early_readers || (r.early_reader && r.early_reader != t);
+                if (!r.writer) r.writer = t;
+            } else if (!r.writer) { // a conflict only if another node writes it later
+                conflict = false;
+                if (r.early_reader && r.early_reader != t) r.early_readers = true;
+                if (!r.early_reader) r.early_reader = t;
+            } else {
+                conflict = r.writer != t && x.producer != r.writer;
+            }
+            if (conflict && !r.needs_rules) r.needs_rules = any = true;
+        }
+        s->acc_off[k + 1] = (int) s->acc_root.size();
+    }
+};
+
 // Each node once, in list order (index: tensor -> position in nodes), with its explicit
-// predecessors as CSR (positions in the same list).
-void collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, ggml_ptr_index & index, std::vector<int> & off,
-                   std::vector<int> & preds, std::vector<char> & is_src) {
+// predecessors as CSR (positions in the same list). While the list is a topological order
+// (the exec order then), the access scan runs in the same pass, over tensors just read.
+bool collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, ggml_ptr_index & index, std::vector<int> & off,
+                   std::vector<int> & preds, std::vector<char> & is_src, access_scan & scan) {
     for (int i = 0; i < g->n_nodes; ++i) {
         if (index.put(g->nodes[i], (int) nodes.size()) == (int) nodes.size()) nodes.push_back(g->nodes[i]);
     }
     const int n = (int) nodes.size();
     int found = -1; // f is called right after is_node(p) holds for the same p: one lookup
     auto is_node = [&](const ggml_tensor * p) { return (found = index.get(p)) >= 0; };
+    auto position = [&](const ggml_tensor * p) { return index.get(p); };
     off.assign(n + 1, 0);
     preds.clear();
     preds.reserve((size_t) n * 2);
     is_src.assign(n, 0);
+    bool sorted = true;
     for (int i = 0; i < n; ++i) {
         ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor *, ggml_dep_kind, bool direct) {
             preds.push_back(found);
+            sorted = sorted && found < i;
             if (direct) is_src[found] = 1;
         });
         off[i + 1] = (int) preds.size();
+        if (sorted) scan.node(i, nodes[i], position);
     }
+    return sorted;
 }
 
 // Positions in a topological order, earliest-listed ready node first; false on a cycle.
 bool topological_order(const std::vector<ggml_tensor *> & nodes, const std::vector<int> & off, const std::vector<int> & preds,
-                       std::vector<int> & order) {
+                       bool sorted, std::vector<int> & order) {
     const int n = (int) nodes.size();
     order.clear();
-    bool sorted = true;
-    for (int i = 0; i < n && sorted; ++i) {
-        for (int k = off[i]; k < off[i + 1]; ++k) sorted = sorted && preds[k] < i;
-    }
     if (sorted) {
         for (int i = 0; i < n; ++i) order.push_back(i);
         return true;
@@ -126,60 +182,23 @@ void to_csr(const std::vector<int> & order, const std::vector<int> & pos, const 
     }
 }
 
-// Is `writer` a source of t, directly or through view ops?
-bool reads_through_data_edge(const ggml_tensor * t, const ggml_tensor * writer) {
-    for (int i = 0; i < GGML_MAX_SRC; ++i) {
-        for (const ggml_tensor * p = t->src[i]; p; p = p->src[0]) {
-            if (p == writer) return true;
-            if (!ggml_op_is_view(p->op)) break;
-        }
-    }
-    return false;
-}
-
 // Edges for the conflicting accesses of exec, in that order, by the same rules as at op
-// creation. Only roots where a conflict can lack a data edge go through the rules: those
-// written by two or more nodes, or by one that some other reader reaches by no data edge.
-// A root with one writer whose readers all read it through data edges (nearly every
-// intermediate result) has nothing to add, and a root nobody writes has no conflicts.
-void add_conflict_edges(const ggml_graph_sched * s, std::vector<std::pair<int, int>> & edges) {
-    const int n = (int) s->exec.size();
-    // a root's id: its exec position when a node owns it, else n + the order of first sight
-    ggml_ptr_index other_roots((size_t) std::count(s->acc_root.begin(), s->acc_root.end(), -1));
-    std::vector<int> n_writers(n, 0);
-    std::vector<const ggml_tensor *> writer(n, nullptr);
-    std::vector<int> ids(s->acc.size());
-    for (int k = 0; k < n; ++k) {
-        for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) {
-            const ggml_access & x = s->acc[a];
-            int id = s->acc_root[a];
-            if (id < 0) {
-                id = other_roots.put(x.root, (int) n_writers.size());
-                if (id == (int) n_writers.size()) { n_writers.push_back(0); writer.push_back(nullptr); }
-            }
-            ids[a] = id;
-            if (x.write && writer[id] != s->exec[k]) { n_writers[id]++; writer[id] = s->exec[k]; }
-        }
-    }
-    std::vector<char> needs_rules(n_writers.size(), 0);
-    bool any = false;
-    for (int k = 0; k < n; ++k) {
-        for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) {
-            const ggml_access & x = s->acc[a];
-            const int id = ids[a];
-            const bool ordered_read = x.write || writer[id] == s->exec[k] || reads_through_data_edge(s->exec[k], writer[id]);
-            if (n_writers[id] > 1 || (n_writers[id] == 1 && !ordered_read)) {
-                needs_rules[id] = 1;
-                any = true;
-            }
-        }
-    }
-    if (!any) return;
+// creation, for the roots the scan marked. Accesses of the nodes touching them are asked
+// for again (rare: they were not kept).
+void add_conflict_edges(const ggml_graph_sched * s, access_scan & scan, std::vector<std::pair<int, int>> & edges) {
+    if (!scan.any) return;
     ggml_hazard_rules rules;
+    const int n = (int) s->exec.size();
     for (int k = 0; k < n; ++k) {
+        bool touches = false;
+        for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) touches = touches || scan.state(s->acc_root[a]).needs_rules;
+        if (!touches) continue;
+        ggml_access acc[GGML_MAX_ACCESSES];
+        ggml_op_accesses(s->exec[k], acc);
         for (int a = s->acc_off[k]; a < s->acc_off[k + 1]; ++a) {
-            if (!needs_rules[ids[a]]) continue;
-            rules.record(s->exec[k], s->acc[a], [&](ggml_tensor * pred, ggml_dep_kind) { edges.emplace_back(s->position.get(pred), k); });
+            if (!scan.state(s->acc_root[a]).needs_rules) continue;
+            rules.record(s->exec[k], acc[a - s->acc_off[k]],
+                         [&](ggml_tensor * pred, ggml_dep_kind) { edges.emplace_back(s->position.get(pred), k); });
         }
     }
 }
@@ -189,41 +208,30 @@ void build(ggml_cgraph * g, ggml_graph_sched * s) {
     ggml_ptr_index index((size_t) g->n_nodes);
     std::vector<int> off, preds, order;
     std::vector<char> is_src;
-    collect_nodes(g, nodes, index, off, preds, is_src);
+    access_scan scan(s, g->n_nodes, g->n_leafs);
+    const bool sorted = collect_nodes(g, nodes, index, off, preds, is_src, scan);
     s->exec.clear();
-    s->ok = topological_order(nodes, off, preds, order);
+    s->ok = topological_order(nodes, off, preds, sorted, order);
     if (!s->ok) return;
 
     const int n = (int) nodes.size();
-    bool identity = true;
-    for (int k = 0; k < n && identity; ++k) identity = order[k] == k;
     std::vector<int> pos(n);
-    if (identity) s->position = std::move(index); // node -> list position is node -> exec position
+    if (sorted) s->position = std::move(index); // node -> list position is node -> exec position
     else s->position = ggml_ptr_index((size_t) n);
     s->exec.resize(n);
     for (int k = 0; k < n; ++k) {
         pos[order[k]] = k;
         s->exec[k] = nodes[order[k]];
-        if (!identity) s->position.put(nodes[order[k]], k);
+        if (!sorted) s->position.put(nodes[order[k]], k);
     }
     s->is_src.resize(n);
     for (int k = 0; k < n; ++k) s->is_src[k] = is_src[order[k]];
-    s->acc_off.assign(n + 1, 0);
-    s->acc.clear();
-    s->acc.reserve((size_t) n * 3);
-    s->acc_root.clear();
-    s->acc_root.reserve((size_t) n * 3);
-    for (int k = 0; k < n; ++k) {
-        ggml_access acc[GGML_MAX_ACCESSES];
-        const int c = ggml_op_accesses(s->exec[k], acc);
-        for (int a = 0; a < c; ++a) {
-            s->acc.push_back(acc[a]);
-            s->acc_root.push_back(s->position.get(acc[a].root));
-        }
-        s->acc_off[k + 1] = (int) s->acc.size();
+    if (!sorted) { // the scan stopped where the list left topological order: again, in exec order
+        scan = access_scan(s, n, g->n_leafs);
+        for (int k = 0; k < n; ++k) scan.node(k, s->exec[k], [&](const ggml_tensor * p) { return s->position.get(p); });
     }
     std::vector<std::pair<int, int>> conflicts;
-    add_conflict_edges(s, conflicts);
+    add_conflict_edges(s, scan, conflicts);
     to_csr(order, pos, off, preds, conflicts, s);
 }
 
