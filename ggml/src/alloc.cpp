@@ -19,7 +19,7 @@
 // that no node of the graph reads).
 //
 // Replay. A plan is reused by ggml_gallocr_alloc_graph only for the graph it was made
-// for (ggml_graph_fingerprint: nodes, sources, edges, shapes, view offsets). When the
+// for (plan_hash: nodes, sources, edges, shapes, view offsets, flags). When the
 // buffer grows, the old one is kept until the allocator is freed, so tensors of another
 // graph placed earlier stay valid.
 #include "ggml-alloc.h"
@@ -72,7 +72,63 @@ struct ggml_gallocr {
 };
 
 // ---- planning -------------------------------------------------------------------------
+// Is p inside one of the buffers this allocator handed out (current or retired)?
+static bool ours(const ggml_gallocr * ga, const void * p) {
+    auto inside = [&](const void * base, size_t size) {
+        return base && p >= base && (const char *) p < (const char *) base + size;
+    };
+    if (inside(ga->buffer, ga->buffer_size)) return true;
+    for (const auto & r : ga->retired) {
+        if (inside(r.first, r.second)) return true;
+    }
+    return false;
+}
+
 namespace {
+
+// Hash of everything a plan depends on, in execution order: each node with its sources and
+// control edges, types, shapes, strides, view offsets and flags, then the leafs, and which
+// of them have memory of their own. Addresses this allocator handed out count as none
+// (they are placed again), so the hash is the same before and after a graph is allocated.
+struct plan_hash {
+    const ggml_gallocr * ga;
+    uint64_t h = 1469598103934665603ull;
+
+    plan_hash(const ggml_gallocr * a, int n_nodes, int n_leafs) : ga(a) {
+        mix((uint64_t) n_nodes << 32 | (uint32_t) n_leafs);
+        mix((uint64_t) ga->inplace << 1 | (uint64_t) ga->order_only);
+    }
+    void mix(uint64_t v) { h = (h ^ v) * 1099511628211ull; }
+    bool has_memory(const ggml_tensor * t) const { return t->data && !ours(ga, t->data); }
+    void tensor(const ggml_tensor * t) {
+        mix((uint64_t) (uintptr_t) t);
+        mix((uint64_t) t->op << 32 | (uint64_t) t->type << 1 | (uint64_t) has_memory(t));
+        for (int d = 0; d < GGML_MAX_DIMS; ++d) { mix((uint64_t) t->ne[d]); mix((uint64_t) t->nb[d]); }
+        mix((uint64_t) (uintptr_t) t->view_src);
+        mix((uint64_t) t->view_offs);
+    }
+    void node(const ggml_tensor * t) {
+        tensor(t);
+        mix((uint64_t) t->flags);
+        for (int s = 0; s < GGML_MAX_SRC; ++s) { // sources in the graph are hashed in full as nodes or leafs
+            const ggml_tensor * src = t->src[s];
+            if (!src) continue;
+            mix((uint64_t) (uintptr_t) src + (uint64_t) s); // tensor structs lie far more than 10 bytes apart
+            mix((uint64_t) (uintptr_t) src->view_src);
+            mix((uint64_t) src->view_offs << 1 | (uint64_t) has_memory(src));
+        }
+        for (int d = 0; d < t->n_deps; ++d) mix((uint64_t) (uintptr_t) t->deps[d].tensor ^ (uint64_t) t->deps[d].kind); // kind < 8
+        mix((uint64_t) t->n_deps);
+    }
+};
+
+// The hash of g as it is now (the planner computes the same while it reads the nodes).
+uint64_t hash_graph(const ggml_gallocr * ga, const ggml_cgraph * g, const ggml_graph_sched * sc) {
+    plan_hash h(ga, (int) sc->exec.size(), g->n_leafs);
+    for (const ggml_tensor * t : sc->exec) h.node(t);
+    for (int l = 0; l < g->n_leafs; ++l) h.tensor(g->leafs[l]);
+    return h.h;
+}
 
 struct planner {
     ggml_gallocr * ga;
@@ -81,8 +137,10 @@ struct planner {
     const std::vector<ggml_tensor *> & order; // the schedule's execution order
     const ggml_ptr_index & pos;               // node -> position in order
 
+    plan_hash hash;                           // of the graph as planned (see hash_graph)
+
     planner(ggml_gallocr * a, ggml_cgraph * graph, const ggml_graph_sched * s)
-        : ga(a), g(graph), sc(s), order(s->exec), pos(s->position) {}
+        : ga(a), g(graph), sc(s), order(s->exec), pos(s->position), hash(a, (int) s->exec.size(), graph->n_leafs) {}
 
     // Ancestors of each position, kept only while a successor still needs them. Every
     // position below `prefix` is an ancestor; bits cover [64 * base, i). In chains and
@@ -257,8 +315,15 @@ struct planner {
     int root_pos(const ggml_tensor * root) const { return pos.get(root); }
     bool keep_forever(int r) const { return r < 0 || kept[r]; }
 
+    // Addresses we handed out earlier are not memory the tensor has: forget them, so that a
+    // changed graph is planned from scratch and views take their root's new address.
+    void forget_ours(ggml_tensor * t) const {
+        if (t->data && ours(ga, t->data)) t->data = nullptr;
+    }
+
     // The one pass over the nodes' tensor structs (about 16 MB for 40k nodes: a second
-    // pass would come from memory again). The placement loop then reads these arrays:
+    // pass would come from memory again). It forgets our old addresses and hashes the
+    // nodes; the placement loop then reads these arrays:
     //  - nbytes, and whether the node needs memory here;
     //  - kept: inputs and outputs, and the roots the program may read after compute, those
     //    of outputs and of sinks (nodes nothing reads);
@@ -269,7 +334,10 @@ struct planner {
         needs.resize(n);
         inplace_src.resize(n);
         for (int i = 0; i < n; ++i) {
-            const ggml_tensor * t = order[i];
+            ggml_tensor * t = order[i];
+            hash.node(t);
+            forget_ours(t);
+            for (int k = 0; k < GGML_MAX_SRC; ++k) if (t->src[k]) forget_ours(t->src[k]);
             nbytes[i] = ggml_nbytes(t);
             needs[i] = needs_alloc(t);
             if (t->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) kept[i] = 1;
@@ -351,6 +419,8 @@ struct planner {
         // leafs and inputs without memory live for the whole graph
         for (int l = 0; l < g->n_leafs; ++l) {
             ggml_tensor * t = g->leafs[l];
+            hash.tensor(t);
+            forget_ours(t);
             if (!needs_alloc(t)) continue;
             leaf_offsets.emplace_back(l, place(ggml_nbytes(t), -1));
             ga->stats.n_tensors++;
@@ -380,35 +450,8 @@ struct planner {
 
 } // namespace
 
-// Is p inside one of the buffers this allocator handed out (current or retired)?
-static bool ours(const ggml_gallocr * ga, const void * p) {
-    auto inside = [&](const void * base, size_t size) {
-        return base && p >= base && (const char *) p < (const char *) base + size;
-    };
-    if (inside(ga->buffer, ga->buffer_size)) return true;
-    for (const auto & r : ga->retired) {
-        if (inside(r.first, r.second)) return true;
-    }
-    return false;
-}
-
-// Addresses we handed out earlier are not "data the tensor already has": forget them so
-// that a changed graph is planned from scratch.
-static void forget_our_addresses(ggml_gallocr * ga, ggml_cgraph * g) {
-    if (ga->buffer == nullptr) return; // nothing handed out yet (retired buffers imply a current one)
-    auto forget = [&](ggml_tensor * t) {
-        if (t && t->data && ours(ga, t->data)) t->data = nullptr;
-    };
-    for (int i = 0; i < g->n_nodes; ++i) {
-        forget(g->nodes[i]);
-        for (int s = 0; s < GGML_MAX_SRC; ++s) forget(g->nodes[i]->src[s]);
-    }
-    for (int i = 0; i < g->n_leafs; ++i) forget(g->leafs[i]);
-}
-
 static bool plan_graph(ggml_gallocr * ga, ggml_cgraph * g) {
     const int64_t t0 = ggml_time_us();
-    forget_our_addresses(ga, g);
     const ggml_graph_sched * sc = ggml_graph_get_sched(g);
     if (!sc->ok) return false; // the message names the cycle
     ga->stats.n_tensors = 0;
@@ -422,7 +465,7 @@ static bool plan_graph(ggml_gallocr * ga, ggml_cgraph * g) {
         if (p.offset[k] != planner::NOWHERE) ga->node_offsets.push_back({k, p.offset[k]});
     }
     for (const auto & lo : p.leaf_offsets) ga->node_offsets.push_back({-1 - lo.first, lo.second});
-    ga->fingerprint = ggml_graph_fingerprint(g);
+    ga->fingerprint = p.hash.h;
     ga->stats.n_plans++;
     ga->stats.plan_time_us = ggml_time_us() - t0;
     ga->stats.buffer_bytes = p.top;
@@ -478,13 +521,13 @@ bool ggml_gallocr_reserve(ggml_gallocr_t ga, ggml_cgraph * g) {
 }
 
 bool ggml_gallocr_alloc_graph(ggml_gallocr_t ga, ggml_cgraph * g) {
-    if (ggml_graph_fingerprint(g) != ga->fingerprint || ga->buffer == nullptr) {
+    const ggml_graph_sched * sc = ggml_graph_get_sched(g); // built once per graph; planning uses it too
+    if (!sc->ok) return false;                             // the message names the cycle
+    if (ga->buffer == nullptr || hash_graph(ga, g, sc) != ga->fingerprint) {
         if (!plan_graph(ga, g)) return false;
     }
     if (!grow_buffer(ga, ga->plan_size)) return false;
     assign(ga, g);
-    // the fingerprint records which tensors had data; ours do now, so remember that state
-    ga->fingerprint = ggml_graph_fingerprint(g);
     return true;
 }
 

@@ -282,8 +282,4 @@ const ggml_graph_sched * ggml_graph_get_sched(struct ggml_cgraph * g);
 void ggml_graph_sched_free(struct ggml_cgraph * g);
 // Called when an edge is added to a tensor a graph already holds: cached schedules are stale.
 void ggml_graph_edges_changed(void);
-// Hash of everything a memory plan depends on: the node list and leafs, each node's
-// sources and control edges, types, shapes, strides and view offsets, and which of the
-// nodes, sources and leafs have memory.
-uint64_t ggml_graph_fingerprint(const struct ggml_cgraph * g);
 #endif // __cplusplus

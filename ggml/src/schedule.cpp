@@ -253,33 +253,3 @@ void ggml_graph_sched_free(ggml_cgraph * g) {
     delete g->sched;
     g->sched = nullptr;
 }
-
-uint64_t ggml_graph_fingerprint(const ggml_cgraph * g) {
-    uint64_t h = 1469598103934665603ull;
-    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-    auto mix_tensor = [&](const ggml_tensor * t) {
-        mix((uint64_t) (uintptr_t) t);
-        mix((uint64_t) t->op << 32 | (uint64_t) t->type << 1 | (uint64_t) (t->data != nullptr));
-        for (int d = 0; d < GGML_MAX_DIMS; ++d) { mix((uint64_t) t->ne[d]); mix((uint64_t) t->nb[d]); }
-        mix((uint64_t) (uintptr_t) t->view_src);
-        mix((uint64_t) t->view_offs);
-    };
-    mix((uint64_t) g->n_nodes);
-    mix((uint64_t) g->n_leafs);
-    for (int i = 0; i < g->n_nodes; ++i) {
-        const ggml_tensor * t = g->nodes[i];
-        mix_tensor(t);
-        mix((uint64_t) t->flags);
-        for (int s = 0; s < GGML_MAX_SRC; ++s) { // sources in the graph are hashed in full as nodes or leafs
-            const ggml_tensor * src = t->src[s];
-            if (!src) continue;
-            mix((uint64_t) (uintptr_t) src + (uint64_t) s); // tensor structs lie far more than 10 bytes apart
-            mix((uint64_t) (uintptr_t) src->view_src);
-            mix((uint64_t) src->view_offs << 1 | (uint64_t) (src->data != nullptr));
-        }
-        for (int d = 0; d < t->n_deps; ++d) mix((uint64_t) (uintptr_t) t->deps[d].tensor ^ (uint64_t) t->deps[d].kind); // kind < 8
-        mix((uint64_t) t->n_deps);
-    }
-    for (int i = 0; i < g->n_leafs; ++i) mix_tensor(g->leafs[i]);
-    return h;
-}
