@@ -207,6 +207,36 @@ TEST_CASE("random graphs: planned buffer gives the same results as separate memo
     CHECK(total_inplace > 0);
 }
 
+TEST_CASE("a changed setting of the allocator is a new plan: set_inplace(false) after a plan shares nothing") {
+    int checked = 0;
+    for (uint32_t seed = 1; seed <= 20; ++seed) {
+        ggml_context * ctx = new_ctx(true);
+        program p = build_program(ctx, seed);
+        ggml_gallocr_t ga = ggml_gallocr_new(NULL);
+        REQUIRE(ggml_gallocr_alloc_graph(ga, p.graph));
+        if (ggml_gallocr_get_stats(ga).n_inplace > 0) {
+            ggml_gallocr_set_inplace(ga, false);
+            REQUIRE(ggml_gallocr_alloc_graph(ga, p.graph));
+            CHECK(ggml_gallocr_get_stats(ga).n_plans == 2);
+            CHECK(ggml_gallocr_get_stats(ga).n_inplace == 0);
+            // no two nodes of the graph share bytes now
+            for (int i = 0; i < ggml_graph_n_nodes(p.graph); ++i) {
+                const ggml_tensor * a = ggml_graph_node(p.graph, i);
+                if (a->view_src) continue;
+                for (int j = i + 1; j < ggml_graph_n_nodes(p.graph); ++j) {
+                    const ggml_tensor * b = ggml_graph_node(p.graph, j);
+                    if (b->view_src || b->src[0] != a) continue;
+                    CHECK(a->data != b->data); // what an in-place op would have shared
+                }
+            }
+            ++checked;
+        }
+        ggml_gallocr_free(ga);
+        ggml_free(ctx);
+    }
+    CHECK(checked > 0);
+}
+
 TEST_CASE("reuse across computes: plan once, replay while the graph is unchanged") {
     ggml_context * ctx = new_ctx(true);
     program p = build_program(ctx, 7);

@@ -92,6 +92,7 @@ namespace {
 // (they are placed again), so the hash is the same before and after a graph is allocated.
 struct plan_hash {
     const ggml_gallocr * ga;
+    bool forgotten = false; // the planner drops our addresses before hashing: any data is the tensor's own
     uint64_t h = 1469598103934665603ull;
 
     plan_hash(const ggml_gallocr * a, int n_nodes, int n_leafs) : ga(a) {
@@ -99,7 +100,7 @@ struct plan_hash {
         mix((uint64_t) ga->inplace << 1 | (uint64_t) ga->order_only);
     }
     void mix(uint64_t v) { h = (h ^ v) * 1099511628211ull; }
-    bool has_memory(const ggml_tensor * t) const { return t->data && !ours(ga, t->data); }
+    bool has_memory(const ggml_tensor * t) const { return t->data && (forgotten || !ours(ga, t->data)); }
     void tensor(const ggml_tensor * t) {
         mix((uint64_t) (uintptr_t) t);
         mix((uint64_t) t->op << 32 | (uint64_t) t->type << 1 | (uint64_t) has_memory(t));
@@ -140,7 +141,9 @@ struct planner {
     plan_hash hash;                           // of the graph as planned (see hash_graph)
 
     planner(ggml_gallocr * a, ggml_cgraph * graph, const ggml_graph_sched * s)
-        : ga(a), g(graph), sc(s), order(s->exec), pos(s->position), hash(a, (int) s->exec.size(), graph->n_leafs) {}
+        : ga(a), g(graph), sc(s), order(s->exec), pos(s->position), hash(a, (int) s->exec.size(), graph->n_leafs) {
+        hash.forgotten = true;
+    }
 
     // Ancestors of each position, kept only while a successor still needs them. Every
     // position below `prefix` is an ancestor; bits cover [64 * base, i). In chains and
@@ -335,9 +338,9 @@ struct planner {
         inplace_src.resize(n);
         for (int i = 0; i < n; ++i) {
             ggml_tensor * t = order[i];
-            hash.node(t);
             forget_ours(t);
             for (int k = 0; k < GGML_MAX_SRC; ++k) if (t->src[k]) forget_ours(t->src[k]);
+            hash.node(t);
             nbytes[i] = ggml_nbytes(t);
             needs[i] = needs_alloc(t);
             if (t->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) kept[i] = 1;
@@ -419,8 +422,8 @@ struct planner {
         // leafs and inputs without memory live for the whole graph
         for (int l = 0; l < g->n_leafs; ++l) {
             ggml_tensor * t = g->leafs[l];
-            hash.tensor(t);
             forget_ours(t);
+            hash.tensor(t);
             if (!needs_alloc(t)) continue;
             leaf_offsets.emplace_back(l, place(ggml_nbytes(t), -1));
             ga->stats.n_tensors++;
