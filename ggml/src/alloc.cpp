@@ -93,33 +93,34 @@ namespace {
 struct plan_hash {
     const ggml_gallocr * ga;
     bool forgotten = false; // the planner drops our addresses before hashing: any data is the tensor's own
-    uint64_t h = 1469598103934665603ull;
+    // two lanes, each word pair in one step: the multiplies of a lane form one dependency
+    // chain, and two chains of half the length hash a node in about half the time
+    uint64_t a = 1469598103934665603ull, b = 0x9E3779B97F4A7C15ull;
 
-    plan_hash(const ggml_gallocr * a, int n_nodes, int n_leafs) : ga(a) {
-        mix((uint64_t) n_nodes << 32 | (uint32_t) n_leafs);
-        mix((uint64_t) ga->inplace << 1 | (uint64_t) ga->order_only);
+    plan_hash(const ggml_gallocr * allocator, int n_nodes, int n_leafs) : ga(allocator) {
+        mix((uint64_t) n_nodes << 32 | (uint32_t) n_leafs, (uint64_t) ga->inplace << 1 | (uint64_t) ga->order_only);
     }
-    void mix(uint64_t v) { h = (h ^ v) * 1099511628211ull; }
+    void mix(uint64_t x, uint64_t y) {
+        a = (a ^ x) * 1099511628211ull;
+        b = (b ^ y) * 0xff51afd7ed558ccdull;
+    }
+    uint64_t value() const { return a ^ (b >> 32 | b << 32); }
     bool has_memory(const ggml_tensor * t) const { return t->data && (forgotten || !ours(ga, t->data)); }
     void tensor(const ggml_tensor * t) {
-        mix((uint64_t) (uintptr_t) t);
-        mix((uint64_t) t->op << 32 | (uint64_t) t->type << 1 | (uint64_t) has_memory(t));
-        for (int d = 0; d < GGML_MAX_DIMS; ++d) { mix((uint64_t) t->ne[d]); mix((uint64_t) t->nb[d]); }
-        mix((uint64_t) (uintptr_t) t->view_src);
-        mix((uint64_t) t->view_offs);
+        mix((uint64_t) (uintptr_t) t, (uint64_t) t->op << 32 | (uint64_t) t->type << 1 | (uint64_t) has_memory(t));
+        for (int d = 0; d < GGML_MAX_DIMS; ++d) mix((uint64_t) t->ne[d], (uint64_t) t->nb[d]);
+        mix((uint64_t) (uintptr_t) t->view_src, (uint64_t) t->view_offs);
     }
     void node(const ggml_tensor * t) {
         tensor(t);
-        mix((uint64_t) t->flags);
         for (int s = 0; s < GGML_MAX_SRC; ++s) { // sources in the graph are hashed in full as nodes or leafs
             const ggml_tensor * src = t->src[s];
             if (!src) continue;
-            mix((uint64_t) (uintptr_t) src + (uint64_t) s); // tensor structs lie far more than 10 bytes apart
-            mix((uint64_t) (uintptr_t) src->view_src);
-            mix((uint64_t) src->view_offs << 1 | (uint64_t) has_memory(src));
+            mix((uint64_t) (uintptr_t) src + (uint64_t) s, // tensor structs lie far more than 10 bytes apart
+                (uint64_t) (uintptr_t) src->view_src ^ ((uint64_t) src->view_offs << 1 | (uint64_t) has_memory(src)) * 0x9E3779B97F4A7C15ull);
         }
-        for (int d = 0; d < t->n_deps; ++d) mix((uint64_t) (uintptr_t) t->deps[d].tensor ^ (uint64_t) t->deps[d].kind); // kind < 8
-        mix((uint64_t) t->n_deps);
+        for (int d = 0; d < t->n_deps; ++d) mix((uint64_t) (uintptr_t) t->deps[d].tensor, (uint64_t) t->deps[d].kind);
+        mix((uint64_t) t->flags, (uint64_t) t->n_deps);
     }
 };
 
@@ -128,7 +129,7 @@ uint64_t hash_graph(const ggml_gallocr * ga, const ggml_cgraph * g, const ggml_g
     plan_hash h(ga, (int) sc->exec.size(), g->n_leafs);
     for (const ggml_tensor * t : sc->exec) h.node(t);
     for (int l = 0; l < g->n_leafs; ++l) h.tensor(g->leafs[l]);
-    return h.h;
+    return h.value();
 }
 
 struct planner {
@@ -289,13 +290,13 @@ struct planner {
     // Frees [off, off + size) while node i runs the last access to them. A later tenant must
     // follow every user; users that are ancestors of i are represented by i itself, which
     // keeps the lists short (a chain's segments always have one user).
-    // The users are user_pool[first ..); they are filtered there and stay as the block's list.
+    // The users not done before i are user_pool[first ..); with i they become the block's list.
     void release(size_t off, size_t size, size_t first, int i) {
-        const auto begin = user_pool.begin() + (std::ptrdiff_t) first;
-        user_pool.erase(std::remove_if(begin, user_pool.end(), [&](int u) { return u == i || done_before(u, i); }), user_pool.end());
         user_pool.push_back(i);
-        std::sort(user_pool.begin() + (std::ptrdiff_t) first, user_pool.end());
-        user_pool.erase(std::unique(user_pool.begin() + (std::ptrdiff_t) first, user_pool.end()), user_pool.end());
+        if (user_pool.size() - first > 1) {
+            std::sort(user_pool.begin() + (std::ptrdiff_t) first, user_pool.end());
+            user_pool.erase(std::unique(user_pool.begin() + (std::ptrdiff_t) first, user_pool.end()), user_pool.end());
+        }
         auto it = std::lower_bound(free_list.begin(), free_list.end(), off,
                                    [](const free_block & b, size_t o) { return b.offset < o; });
         it = free_list.insert(it, free_block{off, size, (int) first, (int) (user_pool.size() - first)});
@@ -445,8 +446,13 @@ struct planner {
     // so every user of the chain must precede the next tenant.
     void release_chain(int r, int i) {
         const size_t first = user_pool.size();
-        user_pool.insert(user_pool.end(), acc.begin() + acc_off[r], acc.begin() + acc_off[r + 1]);
-        for (int base = alias[r]; base >= 0; base = alias[base]) user_pool.insert(user_pool.end(), acc.begin() + acc_off[base], acc.begin() + acc_off[base + 1]);
+        auto add_users = [&](int root) {
+            for (int k = acc_off[root]; k < acc_off[root + 1]; ++k) {
+                if (acc[k] != i && !done_before(acc[k], i)) user_pool.push_back(acc[k]);
+            }
+        };
+        add_users(r);
+        for (int base = alias[r]; base >= 0; base = alias[base]) add_users(base);
         release(offset[r], GGML_PAD(nbytes[r], ALLOC_ALIGN), first, i);
     }
 };
@@ -468,7 +474,7 @@ static bool plan_graph(ggml_gallocr * ga, ggml_cgraph * g) {
         if (p.offset[k] != planner::NOWHERE) ga->node_offsets.push_back({k, p.offset[k]});
     }
     for (const auto & lo : p.leaf_offsets) ga->node_offsets.push_back({-1 - lo.first, lo.second});
-    ga->fingerprint = p.hash.h;
+    ga->fingerprint = p.hash.value();
     ga->stats.n_plans++;
     ga->stats.plan_time_us = ggml_time_us() - t0;
     ga->stats.buffer_bytes = p.top;
