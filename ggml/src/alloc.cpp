@@ -132,19 +132,13 @@ uint64_t hash_graph(const ggml_gallocr * ga, const ggml_cgraph * g, const ggml_g
     return h.value();
 }
 
-struct planner {
+struct planner final : ggml_sched_visitor {
     ggml_gallocr * ga;
     ggml_cgraph * g;
-    const ggml_graph_sched * sc;
-    const std::vector<ggml_tensor *> & order; // the schedule's execution order
-    const ggml_ptr_index & pos;               // node -> position in order
+    const ggml_graph_sched * sc = nullptr; // set by plan_graph once the schedule exists
+    plan_hash hash;                        // of the graph as planned (see hash_graph)
 
-    plan_hash hash;                           // of the graph as planned (see hash_graph)
-
-    planner(ggml_gallocr * a, ggml_cgraph * graph, const ggml_graph_sched * s)
-        : ga(a), g(graph), sc(s), order(s->exec), pos(s->position), hash(a, (int) s->exec.size(), graph->n_leafs) {
-        hash.forgotten = true;
-    }
+    planner(ggml_gallocr * a, ggml_cgraph * graph) : ga(a), g(graph), hash(a, 0, 0) {}
 
     // Ancestors of each position, kept only while a successor still needs them. Every
     // position below `prefix` is an ancestor; bits cover [64 * base, i). In chains and
@@ -315,8 +309,6 @@ struct planner {
         }
     }
 
-    // Position of the node owning root's bytes, or -1 (a leaf or a tensor outside the graph).
-    int root_pos(const ggml_tensor * root) const { return pos.get(root); }
     bool keep_forever(int r) const { return r < 0 || kept[r]; }
 
     // Addresses we handed out earlier are not memory the tensor has: forget them, so that a
@@ -325,41 +317,55 @@ struct planner {
         if (t->data && ours(ga, t->data)) t->data = nullptr;
     }
 
-    // The one pass over the nodes' tensor structs (about 16 MB for 40k nodes: a second
-    // pass would come from memory again). It forgets our old addresses and hashes the
+    // The one read of the nodes' tensor structs (about 16 MB for 40k nodes: a second pass
+    // would come from memory again), done while the schedule is built when it is built now
+    // (ggml_sched_visitor), else by read_nodes. It forgets our old addresses and hashes the
     // nodes; the placement loop then reads these arrays:
     //  - nbytes, and whether the node needs memory here;
-    //  - kept: inputs and outputs, and the roots the program may read after compute, those
-    //    of outputs and of sinks (nodes nothing reads);
+    //  - kept (finish_reading): inputs and outputs, and the roots the program may read after
+    //    compute, those of outputs and of sinks (nodes nothing reads);
     //  - inplace_src: where the op could write over src[0] (its bytes permitting), else -1.
-    void read_nodes() {
-        const int n = (int) order.size();
+    std::vector<int> sink_root; // the node's root position if it is an output or may be a sink; -1 else
+
+    void begin(int n) override {
+        hash = plan_hash(ga, n, g->n_leafs);
+        hash.forgotten = true;
+        nbytes.assign(n, 0);
         kept.assign(n, 0);
-        needs.resize(n);
-        inplace_src.resize(n);
-        for (int i = 0; i < n; ++i) {
-            ggml_tensor * t = order[i];
-            forget_ours(t);
-            for (int k = 0; k < GGML_MAX_SRC; ++k) if (t->src[k]) forget_ours(t->src[k]);
-            hash.node(t);
-            nbytes[i] = ggml_nbytes(t);
-            needs[i] = needs_alloc(t);
-            if (t->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) kept[i] = 1;
-            if ((t->flags & GGML_TENSOR_FLAG_OUTPUT) || !sc->is_src[i]) {
-                const int r = t->view_src ? root_pos(t->view_src) : i;
-                if (r >= 0) kept[r] = 1;
-            }
-            inplace_src[i] = ga->inplace ? inplace_candidate(i) : -1;
+        needs.assign(n, 0);
+        inplace_src.assign(n, -1);
+        sink_root.assign(n, -1);
+    }
+    void node(int i, ggml_tensor * t, const ggml_ptr_index & pos) override {
+        forget_ours(t);
+        for (int k = 0; k < GGML_MAX_SRC; ++k) if (t->src[k]) forget_ours(t->src[k]);
+        hash.node(t);
+        nbytes[i] = ggml_nbytes(t);
+        needs[i] = needs_alloc(t);
+        if (t->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) kept[i] = 1;
+        sink_root[i] = t->view_src ? pos.get(t->view_src) : i;
+        if (!(t->flags & GGML_TENSOR_FLAG_OUTPUT)) sink_root[i] = -2 - sink_root[i]; // kept only if a sink
+        inplace_src[i] = ga->inplace ? inplace_candidate(i, t, pos) : -1;
+    }
+    void read_nodes() {
+        begin((int) sc->exec.size());
+        for (int i = 0; i < (int) sc->exec.size(); ++i) node(i, sc->exec[i], sc->position);
+    }
+    // Once the schedule knows which nodes are read (is_src).
+    void finish_reading() {
+        for (int i = 0; i < (int) sc->exec.size(); ++i) {
+            int r = sink_root[i];
+            if (r <= -2) r = sc->is_src[i] ? -1 : -2 - r; // not an output: kept only as a sink
+            if (r >= 0) kept[r] = 1;
         }
     }
 
     // src[0]'s position if node i's op may overwrite it as far as shapes go: same type and
     // size, both contiguous, src[0] a node that no other source of i aliases.
-    int inplace_candidate(int i) const {
-        const ggml_tensor * t = order[i];
+    int inplace_candidate(int i, const ggml_tensor * t, const ggml_ptr_index & pos) const {
         const ggml_tensor * s = t->src[0];
         if (!op_can_inplace(t) || !s || s->view_src) return -1;
-        const int sp = root_pos(s); // a source: placed before i, its nbytes known
+        const int sp = pos.get(s); // a source: placed before i, its nbytes known
         if (sp < 0 || s->type != t->type || nbytes[sp] != nbytes[i] || !ggml_is_contiguous(s) || !ggml_is_contiguous(t)) return -1;
         for (int k = 1; k < GGML_MAX_SRC; ++k) {
             if (t->src[k] && root_of(t->src[k]) == s) return -1;
@@ -396,7 +402,7 @@ struct planner {
     // For each node owning a root: the nodes touching its bytes (CSR by root, ascending; a
     // node twice if it touches them twice), and how many accesses are still to run.
     void index_accessors() {
-        const int n = (int) order.size();
+        const int n = (int) sc->exec.size();
         const std::vector<int> & roots = sc->acc_root; // per access, -1: a root no node owns
         acc_off.assign(n + 1, 0);
         for (int rp : roots) if (rp >= 0) acc_off[rp + 1]++;
@@ -411,15 +417,14 @@ struct planner {
     }
 
     void run() {
-        const int n = (int) order.size();
+        const int n = (int) sc->exec.size();
+        finish_reading();
         anc.assign(n, {});
         succ_left.assign(n, 0);
         offset.assign(n, NOWHERE);
         alias.assign(n, -1);
-        nbytes.resize(n);
         for (int i = 0; i < n; ++i) succ_left[i] = sc->succ_off[i + 1] - sc->succ_off[i];
         index_accessors();
-        read_nodes();
         // leafs and inputs without memory live for the whole graph
         for (int l = 0; l < g->n_leafs; ++l) {
             ggml_tensor * t = g->leafs[l];
@@ -461,12 +466,14 @@ struct planner {
 
 static bool plan_graph(ggml_gallocr * ga, ggml_cgraph * g) {
     const int64_t t0 = ggml_time_us();
-    const ggml_graph_sched * sc = ggml_graph_get_sched(g);
-    if (!sc->ok) return false; // the message names the cycle
+    planner p(ga, g);
+    bool read = false; // the planner saw the nodes while the schedule was built
+    p.sc = ggml_graph_get_sched_visiting(g, &p, &read);
+    if (!p.sc->ok) return false; // the message names the cycle
+    if (!read) p.read_nodes();
     ga->stats.n_tensors = 0;
     ga->stats.sum_tensor_bytes = 0;
     ga->stats.n_inplace = 0;
-    planner p(ga, g, sc);
     p.run();
     ga->plan_size = p.top;
     ga->node_offsets.clear();
@@ -530,9 +537,9 @@ bool ggml_gallocr_reserve(ggml_gallocr_t ga, ggml_cgraph * g) {
 }
 
 bool ggml_gallocr_alloc_graph(ggml_gallocr_t ga, ggml_cgraph * g) {
-    const ggml_graph_sched * sc = ggml_graph_get_sched(g); // built once per graph; planning uses it too
-    if (!sc->ok) return false;                             // the message names the cycle
-    if (ga->buffer == nullptr || hash_graph(ga, g, sc) != ga->fingerprint) {
+    // A graph whose schedule is not built yet (a new graph, or one changed since) is planned
+    // with it; a replay needs the hash, which needs the schedule's order.
+    if (ga->buffer == nullptr || !ggml_graph_sched_current(g) || hash_graph(ga, g, ggml_graph_get_sched(g)) != ga->fingerprint) {
         if (!plan_graph(ga, g)) return false;
     }
     if (!grow_buffer(ga, ga->plan_size)) return false;

@@ -279,6 +279,21 @@ struct ggml_graph_sched {
 };
 // The schedule of g, rebuilt when its node list or the edges of its nodes changed.
 const ggml_graph_sched * ggml_graph_get_sched(struct ggml_cgraph * g);
+// Sees the nodes while a schedule is built, each right after the build read its tensor
+// struct: a caller that must read every node anyway (the planner) then needs no pass of its
+// own over memory that large graphs do not keep in cache.
+struct ggml_sched_visitor {
+    virtual void begin(int n_nodes) = 0; // before the first node (again if the build restarts)
+    // exec position k; position: node -> exec position, complete
+    virtual void node(int k, ggml_tensor * t, const ggml_ptr_index & position) = 0;
+  protected:
+    ~ggml_sched_visitor() = default;
+};
+// As ggml_graph_get_sched; *visited tells whether v saw every node in exec order (the
+// schedule was built now, over a node list already in topological order).
+const ggml_graph_sched * ggml_graph_get_sched_visiting(struct ggml_cgraph * g, ggml_sched_visitor * v, bool * visited);
+// Would ggml_graph_get_sched return a cached schedule (no build)?
+bool ggml_graph_sched_current(const struct ggml_cgraph * g);
 void ggml_graph_sched_free(struct ggml_cgraph * g);
 // Called when an edge is added to a tensor a graph already holds: cached schedules are stale.
 void ggml_graph_edges_changed(void);

@@ -85,13 +85,15 @@ struct access_scan {
 
 // Each node once, in list order (index: tensor -> position in nodes), with its explicit
 // predecessors as CSR (positions in the same list). While the list is a topological order
-// (the exec order then), the access scan runs in the same pass, over tensors just read.
+// (the exec order then), the access scan and the visitor run in the same pass, over
+// tensors just read.
 bool collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, ggml_ptr_index & index, std::vector<int> & off,
-                   std::vector<int> & preds, std::vector<char> & is_src, access_scan & scan) {
+                   std::vector<int> & preds, std::vector<char> & is_src, access_scan & scan, ggml_sched_visitor * v) {
     for (int i = 0; i < g->n_nodes; ++i) {
         if (index.put(g->nodes[i], (int) nodes.size()) == (int) nodes.size()) nodes.push_back(g->nodes[i]);
     }
     const int n = (int) nodes.size();
+    if (v) v->begin(n);
     int found = -1; // f is called right after is_node(p) holds for the same p: one lookup
     auto is_node = [&](const ggml_tensor * p) { return (found = index.get(p)) >= 0; };
     auto position = [&](const ggml_tensor * p) { return index.get(p); };
@@ -107,7 +109,10 @@ bool collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, gg
             if (direct) is_src[found] = 1;
         });
         off[i + 1] = (int) preds.size();
-        if (sorted) scan.node(i, nodes[i], position);
+        if (sorted) {
+            scan.node(i, nodes[i], position);
+            if (v) v->node(i, nodes[i], index);
+        }
     }
     return sorted;
 }
@@ -203,16 +208,17 @@ void add_conflict_edges(const ggml_graph_sched * s, access_scan & scan, std::vec
     }
 }
 
-void build(ggml_cgraph * g, ggml_graph_sched * s) {
+// Returns whether the list was in topological order (the visitor saw every node).
+bool build(ggml_cgraph * g, ggml_graph_sched * s, ggml_sched_visitor * v) {
     std::vector<ggml_tensor *> nodes;
     ggml_ptr_index index((size_t) g->n_nodes);
     std::vector<int> off, preds, order;
     std::vector<char> is_src;
     access_scan scan(s, g->n_nodes, g->n_leafs);
-    const bool sorted = collect_nodes(g, nodes, index, off, preds, is_src, scan);
+    const bool sorted = collect_nodes(g, nodes, index, off, preds, is_src, scan, v);
     s->exec.clear();
     s->ok = topological_order(nodes, off, preds, sorted, order);
-    if (!s->ok) return;
+    if (!s->ok) return false;
 
     const int n = (int) nodes.size();
     std::vector<int> pos(n);
@@ -233,21 +239,31 @@ void build(ggml_cgraph * g, ggml_graph_sched * s) {
     std::vector<std::pair<int, int>> conflicts;
     add_conflict_edges(s, scan, conflicts);
     to_csr(order, pos, off, preds, conflicts, s);
+    return sorted;
 }
 
 } // namespace
 
-const ggml_graph_sched * ggml_graph_get_sched(ggml_cgraph * g) {
+bool ggml_graph_sched_current(const ggml_cgraph * g) {
+    const ggml_graph_sched * s = g->sched;
+    return s && s->version == g->version && s->edge_epoch == g_edge_epoch.load(std::memory_order_relaxed) && s->n_nodes == g->n_nodes;
+}
+
+const ggml_graph_sched * ggml_graph_get_sched_visiting(ggml_cgraph * g, ggml_sched_visitor * v, bool * visited) {
+    if (visited) *visited = false;
+    if (ggml_graph_sched_current(g)) return g->sched;
     const uint64_t epoch = g_edge_epoch.load(std::memory_order_relaxed);
     ggml_graph_sched * s = g->sched;
-    if (s && s->version == g->version && s->edge_epoch == epoch && s->n_nodes == g->n_nodes) return s;
     if (!s) s = g->sched = new ggml_graph_sched();
-    build(g, s);
+    const bool all_seen = build(g, s, v);
+    if (visited) *visited = v && all_seen && s->ok;
     s->version = g->version;
     s->edge_epoch = epoch;
     s->n_nodes = g->n_nodes;
     return s;
 }
+
+const ggml_graph_sched * ggml_graph_get_sched(ggml_cgraph * g) { return ggml_graph_get_sched_visiting(g, nullptr, nullptr); }
 
 void ggml_graph_sched_free(ggml_cgraph * g) {
     delete g->sched;
