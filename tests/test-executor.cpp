@@ -203,6 +203,22 @@ struct sched_mode_guard {
 
 } // namespace
 
+TEST_CASE("node index: keys at a context's stride, far apart, and past the size it was made for") {
+    // tensor structs at a context's stride, a second arena far away, and a stride equal to
+    // the table's span: every key keeps its value, absent keys answer -1
+    std::vector<const ggml_tensor *> keys;
+    for (uintptr_t i = 0; i < 600; ++i) keys.push_back((const ggml_tensor *) (0x10000000 + i * 384));
+    for (uintptr_t i = 0; i < 300; ++i) keys.push_back((const ggml_tensor *) (0x7f0000000000 + i * 4096));
+    for (uintptr_t i = 0; i < 100; ++i) keys.push_back((const ggml_tensor *) (0x20000000 + i * ((uintptr_t) 1 << 20)));
+    ggml_ptr_index index(16); // made for 16 keys: grows
+    for (size_t i = 0; i < keys.size(); ++i) CHECK(index.put(keys[i], (int) i) == (int) i);
+    for (size_t i = 0; i < keys.size(); ++i) CHECK(index.put(keys[i], -5) == (int) i); // present: kept
+    for (size_t i = 0; i < keys.size(); ++i) CHECK(index.get(keys[i]) == (int) i);
+    CHECK(index.get((const ggml_tensor *) 0x10000010) == -1);
+    CHECK(index.get((const ggml_tensor *) 0x30000000) == -1);
+    CHECK(index.n_keys == keys.size());
+}
+
 TEST_CASE("sched mode get/set") {
     sched_mode_guard g(GGML_SCHED_BARRIER);
     CHECK(ggml_cpu_get_sched_mode() == GGML_SCHED_BARRIER);
