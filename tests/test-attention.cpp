@@ -157,6 +157,23 @@ TEST_CASE("flash_attn_ext: f32 and f16 K/V, GQA, causal mask, odd n_kv") {
     }
 }
 
+TEST_CASE("flash_attn_ext: small heads (f32 K scored by dots_f32) as per-head views of cache rows, causal mask over several chunks") {
+    for (int64_t D : {8, 12, 32}) {
+        CAPTURE(D);
+        Ctx c;
+        const int64_t n_q = 3, n_kv = 150, n_head = 8, n_head_kv = 4;
+        ggml_tensor * q = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, D, n_q, n_head);
+        // a cache row holds every KV head (as the runtime stores it); per-head views
+        ggml_tensor * kc = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, D * n_head_kv, n_kv);
+        ggml_tensor * vc = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, D * n_head_kv, n_kv);
+        fill(q, 2.0f); fill(kc, 2.0f); fill(vc, 1.0f);
+        ggml_tensor * k = ggml_view_3d(c.ctx, kc, D, n_kv, n_head_kv, kc->nb[1], D * 4, 0);
+        ggml_tensor * v = ggml_view_3d(c.ctx, vc, D, n_kv, n_head_kv, vc->nb[1], D * 4, 0);
+        ggml_tensor * m = causal_mask(c.ctx, GGML_TYPE_F32, n_kv, n_q, 4);
+        check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, m, 1.0f / std::sqrt((float) D), 0.0f, 0.0f), 2e-5);
+    }
+}
+
 TEST_CASE("flash_attn_ext: no mask, long K/V with large scores (online rescaling), ne3 = 2") {
     for (ggml_type kv : {GGML_TYPE_F32, GGML_TYPE_F16}) {
         Ctx c;

@@ -28,6 +28,9 @@ using namespace kvg;
 namespace {
 
 constexpr int64_t CHUNK = 64; // K/V positions scored before they are folded into the sum
+// Heads up to this size score F32 K through dots_f32 (one call per chunk, all positions)
+// instead of the tiles, whose per-call cost dominates for short rows (same bits below 64).
+constexpr int64_t DOTS_MAX_D = 32;
 
 struct fa_info {
     const ggml_tensor * q, * k, * v, * mask, * kv_len;
@@ -181,6 +184,7 @@ struct fa_run {
     float scale, max_bias, softcap;
     const cpu_kernels * kern;
     const mm_kernel * kdot; // quantized or grouped K: F32 rows after dequantizing/gathering into kdeq
+    bool use_dots;          // score with dots_f32 (short F32 K rows)
     int RN, QB;
     decltype(cpu_kernels::accum_f32) accum;
     int64_t Dp, Dvp;
@@ -205,6 +209,7 @@ fa_run start_run(const ggml_compute_params * params, const ggml_tensor * dst) {
 
     r.kern = &cpu_active_kernels();
     r.kdot = &r.kern->mm[f.k->type == GGML_TYPE_F16 && !f.k_quant ? MM_F16 : MM_F32];
+    r.use_dots = !f.k_quant && f.k->type == GGML_TYPE_F32 && f.D <= DOTS_MAX_D && r.kern->dots_f32;
     r.RN = r.kdot->rows;
     r.QB = r.kdot->cols;
     r.accum = f.v->type == GGML_TYPE_F16 ? r.kern->accum_f16 : r.kern->accum_f32;
@@ -334,7 +339,9 @@ void add_dot_products(const fa_run & r, const fa_block & b, int64_t c0, int64_t 
     const ggml_tensor * k = f.k;
     const char * kchunk = f.k_quant ? (const char *) r.kdeq : b.kbase + c0 * k->nb[1];
     const size_t kstride = f.k_quant ? r.Dp * sizeof(float) : k->nb[1];
-    for (int64_t j = 0; j < cn; j += r.RN) {
+    // dots_f32 scores masked positions too (their scores stay -inf below)
+    if (r.use_dots) r.kern->dots_f32(b.qb, cn, r.qbuf, r.Dp, kchunk, kstride, f.D, r.dots, CHUNK);
+    for (int64_t j = 0; j < cn && !r.use_dots; j += r.RN) {
         const int rn = (int) std::min<int64_t>(r.RN, cn - j);
         bool any = false;
         for (int c = 0; c < b.qb; ++c) {

@@ -5,6 +5,7 @@
 #include "simd.h"
 #include "types.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -35,10 +36,10 @@ using namespace kvg::avx512;
 // enough, and a prefetch a page ahead halved f16's rate on Zen 4 (12 -> 18-20 GB/s without).
 constexpr int PF_AHEAD = 4096;
 
-// Horizontal sums of 16 vectors at once: out[j] = sum of the lanes of v[j]. Lanes are
+// Horizontal sums of 16 vectors at once: lane j = sum of the lanes of v[j]. Lanes are
 // paired (i, i+8), (i, i+4), (i, i+2), (i, i+1) for every vector, so a sum does not
 // depend on which other vectors share the call (zero padding included).
-KVG_INLINE void reduce16(const __m512 * v, float * out) {
+KVG_INLINE __m512 reduce16(const __m512 * v) {
     __m512 s[8], t[4], u[2];
     for (int p = 0; p < 8; ++p) {
         s[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44), _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
@@ -50,9 +51,8 @@ KVG_INLINE void reduce16(const __m512 * v, float * out) {
         u[w] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * w], t[2 * w + 1], 0x44), _mm512_shuffle_ps(t[2 * w], t[2 * w + 1], 0xEE));
     }
     const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x88), _mm512_shuffle_ps(u[0], u[1], 0xDD));
-    alignas(64) float tmp[16];
-    _mm512_store_ps(tmp, z);
-    for (int j = 0; j < 16; ++j) out[j] = tmp[4 * (j % 4) + j / 4]; // z[4l + m] holds v[4m + l]
+    // z[4l + m] holds v[4m + l]
+    return _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), z);
 }
 
 // Sums of 4 vectors: out[j] = sum of the lanes of v[j], paired as in reduce16.
@@ -74,7 +74,7 @@ template <int R, int C>
 KVG_INLINE void finish_tile(const mm_tile_args & a, __m512 * acc) {
     constexpr int N = R * C, N16 = N / 16 * 16, N4 = N16 + (N - N16) / 4 * 4;
     alignas(16) float sums[N + 3];
-    for (int g = 0; g < N16; g += 16) reduce16(acc + g, sums + g);
+    for (int g = 0; g < N16; g += 16) _mm512_storeu_ps(sums + g, reduce16(acc + g));
     for (int g = N16; g < N4; g += 4) _mm_storeu_ps(sums + g, reduce4(acc + g));
     for (int g = N4; g < N; ++g) sums[g] = reduce1(acc[g]);
     for (int c = 0; c < C; ++c) {
@@ -156,6 +156,42 @@ template <int R, int C> struct tile_f16 {
 template <int R, int C> struct tile_bf16 {
     static KVG_TARGET void run(const mm_tile_args & a) { tile_float<ld_bf16, R, C>(a); }
 };
+
+// ---- many dots of short f32 rows (simd.h's dots_f32) ---------------------------------------------
+// Lane p: dot(row p, x) for rows p < np at w + p * ws, each summed like a tile_float chain
+// and reduced by reduce16, so the bits are those of tile_f32<R, C> for R * C > 1.
+template <bool FULL>
+KVG_INLINE __m512 dots16(const char * w, size_t ws, const float * x, int64_t k, int np) {
+    __m512 acc[16];
+    for (int p = 0; p < 16; ++p) acc[p] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        const __m512 xv = _mm512_loadu_ps(x + i);
+        for (int p = 0; p < 16; ++p) {
+            if (FULL || p < np) acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps((const float *) (w + p * ws) + i), xv, acc[p]);
+        }
+    }
+    if (i < k) {
+        const __mmask16 m = (__mmask16) ((1u << (k - i)) - 1);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+        for (int p = 0; p < 16; ++p) {
+            if (FULL || p < np) acc[p] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, (const float *) (w + p * ws) + i), xv, acc[p]);
+        }
+    }
+    return reduce16(acc);
+}
+
+KVG_TARGET void dots_f32(int C, int64_t n, const float * x, int64_t xs, const char * rows, size_t rs, int64_t k, float * out,
+                         int64_t os) {
+    for (int c = 0; c < C; ++c) {
+        for (int64_t j = 0; j < n; j += 16) {
+            const int np = (int) std::min<int64_t>(16, n - j);
+            float * o = out + c * os + j;
+            if (np == 16) _mm512_storeu_ps(o, dots16<true>(rows + j * rs, rs, x + c * xs, k, 16));
+            else _mm512_mask_storeu_ps(o, (__mmask16) ((1u << np) - 1), dots16<false>(rows + j * rs, rs, x + c * xs, k, np));
+        }
+    }
+}
 
 // ---- quantized weights · q8_0 activations, two 32-blocks per vector ----------------------------
 
@@ -399,7 +435,11 @@ struct isa {
 } // namespace
 
 const kvg::cpu_kernels * kvg::kernels_avx512() {
-    static const cpu_kernels k = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
+    static const cpu_kernels k = [] {
+        cpu_kernels t = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
+        t.dots_f32 = dots_f32;
+        return t;
+    }();
     return &k;
 }
 
