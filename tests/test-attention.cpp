@@ -309,6 +309,37 @@ TEST_CASE("attention helper kernels on every path match plain loops") {
     }
 }
 
+TEST_CASE("add_scores on the paths that have it: the plain loop's bits, masked scores kept, the maximum") {
+    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
+                                        kvg::kernels_avx512_vnni()};
+    for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
+        const kvg::cpu_kernels & kern = *paths[pi];
+        if (!kern.add_scores) continue;
+        const std::string path_str = kern.name;
+        CAPTURE(path_str);
+        for (int64_t n : {1, 5, 16, 17, 64}) {
+            CAPTURE(n);
+            std::vector<float> s(n + 1, 9.0f), dots(n), want(n);
+            float want_max = -INFINITY;
+            for (int64_t j = 0; j < n; ++j) {
+                s[j] = j % 4 == 1 ? -INFINITY : frand(3.0f);
+                dots[j] = frand(5.0f);
+                // volatile: the reference rounds the product and the sum separately
+                volatile float prod = dots[j] * 0.37f;
+                want[j] = s[j] == -INFINITY ? -INFINITY : s[j] + prod;
+                want_max = std::max(want_max, want[j]);
+            }
+            const float got_max = kern.add_scores(n, s.data(), dots.data(), 0.37f);
+            CHECK(std::memcmp(s.data(), want.data(), n * sizeof(float)) == 0);
+            CHECK(s[n] == 9.0f);
+            CHECK(got_max == want_max);
+        }
+        std::vector<float> all_masked(20, -INFINITY), d(20, 1.0f);
+        CHECK(kern.add_scores(20, all_masked.data(), d.data(), 1.0f) == -INFINITY);
+        CHECK(all_masked[7] == -INFINITY);
+    }
+}
+
 TEST_CASE("softmax weights on every path: exp within 2 ulp of expf, masked positions zero") {
     const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
     for (int pi = 0; pi <= (int) std::min<int>(kvg::cpu_best_path(), 2); ++pi) {

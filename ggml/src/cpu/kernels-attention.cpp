@@ -234,6 +234,7 @@ struct fa_block {
     int64_t hs[MM_MAX_COLS], iqs[MM_MAX_COLS];
     const char * mrow[MM_MAX_COLS];
     float slope[MM_MAX_COLS], run_max[MM_MAX_COLS], run_sum[MM_MAX_COLS];
+    float chunk_max[MM_MAX_COLS]; // the current chunk's largest score per query
     // KV head hk is element range [ke0, ke0 + D) of row slice hk / pack
     int64_t ke0, ve0;
     const char * kbase, * vbase;
@@ -334,7 +335,7 @@ void mask_scores(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
 
 // Adds the scaled (and capped) q·k to the scores: RN K rows x the block's queries per
 // register tile; fully masked tiles cost nothing, quantized K rows are dequantized per tile.
-void add_dot_products(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
+void add_dot_products(const fa_run & r, fa_block & b, int64_t c0, int64_t cn) {
     const fa_info & f = r.f;
     const ggml_tensor * k = f.k;
     const char * kchunk = f.k_quant ? (const char *) r.kdeq : b.kbase + c0 * k->nb[1];
@@ -359,13 +360,18 @@ void add_dot_products(const fa_run & r, const fa_block & b, int64_t c0, int64_t 
     for (int c = 0; c < b.qb; ++c) {
         float * sc = r.s + c * CHUNK;
         const float * dot = r.dots + c * CHUNK;
-        if (r.softcap == 0.0f) {
-            for (int64_t j = 0; j < cn; ++j) sc[j] = sc[j] == -INFINITY ? sc[j] : sc[j] + dot[j] * r.scale; // vectorizes
+        if (r.softcap == 0.0f && r.kern->add_scores) {
+            b.chunk_max[c] = r.kern->add_scores(cn, sc, dot, r.scale);
             continue;
         }
-        for (int64_t j = 0; j < cn; ++j) {
-            if (sc[j] != -INFINITY) sc[j] += r.softcap * std::tanh(dot[j] * r.scale);
+        if (r.softcap == 0.0f) {
+            for (int64_t j = 0; j < cn; ++j) sc[j] = sc[j] == -INFINITY ? sc[j] : sc[j] + dot[j] * r.scale;
+        } else {
+            for (int64_t j = 0; j < cn; ++j) {
+                if (sc[j] != -INFINITY) sc[j] += r.softcap * std::tanh(dot[j] * r.scale);
+            }
         }
+        b.chunk_max[c] = max_f32(sc, cn);
     }
 }
 
@@ -376,7 +382,7 @@ bool scores_to_weights(const fa_run & r, fa_block & b, int64_t cn) {
     bool any_active = false;
     for (int c = 0; c < b.qb; ++c) {
         float * sc = r.s + c * CHUNK;
-        const float cmax = max_f32(sc, cn);
+        const float cmax = b.chunk_max[c];
         if (cmax == -INFINITY) { // whole chunk masked for this query
             std::fill(sc, sc + cn, 0.0f);
             continue;

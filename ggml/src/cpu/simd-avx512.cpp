@@ -398,6 +398,20 @@ KVG_TARGET float softmax_weights(int64_t n, float * s, float max, uint8_t * acti
     return reduce1(sum);
 }
 
+KVG_TARGET float add_scores(int64_t n, float * s, const float * dots, float scale) {
+    const __m512 sv = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    __m512 mx = ninf;
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 in = n - j >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << (n - j)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(in, s + j);
+        const __mmask16 live = _mm512_mask_cmp_ps_mask(in, v, ninf, _CMP_NEQ_UQ);
+        v = _mm512_mask_add_ps(v, live, v, _mm512_mul_ps(_mm512_maskz_loadu_ps(in, dots + j), sv)); // no FMA: scalar bits
+        _mm512_mask_storeu_ps(s + j, in, v);
+        mx = _mm512_mask_max_ps(mx, in, v, mx); // a NaN score leaves the maximum alone
+    }
+    return _mm512_reduce_max_ps(mx);
+}
+
 KVG_TARGET void f16_to_f32(const ggml_fp16_t * x, float * y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (x + i))));
@@ -438,6 +452,7 @@ const kvg::cpu_kernels * kvg::kernels_avx512() {
     static const cpu_kernels k = [] {
         cpu_kernels t = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
         t.dots_f32 = dots_f32;
+        t.add_scores = add_scores;
         return t;
     }();
     return &k;
