@@ -162,23 +162,63 @@ template <int R, int C> struct tile_bf16 {
 // and reduced by reduce16, so the bits are those of tile_f32<R, C> for R * C > 1.
 template <bool FULL>
 KVG_INLINE __m512 dots16(const char * w, size_t ws, const float * x, int64_t k, int np) {
+    // four rows at a time share each x load; unrolled so acc stays in registers
+    const int64_t k16 = k / 16 * 16;
+    const __mmask16 m = (__mmask16) ((1u << (k - k16)) - 1);
     __m512 acc[16];
-    for (int p = 0; p < 16; ++p) acc[p] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= k; i += 16) {
-        const __m512 xv = _mm512_loadu_ps(x + i);
-        for (int p = 0; p < 16; ++p) {
-            if (FULL || p < np) acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps((const float *) (w + p * ws) + i), xv, acc[p]);
+#pragma GCC unroll 4
+    for (int p0 = 0; p0 < 16; p0 += 4) {
+        for (int q = 0; q < 4; ++q) acc[p0 + q] = _mm512_setzero_ps();
+        if (!FULL && p0 >= np) continue;
+        const float * r0 = (const float *) (w + p0 * ws);
+        const int nq = FULL ? 4 : std::min(4, np - p0);
+        for (int64_t i = 0; i < k16; i += 16) {
+            const __m512 xv = _mm512_loadu_ps(x + i);
+            for (int q = 0; q < 4; ++q) {
+                if (FULL || q < nq) acc[p0 + q] = _mm512_fmadd_ps(_mm512_loadu_ps((const float *) ((const char *) r0 + q * ws) + i), xv, acc[p0 + q]);
+            }
         }
-    }
-    if (i < k) {
-        const __mmask16 m = (__mmask16) ((1u << (k - i)) - 1);
-        const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
-        for (int p = 0; p < 16; ++p) {
-            if (FULL || p < np) acc[p] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, (const float *) (w + p * ws) + i), xv, acc[p]);
+        if (k16 < k) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x + k16);
+            for (int q = 0; q < 4; ++q) {
+                if (FULL || q < nq) acc[p0 + q] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, (const float *) ((const char *) r0 + q * ws) + k16), xv, acc[p0 + q]);
+            }
         }
     }
     return reduce16(acc);
+}
+
+// dots16 for k <= 8: rows p and p + 8 share vector p, so the 8 products need half the
+// reduction. Products are fma(row, x, +0) and pairs (i, i+4), (i, i+2), (i, i+1) as in
+// tile_float and reduce16 (their (i, i+8) step only adds +0 there): same bits.
+template <bool FULL>
+KVG_INLINE __m512 dots16_short(const char * w, size_t ws, const float * x, int64_t k, int np) {
+    const __mmask8 m = (__mmask8) ((1u << k) - 1);
+    const __m256 xh = _mm256_maskz_loadu_ps(m, x);
+    const __m512 xv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(xh)), _mm256_castps_pd(xh), 1));
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 pr[8];
+    for (int p = 0; p < 8; ++p) {
+        const __m256 lo = FULL || p < np ? _mm256_maskz_loadu_ps(m, (const float *) (w + p * ws)) : _mm256_setzero_ps();
+        const __m256 hi = FULL || p + 8 < np ? _mm256_maskz_loadu_ps(m, (const float *) (w + (p + 8) * ws)) : _mm256_setzero_ps();
+        const __m512 kv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+        pr[p] = _mm512_fmadd_ps(kv, xv, zero);
+    }
+    __m512 a[4], b[2];
+    for (int q = 0; q < 4; ++q) { // 128-bit lanes: row 2q, row 2q + 8, row 2q + 1, row 2q + 9
+        a[q] = _mm512_add_ps(_mm512_shuffle_f32x4(pr[2 * q], pr[2 * q + 1], 0x88), _mm512_shuffle_f32x4(pr[2 * q], pr[2 * q + 1], 0xDD));
+    }
+    for (int q = 0; q < 2; ++q) {
+        b[q] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * q], a[2 * q + 1], 0x44), _mm512_shuffle_ps(a[2 * q], a[2 * q + 1], 0xEE));
+    }
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(b[0], b[1], 0x88), _mm512_shuffle_ps(b[0], b[1], 0xDD));
+    // z lanes 0-3: rows 0, 2, 4, 6; 4-7: rows 8 .. 14; 8-11: rows 1 .. 7; 12-15: rows 9 .. 15
+    return _mm512_permutexvar_ps(_mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0), z);
+}
+
+template <bool FULL>
+KVG_INLINE __m512 dots16_any(const char * w, size_t ws, const float * x, int64_t k, int np) {
+    return k <= 8 ? dots16_short<FULL>(w, ws, x, k, np) : dots16<FULL>(w, ws, x, k, np);
 }
 
 KVG_TARGET void dots_f32(int C, int64_t n, const float * x, int64_t xs, const char * rows, size_t rs, int64_t k, float * out,
@@ -187,8 +227,8 @@ KVG_TARGET void dots_f32(int C, int64_t n, const float * x, int64_t xs, const ch
         for (int64_t j = 0; j < n; j += 16) {
             const int np = (int) std::min<int64_t>(16, n - j);
             float * o = out + c * os + j;
-            if (np == 16) _mm512_storeu_ps(o, dots16<true>(rows + j * rs, rs, x + c * xs, k, 16));
-            else _mm512_mask_storeu_ps(o, (__mmask16) ((1u << np) - 1), dots16<false>(rows + j * rs, rs, x + c * xs, k, np));
+            if (np == 16) _mm512_storeu_ps(o, dots16_any<true>(rows + j * rs, rs, x + c * xs, k, 16));
+            else _mm512_mask_storeu_ps(o, (__mmask16) ((1u << np) - 1), dots16_any<false>(rows + j * rs, rs, x + c * xs, k, np));
         }
     }
 }
