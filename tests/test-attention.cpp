@@ -329,13 +329,18 @@ TEST_CASE("add_scores on the paths that have it: the plain loop's bits, masked s
                 want[j] = s[j] == -INFINITY ? -INFINITY : s[j] + prod;
                 want_max = std::max(want_max, want[j]);
             }
-            const float got_max = kern.add_scores(n, s.data(), dots.data(), 0.37f);
+            // from a separate source (the mask read in place), then in place
+            std::vector<float> out(n + 1, 9.0f);
+            CHECK(kern.add_scores(n, s.data(), dots.data(), 0.37f, out.data()) == want_max);
+            CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+            CHECK(out[n] == 9.0f);
+            const float got_max = kern.add_scores(n, s.data(), dots.data(), 0.37f, s.data());
             CHECK(std::memcmp(s.data(), want.data(), n * sizeof(float)) == 0);
             CHECK(s[n] == 9.0f);
             CHECK(got_max == want_max);
         }
         std::vector<float> all_masked(20, -INFINITY), d(20, 1.0f);
-        CHECK(kern.add_scores(20, all_masked.data(), d.data(), 1.0f) == -INFINITY);
+        CHECK(kern.add_scores(20, all_masked.data(), d.data(), 1.0f, all_masked.data()) == -INFINITY);
         CHECK(all_masked[7] == -INFINITY);
     }
 }

@@ -317,10 +317,18 @@ void start_block(const fa_run & r, int64_t u, int64_t blocks, int64_t group, int
 }
 
 // Scores start as the mask (times slope); positions at -inf are skipped later.
+// Query c's F32 mask at c0 when add_scores can read it in place (no copy into the scores).
+const float * direct_mask(const fa_run & r, const fa_block & b, int c, int64_t c0) {
+    const bool ok = r.use_dots && r.kern->add_scores && r.softcap == 0.0f && b.mrow[c] && r.f.mask->type == GGML_TYPE_F32 &&
+                    b.slope[c] == 1.0f;
+    return ok ? (const float *) b.mrow[c] + c0 : nullptr;
+}
+
 void mask_scores(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
     const ggml_tensor * m = r.f.mask;
     for (int c = 0; c < b.qb; ++c) {
         float * sc = r.s + c * CHUNK;
+        if (direct_mask(r, b, c, c0)) continue;
         if (!b.mrow[c]) {
             std::fill(sc, sc + cn, 0.0f);
             continue;
@@ -361,7 +369,8 @@ void add_dot_products(const fa_run & r, fa_block & b, int64_t c0, int64_t cn) {
         float * sc = r.s + c * CHUNK;
         const float * dot = r.dots + c * CHUNK;
         if (r.softcap == 0.0f && r.kern->add_scores) {
-            b.chunk_max[c] = r.kern->add_scores(cn, sc, dot, r.scale);
+            const float * m = direct_mask(r, b, c, c0);
+            b.chunk_max[c] = r.kern->add_scores(cn, m ? m : sc, dot, r.scale, sc);
             continue;
         }
         if (r.softcap == 0.0f) {

@@ -423,12 +423,18 @@ KVG_INLINE __m512 exp_nonpositive(__m512 x) {
     return _mm512_maskz_scalef_ps((__mmask16) ~tiny, p, n);
 }
 
+// 16 floats, or the lanes of `in` (zeros elsewhere): a plain load when all are in, since a
+// masked load cannot take its data from a store still in flight (scores just written).
+KVG_INLINE __m512 load_part(const float * p, __mmask16 in) {
+    return in == 0xFFFF ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(in, p);
+}
+
 KVG_TARGET float softmax_weights(int64_t n, float * s, float max, uint8_t * active) {
     const __m512 mv = _mm512_set1_ps(max), ninf = _mm512_set1_ps(-INFINITY);
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j += 16) {
         const __mmask16 in = n - j >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << (n - j)) - 1);
-        const __m512 v = _mm512_maskz_loadu_ps(in, s + j);
+        const __m512 v = load_part(s + j, in);
         const __mmask16 live = _mm512_mask_cmp_ps_mask(in, v, ninf, _CMP_NEQ_OQ);
         const __m512 w = _mm512_maskz_mov_ps(live, exp_nonpositive(_mm512_sub_ps(v, mv)));
         _mm512_mask_storeu_ps(s + j, in, w);
@@ -438,14 +444,14 @@ KVG_TARGET float softmax_weights(int64_t n, float * s, float max, uint8_t * acti
     return reduce1(sum);
 }
 
-KVG_TARGET float add_scores(int64_t n, float * s, const float * dots, float scale) {
+KVG_TARGET float add_scores(int64_t n, const float * m, const float * dots, float scale, float * s) {
     const __m512 sv = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
     __m512 mx = ninf;
     for (int64_t j = 0; j < n; j += 16) {
         const __mmask16 in = n - j >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << (n - j)) - 1);
-        __m512 v = _mm512_maskz_loadu_ps(in, s + j);
+        __m512 v = load_part(m + j, in);
         const __mmask16 live = _mm512_mask_cmp_ps_mask(in, v, ninf, _CMP_NEQ_UQ);
-        v = _mm512_mask_add_ps(v, live, v, _mm512_mul_ps(_mm512_maskz_loadu_ps(in, dots + j), sv)); // no FMA: scalar bits
+        v = _mm512_mask_add_ps(v, live, v, _mm512_mul_ps(load_part(dots + j, in), sv)); // no FMA: scalar bits
         _mm512_mask_storeu_ps(s + j, in, v);
         mx = _mm512_mask_max_ps(mx, in, v, mx); // a NaN score leaves the maximum alone
     }

@@ -101,9 +101,10 @@ struct cpu_kernels {
     // without it. Cheaper than the tiles for short rows (tiny matvecs, small attention heads).
     void (*dots_f32)(int C, int64_t n, const float * x, int64_t x_stride, const char * rows, size_t row_stride, int64_t k,
                      float * out, int64_t out_stride);
-    // s[j] += dots[j] * scale (rounded twice, no FMA) where s[j] > -inf, for j < n; returns the
-    // maximum of the new s (NaNs ignored, -inf when all are). nullptr on paths without it.
-    float (*add_scores)(int64_t n, float * s, const float * dots, float scale);
+    // s[j] = m[j] + dots[j] * scale (rounded twice, no FMA) where m[j] > -inf, else m[j], for
+    // j < n (m may be s); returns the maximum of the new s (NaNs ignored, -inf when all are).
+    // nullptr on paths without it.
+    float (*add_scores)(int64_t n, const float * m, const float * dots, float scale, float * s);
     // activation panel from q8_0 rows (k multiple of 32): rows[c] for c < n, zero rows after
     // (only paths with panel tiles)
     void (*pack_panel)(const void * const * rows, int n, void * panel, int64_t k);
