@@ -286,9 +286,18 @@ ggml_type kvg::mm_activation_type(ggml_type type, int64_t M) {
     return panel ? GGML_TYPE_Q8_0 : mm_vec_dot_type(type);
 }
 
-int ggml_mul_mat_n_phases(const ggml_tensor * dst) { return inspect(dst).convert ? 2 : 1; }
+// F32 weights times dense F32 rows: no conversion on any path (no panel tiles for F32), so the
+// scheduler's questions (asked per node and token) are answered without the full inspection;
+// the kernel still validates the node.
+static bool plain_f32(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    return a && b && a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 && ggml_is_contiguous_rows(b);
+}
+
+int ggml_mul_mat_n_phases(const ggml_tensor * dst) { return plain_f32(dst) ? 1 : inspect(dst).convert ? 2 : 1; }
 
 size_t ggml_mul_mat_work_size(const ggml_tensor * dst, int n_tasks) {
+    if (plain_f32(dst)) return 0;
     const mm_info mi = inspect(dst);
     if (!mi.convert) return 0;
     return ALIGN + GGML_PAD(conv_bytes(mi), ALIGN) + (size_t) std::max(n_tasks, 1) * gather_floats(mi) * sizeof(float);
