@@ -255,8 +255,21 @@ std::unique_ptr<SamplerStage> make_penalties_stage(int last_n, float repeat, flo
     return std::make_unique<Penalties>(last_n, repeat, freq, present);
 }
 
+// min_element under `before`, in two branch-light passes (greedy decoding calls it per token):
+// the largest logit (NaNs never win), then the smallest id holding it; all NaN: the smallest id.
 size_t best_candidate(const kvg_token_data_array & a) {
-    return (size_t) (std::min_element(a.data, a.data + a.size, before) - a.data);
+    float top = -INFINITY;
+    for (size_t i = 0; i < a.size; i++) top = a.data[i].logit > top ? a.data[i].logit : top;
+    size_t best = a.size;
+    for (size_t i = 0; i < a.size; i++) {
+        if (a.data[i].logit == top && (best == a.size || a.data[i].id < a.data[best].id)) best = i;
+    }
+    if (best < a.size) return best;
+    best = 0;
+    for (size_t i = 1; i < a.size; i++) {
+        if (a.data[i].id < a.data[best].id) best = i;
+    }
+    return best;
 }
 
 void apply_stage(SamplerStage & stage, kvg_token_data_array & a) {

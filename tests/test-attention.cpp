@@ -157,6 +157,23 @@ TEST_CASE("flash_attn_ext: f32 and f16 K/V, GQA, causal mask, odd n_kv") {
     }
 }
 
+TEST_CASE("flash_attn_ext: small heads (f32 K scored by dots_f32) as per-head views of cache rows, causal mask over several chunks") {
+    for (int64_t D : {8, 12, 32}) {
+        CAPTURE(D);
+        Ctx c;
+        const int64_t n_q = 3, n_kv = 150, n_head = 8, n_head_kv = 4;
+        ggml_tensor * q = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, D, n_q, n_head);
+        // a cache row holds every KV head (as the runtime stores it); per-head views
+        ggml_tensor * kc = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, D * n_head_kv, n_kv);
+        ggml_tensor * vc = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, D * n_head_kv, n_kv);
+        fill(q, 2.0f); fill(kc, 2.0f); fill(vc, 1.0f);
+        ggml_tensor * k = ggml_view_3d(c.ctx, kc, D, n_kv, n_head_kv, kc->nb[1], D * 4, 0);
+        ggml_tensor * v = ggml_view_3d(c.ctx, vc, D, n_kv, n_head_kv, vc->nb[1], D * 4, 0);
+        ggml_tensor * m = causal_mask(c.ctx, GGML_TYPE_F32, n_kv, n_q, 4);
+        check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, m, 1.0f / std::sqrt((float) D), 0.0f, 0.0f), 2e-5);
+    }
+}
+
 TEST_CASE("flash_attn_ext: no mask, long K/V with large scores (online rescaling), ne3 = 2") {
     for (ggml_type kv : {GGML_TYPE_F32, GGML_TYPE_F16}) {
         Ctx c;
@@ -289,6 +306,42 @@ TEST_CASE("attention helper kernels on every path match plain loops") {
             CHECK(std::memcmp(got_q.data(), want_q.data(), want_q.size() * sizeof(float)) == 0);
             CHECK(got_q.back() == -3.0f);
         }
+    }
+}
+
+TEST_CASE("add_scores on the paths that have it: the plain loop's bits, masked scores kept, the maximum") {
+    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
+                                        kvg::kernels_avx512_vnni()};
+    for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
+        const kvg::cpu_kernels & kern = *paths[pi];
+        if (!kern.add_scores) continue;
+        const std::string path_str = kern.name;
+        CAPTURE(path_str);
+        for (int64_t n : {1, 5, 16, 17, 64}) {
+            CAPTURE(n);
+            std::vector<float> s(n + 1, 9.0f), dots(n), want(n);
+            float want_max = -INFINITY;
+            for (int64_t j = 0; j < n; ++j) {
+                s[j] = j % 4 == 1 ? -INFINITY : frand(3.0f);
+                dots[j] = frand(5.0f);
+                // volatile: the reference rounds the product and the sum separately
+                volatile float prod = dots[j] * 0.37f;
+                want[j] = s[j] == -INFINITY ? -INFINITY : s[j] + prod;
+                want_max = std::max(want_max, want[j]);
+            }
+            // from a separate source (the mask read in place), then in place
+            std::vector<float> out(n + 1, 9.0f);
+            CHECK(kern.add_scores(n, s.data(), dots.data(), 0.37f, out.data()) == want_max);
+            CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+            CHECK(out[n] == 9.0f);
+            const float got_max = kern.add_scores(n, s.data(), dots.data(), 0.37f, s.data());
+            CHECK(std::memcmp(s.data(), want.data(), n * sizeof(float)) == 0);
+            CHECK(s[n] == 9.0f);
+            CHECK(got_max == want_max);
+        }
+        std::vector<float> all_masked(20, -INFINITY), d(20, 1.0f);
+        CHECK(kern.add_scores(20, all_masked.data(), d.data(), 1.0f, all_masked.data()) == -INFINITY);
+        CHECK(all_masked[7] == -INFINITY);
     }
 }
 

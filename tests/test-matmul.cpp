@@ -223,6 +223,18 @@ void check_mul_mat(ggml_context * ctx, ggml_tensor * node) {
 
 int64_t k_unit(ggml_type t) { return ggml_blck_size(t); }
 
+// One activation row times N random weight rows of K values of type t, checked as above.
+void check_matvec(ggml_type t, int64_t K, int64_t N) {
+    CAPTURE(K);
+    CAPTURE(N);
+    Ctx c;
+    ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, K, N);
+    ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, 1);
+    fill_random(a);
+    fill_random(b);
+    check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
+}
+
 } // namespace
 
 TEST_CASE("cpu traits: vec_dot types and activation conversion") {
@@ -441,6 +453,57 @@ TEST_CASE("every register tile shape of every type on every path matches the sca
     }
 }
 
+TEST_CASE("dots_f32 (short rows) matches a double-precision loop and the bits of the f32 tiles") {
+    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
+                                        kvg::kernels_avx512_vnni()};
+    int tested = 0;
+    for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
+        const kvg::cpu_kernels & kern = *paths[pi];
+        if (!kern.dots_f32) continue;
+        ++tested;
+        const std::string path_str = kern.name;
+        CAPTURE(path_str);
+        for (int64_t k : {1, 8, 15, 16, 17, 37, 64, 100}) {
+            for (int64_t n : {1, 5, 16, 17, 40}) {
+                CAPTURE(k); CAPTURE(n);
+                // padded strides: rows and queries not on vector boundaries
+                const int64_t rs = k + 3, xs = k + 1, os = n + 2;
+                std::vector<float> rows(n * rs), x(kvg::MM_MAX_COLS * xs);
+                for (auto & v : rows) v = frand();
+                for (auto & v : x) v = frand();
+                for (int C = 1; C <= kvg::MM_MAX_COLS; ++C) {
+                    CAPTURE(C);
+                    std::vector<float> got(C * os, -7.0f);
+                    kern.dots_f32(C, n, x.data(), xs, (const char *) rows.data(), rs * 4, k, got.data(), os);
+                    for (int c = 0; c < C; ++c) {
+                        for (int64_t j = 0; j < os; ++j) {
+                            if (j >= n) { CHECK(got[c * os + j] == -7.0f); continue; }
+                            double want = 0, mag = 0;
+                            for (int64_t i = 0; i < k; ++i) {
+                                want += (double) x[c * xs + i] * rows[j * rs + i];
+                                mag += std::fabs((double) x[c * xs + i] * rows[j * rs + i]);
+                            }
+                            CHECK(std::fabs(got[c * os + j] - want) <= 1e-6 * mag + 1e-30);
+                            // a 1 x 2 tile (the query twice) sums in the same order
+                            float tile_out[2];
+                            kern.mm[kvg::MM_F32].tile[1][2]({k, (const char *) &rows[j * rs], 0, (const char *) &x[c * xs], 0,
+                                                             tile_out, 1, false});
+                            CHECK(std::memcmp(&tile_out[0], &got[c * os + j], sizeof(float)) == 0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (kvg::cpu_best_path() >= kvg::PATH_AVX512) CHECK(tested > 0);
+}
+
+TEST_CASE("mul_mat: f32 matrix-vector products of tiny-model shapes (dots_f32 blocks and lone last rows)") {
+    for (int64_t K : {8, 64, 172, 512, 513}) {
+        for (int64_t N : {1, 16, 17, 33, 64, 172}) check_matvec(GGML_TYPE_F32, K, N);
+    }
+}
+
 TEST_CASE("vec_dot of every type matches a double-precision loop on every path") {
     for (ggml_cpu_features path : available_paths()) {
         ggml_cpu_set_features_limit(path);
@@ -540,16 +603,7 @@ TEST_CASE("mul_mat: one activation row (matrix-vector kernels) against the refer
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
         for (int64_t K : {256, 768, 2048}) {
-            for (int64_t N : {1, 7, 37}) {
-                CAPTURE(K);
-                CAPTURE(N);
-                Ctx c;
-                ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, K, N);
-                ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, 1);
-                fill_random(a);
-                fill_random(b);
-                check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
-            }
+            for (int64_t N : {1, 7, 37}) check_matvec(t, K, N);
         }
     }
 }

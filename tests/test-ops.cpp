@@ -711,6 +711,46 @@ TEST_CASE("rope: normal and neox modes, partial dims, freq factors, YaRN, stride
     }
 }
 
+TEST_CASE("rope: back-to-back ropes of one position whose parameters differ in one field each") {
+    // the kernel reuses a position's cos/sin for the next rope of it (decoding: q and k of every
+    // layer); each of these must still get its own angles
+    const int64_t n_head = 2;
+    const std::vector<int> pos = {33};
+    std::vector<RopeCfg> cfgs;
+    RopeCfg base{16, 16, 0};
+    cfgs.push_back(base);
+    cfgs.push_back(base); // a hit
+    RopeCfg b = base; b.freq_base = 500000.0f; cfgs.push_back(b);
+    RopeCfg f = base; f.freq_factors = true; cfgs.push_back(f);
+    RopeCfg sc = base; sc.freq_scale = 0.5f; cfgs.push_back(sc);
+    RopeCfg e = sc; e.ext_factor = 1.0f; cfgs.push_back(e);
+    RopeCfg a = e; a.attn_factor = 0.7f; cfgs.push_back(a);
+    RopeCfg o = a; o.n_ctx_orig = 1024; cfgs.push_back(o);
+    RopeCfg n = base; n.n_dims = 12; cfgs.push_back(n);
+    for (size_t i = 0; i < cfgs.size(); ++i) {
+        const RopeCfg & c = cfgs[i];
+        CAPTURE(i);
+        const int64_t ne[4] = {c.head_dim, n_head, 1, 1};
+        const std::vector<float> v = random_values(count(ne), 50, -2.0f, 2.0f);
+        const std::vector<float> ff = random_values(c.n_dims / 2, 51, 1.0f, 4.0f);
+        std::vector<float> sv;
+        const std::vector<float> got = run_node([&](ggml_context * ctx) {
+            ggml_tensor * x = make_input(ctx, GGML_TYPE_F32, ne, CONTIG, v);
+            sv = values(x);
+            ggml_tensor * p = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 1);
+            ((int32_t *) p->data)[0] = pos[0];
+            ggml_tensor * fr = nullptr;
+            if (c.freq_factors) {
+                const int64_t nf[4] = {c.n_dims / 2, 1, 1, 1};
+                fr = make_input(ctx, GGML_TYPE_F32, nf, CONTIG, ff);
+            }
+            return ggml_rope_ext(ctx, x, p, fr, (int) c.n_dims, c.mode, c.n_ctx_orig, c.freq_base, c.freq_scale, c.ext_factor,
+                                 c.attn_factor, c.beta_fast, c.beta_slow);
+        });
+        check_close(got, rope_ref(c, sv, pos, ff, n_head), 2e-6, 2e-6);
+    }
+}
+
 TEST_CASE("rope: plain parameters are exactly the textbook rotation; YaRN keeps fast dims unscaled") {
     // position 1, pair 0 has theta = 1 rad in both modes; ext_factor 0 and attn_factor 1 mean no scaling at all
     for (int mode : {0, GGML_ROPE_TYPE_NEOX}) {

@@ -83,6 +83,27 @@ TEST_CASE("greedy selects the argmax, lowest id on ties, NaN skipped") {
     }
 }
 
+TEST_CASE("greedy on candidates out of id order: ties by id, -0 = +0, -inf, NaN, all NaN") {
+    Smpl g(kvg_sampler_init_greedy());
+    const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+    struct Case { std::vector<int> ids; std::vector<float> logits; int want; };
+    const std::vector<Case> cases = {
+        {{5, 9, 3, 1}, {1.0f, 2.0f, 2.0f, 0.5f}, 3},       // tie: the smaller id, not the first place
+        {{7, 2, 4}, {0.0f, -0.0f, nan}, 2},                // -0 and +0 tie
+        {{8, 6, 1}, {-inf, nan, -inf}, 1},                 // all -inf (and a NaN): smallest id among -inf
+        {{4, 2, 9}, {nan, nan, nan}, 2},                   // all NaN: smallest id
+        {{3, 0}, {nan, -5.0f}, 0},
+    };
+    for (const Case & k : cases) {
+        std::vector<kvg_token_data> d;
+        for (size_t i = 0; i < k.ids.size(); i++) d.push_back({(kvg_token) k.ids[i], k.logits[i], 0.0f});
+        kvg_token_data_array a = {d.data(), d.size(), -1, false};
+        REQUIRE(kvg_sampler_apply(g.get(), &a));
+        REQUIRE(a.selected >= 0);
+        CHECK(d[(size_t) a.selected].id == k.want);
+    }
+}
+
 TEST_CASE("top-k keeps exactly the k largest, sorted") {
     const std::vector<float> l = random_logits(1000, 11, 3.0f);
     const std::vector<int> order = ranked(l);

@@ -99,6 +99,11 @@ struct exec_state {
 
     // barrier mode
     barrier_t barrier;
+    struct node_facts {
+        int n_tasks, n_phases;
+        size_t wsize;
+    };
+    std::vector<node_facts> facts; // per exec node (filled by barrier_setup)
     std::atomic<int> abort_node{INT32_MAX}; // node after which all threads stop
 
     // DAG mode
@@ -144,6 +149,9 @@ void run_dag_thread(exec_state * st);
 
 // ---- barrier scheduler (sched-barrier.cpp) ----
 // Thread ith's part of every node in execution order; with one thread, the whole graph.
+// Called by thread 0 before a barrier compute: each node's tasks, phases and scratch, once
+// (not once per thread and pass), and max_ws.
+void barrier_setup(exec_state * st);
 void run_barrier_thread(exec_state * st, int ith);
 
 } // namespace ggml_exec

@@ -28,6 +28,9 @@ using namespace kvg;
 namespace {
 
 constexpr int64_t CHUNK = 64; // K/V positions scored before they are folded into the sum
+// Heads up to this size score F32 K through dots_f32 (one call per chunk, all positions)
+// instead of the tiles, whose per-call cost dominates for short rows (same bits below 64).
+constexpr int64_t DOTS_MAX_D = 32;
 
 struct fa_info {
     const ggml_tensor * q, * k, * v, * mask, * kv_len;
@@ -181,6 +184,7 @@ struct fa_run {
     float scale, max_bias, softcap;
     const cpu_kernels * kern;
     const mm_kernel * kdot; // quantized or grouped K: F32 rows after dequantizing/gathering into kdeq
+    bool use_dots;          // score with dots_f32 (short F32 K rows)
     int RN, QB;
     decltype(cpu_kernels::accum_f32) accum;
     int64_t Dp, Dvp;
@@ -205,6 +209,7 @@ fa_run start_run(const ggml_compute_params * params, const ggml_tensor * dst) {
 
     r.kern = &cpu_active_kernels();
     r.kdot = &r.kern->mm[f.k->type == GGML_TYPE_F16 && !f.k_quant ? MM_F16 : MM_F32];
+    r.use_dots = !f.k_quant && f.k->type == GGML_TYPE_F32 && f.D <= DOTS_MAX_D && r.kern->dots_f32;
     r.RN = r.kdot->rows;
     r.QB = r.kdot->cols;
     r.accum = f.v->type == GGML_TYPE_F16 ? r.kern->accum_f16 : r.kern->accum_f32;
@@ -229,6 +234,7 @@ struct fa_block {
     int64_t hs[MM_MAX_COLS], iqs[MM_MAX_COLS];
     const char * mrow[MM_MAX_COLS];
     float slope[MM_MAX_COLS], run_max[MM_MAX_COLS], run_sum[MM_MAX_COLS];
+    float chunk_max[MM_MAX_COLS]; // the current chunk's largest score per query
     // KV head hk is element range [ke0, ke0 + D) of row slice hk / pack
     int64_t ke0, ve0;
     const char * kbase, * vbase;
@@ -311,10 +317,18 @@ void start_block(const fa_run & r, int64_t u, int64_t blocks, int64_t group, int
 }
 
 // Scores start as the mask (times slope); positions at -inf are skipped later.
+// Query c's F32 mask at c0 when add_scores can read it in place (no copy into the scores).
+const float * direct_mask(const fa_run & r, const fa_block & b, int c, int64_t c0) {
+    const bool ok = r.use_dots && r.kern->add_scores && r.softcap == 0.0f && b.mrow[c] && r.f.mask->type == GGML_TYPE_F32 &&
+                    b.slope[c] == 1.0f;
+    return ok ? (const float *) b.mrow[c] + c0 : nullptr;
+}
+
 void mask_scores(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
     const ggml_tensor * m = r.f.mask;
     for (int c = 0; c < b.qb; ++c) {
         float * sc = r.s + c * CHUNK;
+        if (direct_mask(r, b, c, c0)) continue;
         if (!b.mrow[c]) {
             std::fill(sc, sc + cn, 0.0f);
             continue;
@@ -329,12 +343,14 @@ void mask_scores(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
 
 // Adds the scaled (and capped) q·k to the scores: RN K rows x the block's queries per
 // register tile; fully masked tiles cost nothing, quantized K rows are dequantized per tile.
-void add_dot_products(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
+void add_dot_products(const fa_run & r, fa_block & b, int64_t c0, int64_t cn) {
     const fa_info & f = r.f;
     const ggml_tensor * k = f.k;
     const char * kchunk = f.k_quant ? (const char *) r.kdeq : b.kbase + c0 * k->nb[1];
     const size_t kstride = f.k_quant ? r.Dp * sizeof(float) : k->nb[1];
-    for (int64_t j = 0; j < cn; j += r.RN) {
+    // dots_f32 scores masked positions too (their scores stay -inf below)
+    if (r.use_dots) r.kern->dots_f32(b.qb, cn, r.qbuf, r.Dp, kchunk, kstride, f.D, r.dots, CHUNK);
+    for (int64_t j = 0; j < cn && !r.use_dots; j += r.RN) {
         const int rn = (int) std::min<int64_t>(r.RN, cn - j);
         bool any = false;
         for (int c = 0; c < b.qb; ++c) {
@@ -352,13 +368,19 @@ void add_dot_products(const fa_run & r, const fa_block & b, int64_t c0, int64_t 
     for (int c = 0; c < b.qb; ++c) {
         float * sc = r.s + c * CHUNK;
         const float * dot = r.dots + c * CHUNK;
-        if (r.softcap == 0.0f) {
-            for (int64_t j = 0; j < cn; ++j) sc[j] = sc[j] == -INFINITY ? sc[j] : sc[j] + dot[j] * r.scale; // vectorizes
+        if (r.softcap == 0.0f && r.kern->add_scores) {
+            const float * m = direct_mask(r, b, c, c0);
+            b.chunk_max[c] = r.kern->add_scores(cn, m ? m : sc, dot, r.scale, sc);
             continue;
         }
-        for (int64_t j = 0; j < cn; ++j) {
-            if (sc[j] != -INFINITY) sc[j] += r.softcap * std::tanh(dot[j] * r.scale);
+        if (r.softcap == 0.0f) {
+            for (int64_t j = 0; j < cn; ++j) sc[j] = sc[j] == -INFINITY ? sc[j] : sc[j] + dot[j] * r.scale;
+        } else {
+            for (int64_t j = 0; j < cn; ++j) {
+                if (sc[j] != -INFINITY) sc[j] += r.softcap * std::tanh(dot[j] * r.scale);
+            }
         }
+        b.chunk_max[c] = max_f32(sc, cn);
     }
 }
 
@@ -369,7 +391,7 @@ bool scores_to_weights(const fa_run & r, fa_block & b, int64_t cn) {
     bool any_active = false;
     for (int c = 0; c < b.qb; ++c) {
         float * sc = r.s + c * CHUNK;
-        const float cmax = max_f32(sc, cn);
+        const float cmax = b.chunk_max[c];
         if (cmax == -INFINITY) { // whole chunk masked for this query
             std::fill(sc, sc + cn, 0.0f);
             continue;

@@ -198,6 +198,25 @@ int64_t k_chunk(const mm_info & mi, int tile_cols) {
     return mi.K < kc + kc / 2 ? std::max<int64_t>(mi.K, 1) : kc; // avoid a tiny last chunk
 }
 
+// Short f32 weight rows times one activation row: the path's dots_f32 costs less per row
+// than the tiles (same bits), up to rows of DOTS_MAX_K, past which its 16 parallel row
+// streams lack the tiles' prefetches.
+constexpr int64_t DOTS_MAX_K = 512;
+
+bool use_dots(const mm_info & mi, int rn_tile, int64_t kc) {
+    return mi.M == 1 && mi.src0->type == GGML_TYPE_F32 && mi.vdt == GGML_TYPE_F32 && kc >= mi.K && mi.K <= DOTS_MAX_K &&
+           rn_tile > 1 && cpu_active_kernels().dots_f32;
+}
+
+// Weight rows [n0, n1) of a matrix-vector product through dots_f32; returns the first row left
+// to the tiles: a lone last row, whose tile[1][1] sums in four chains.
+int64_t dots_rows(const mm_info & mi, int rn_tile, const char * w, const char * x, float * out, int64_t n0, int64_t n1) {
+    const int64_t n = (n1 - n0) % rn_tile == 1 ? n1 - n0 - 1 : n1 - n0;
+    const size_t ws = mi.src0->nb[1];
+    cpu_active_kernels().dots_f32(1, n, (const float *) x, 0, w + n0 * ws, ws, mi.K, out + n0, 0);
+    return n0 + n;
+}
+
 void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor * dst) {
     const ggml_tensor * a = mi.src0;
     const ggml_tensor * b = mi.src1;
@@ -211,6 +230,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
     const int64_t BM = mi.M <= RM ? mi.M : RM * ((64 + RM - 1) / RM);
     const int64_t BN = mi.M <= RM ? 16 : RN * ((64 + RN - 1) / RN);
     const int64_t KC = k_chunk(mi, RM);
+    const bool dots = use_dots(mi, RN, KC);
     const int64_t nbn = (mi.N + BN - 1) / BN, nbm = (mi.M + BM - 1) / BM;
     const int64_t ne12 = b->ne[2];
     const int64_t n_batch = ne12 * b->ne[3];
@@ -235,13 +255,14 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
         float * out = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         const int64_t n0 = bn * BN, n1 = std::min(mi.N, n0 + BN);
         const int64_t m0 = bm * BM, m1 = std::min(mi.M, m0 + BM);
-        for (int64_t k0 = 0; k0 == 0 || k0 < mi.K; k0 += KC) {
+        const int64_t nd = dots ? dots_rows(mi, RN, w, x, out, n0, n1) : n0;
+        for (int64_t k0 = 0; nd < n1 && (k0 == 0 || k0 < mi.K); k0 += KC) {
             const int64_t kc = std::min(KC, mi.K - k0);
             const size_t w_off = k0 * w_elem_num / w_elem_den;
             const size_t x_off = mi.panel ? k0 / QK8_0 * MM_PANEL_BLOCK
                                : mi.mv    ? k0 / MM_MV_GROUP * mk.mv_group_bytes
                                           : k0 * x_elem_num / x_elem_den;
-            for (int64_t i = n0; i < n1; i += RN) {
+            for (int64_t i = nd; i < n1; i += RN) {
                 const int rn = (int) std::min<int64_t>(RN, n1 - i);
                 for (int64_t j = m0; j < m1; j += RM) {
                     const int rm = (int) std::min<int64_t>(RM, m1 - j);
@@ -265,9 +286,18 @@ ggml_type kvg::mm_activation_type(ggml_type type, int64_t M) {
     return panel ? GGML_TYPE_Q8_0 : mm_vec_dot_type(type);
 }
 
-int ggml_mul_mat_n_phases(const ggml_tensor * dst) { return inspect(dst).convert ? 2 : 1; }
+// F32 weights times dense F32 rows: no conversion on any path (no panel tiles for F32), so the
+// scheduler's questions (asked per node and token) are answered without the full inspection;
+// the kernel still validates the node.
+static bool plain_f32(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    return a && b && a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 && ggml_is_contiguous_rows(b);
+}
+
+int ggml_mul_mat_n_phases(const ggml_tensor * dst) { return plain_f32(dst) ? 1 : inspect(dst).convert ? 2 : 1; }
 
 size_t ggml_mul_mat_work_size(const ggml_tensor * dst, int n_tasks) {
+    if (plain_f32(dst)) return 0;
     const mm_info mi = inspect(dst);
     if (!mi.convert) return 0;
     return ALIGN + GGML_PAD(conv_bytes(mi), ALIGN) + (size_t) std::max(n_tasks, 1) * gather_floats(mi) * sizeof(float);

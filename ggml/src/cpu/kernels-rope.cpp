@@ -50,6 +50,33 @@ void rope_cache(const rope_params & p, double pos, float * cos_out, float * sin_
     }
 }
 
+bool same_angles(const rope_params & a, const rope_params & b) {
+    return a.n_dims == b.n_dims && a.freq_scale == b.freq_scale && a.ext_factor == b.ext_factor &&
+           a.attn_factor == b.attn_factor && a.corr_low == b.corr_low && a.corr_high == b.corr_high && a.inv_freq == b.inv_freq;
+}
+
+// rope_cache through a per-thread memo of the last position: decoding ropes q and k of every
+// layer at one position, so all but the first call per token reuse its cos/sin (same bits).
+void rope_cache_memo(const rope_params & p, double pos, float * cos_out, float * sin_out) {
+    struct memo_t {
+        rope_params p;
+        double pos = 0.0;
+        std::vector<float> cs;
+        bool valid = false;
+    };
+    thread_local memo_t m;
+    const int64_t half = p.n_dims / 2;
+    if (!(m.valid && m.pos == pos && same_angles(m.p, p))) {
+        m.cs.resize(2 * half);
+        rope_cache(p, pos, m.cs.data(), m.cs.data() + half);
+        m.p = p;
+        m.pos = pos;
+        m.valid = true;
+    }
+    std::memcpy(cos_out, m.cs.data(), half * sizeof(float));
+    std::memcpy(sin_out, m.cs.data() + half, half * sizeof(float));
+}
+
 // rotates one row of floats in place
 void rope_row(const rope_params & p, const float * c, const float * s, float * x) {
     const int64_t half = p.n_dims / 2;
@@ -170,7 +197,7 @@ void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor *
         if (token != cached_token) {
             int32_t pv;
             std::memcpy(&pv, (const char *) pos->data + i2 * pos->nb[0], sizeof(pv));
-            rope_cache(p, (double) pv, cs.data(), cs.data() + half);
+            rope_cache_memo(p, (double) pv, cs.data(), cs.data() + half);
             cached_token = token;
         }
         const char * a = row_at(src0, i1, i2, i3);

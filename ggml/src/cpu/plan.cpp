@@ -45,9 +45,9 @@ static size_t max_work_size(const ggml_cgraph * g, int n_threads, int * n_needin
 
 // Carves the caller's work buffer into cache-line aligned scratch slots (at most one per
 // thread, at least one when any node needs scratch).
-static ggml_status place_scratch(exec_state * st, const ggml_cplan * cplan, const ggml_cgraph * cgraph) {
+static ggml_status place_scratch(exec_state * st, const ggml_cplan * cplan) {
     const int n_threads = st->n_threads;
-    const size_t max_ws = st->dag ? st->max_ws : max_work_size(cgraph, n_threads, nullptr);
+    const size_t max_ws = st->max_ws; // from dag_setup or barrier_setup
     const size_t stride = align_up(max_ws, CACHE_LINE);
     uint8_t * wbase = nullptr;
     int n_slots = 0;
@@ -128,8 +128,9 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
     st->n_threads = n_threads;
     st->dag = n_threads > 1 && ggml_cpu_get_sched_mode() == GGML_SCHED_DAG;
     if (st->dag) dag_setup(st);
+    else barrier_setup(st);
 
-    const ggml_status placed = place_scratch(st, cplan, cgraph);
+    const ggml_status placed = place_scratch(st, cplan);
     if (placed != GGML_STATUS_SUCCESS) return placed;
 
     st->abort_cb = cplan->abort_callback;

@@ -3,6 +3,8 @@
 // scheduler. One thread always runs the nodes in execution order.
 #include "exec-impl.h"
 
+#include <algorithm>
+
 namespace ggml_exec {
 
 void barrier_t::wait(int n) {
@@ -16,18 +18,31 @@ void barrier_t::wait(int n) {
     }
 }
 
+void barrier_setup(exec_state * st) {
+    const std::vector<ggml_tensor *> & exec = st->sched->exec;
+    st->facts.resize(exec.size());
+    st->max_ws = 0;
+    for (size_t i = 0; i < exec.size(); ++i) {
+        exec_state::node_facts & f = st->facts[i];
+        f.n_tasks = ggml_op_n_tasks(exec[i], st->n_threads);
+        f.n_phases = f.n_tasks > 0 ? ggml_op_n_phases(exec[i]) : 1;
+        f.wsize = f.n_tasks > 0 ? ggml_op_work_size(exec[i], f.n_tasks) : 0;
+        st->max_ws = std::max(st->max_ws, f.wsize);
+    }
+}
+
 void run_barrier_thread(exec_state * st, int ith) {
     const std::vector<ggml_tensor *> & exec = st->sched->exec;
     const int nt_all = st->n_threads;
     for (int i = 0; i < (int) exec.size(); ++i) {
         ggml_tensor * node = exec[i];
-        const int n_tasks = ggml_op_n_tasks(node, nt_all);
+        const int n_tasks = st->facts[i].n_tasks;
         if (n_tasks == 0) continue;
-        const int n_phases = ggml_op_n_phases(node);
+        const int n_phases = st->facts[i].n_phases;
         ggml_compute_params params;
         params.ith = ith;
         params.nth = n_tasks;
-        params.wsize = ggml_op_work_size(node, n_tasks);
+        params.wsize = st->facts[i].wsize;
         params.wdata = params.wsize > 0 ? st->wbase : nullptr;
         for (int p = 0; p < n_phases; ++p) {
             params.phase = p;

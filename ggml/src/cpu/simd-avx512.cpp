@@ -5,6 +5,7 @@
 #include "simd.h"
 #include "types.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -35,10 +36,10 @@ using namespace kvg::avx512;
 // enough, and a prefetch a page ahead halved f16's rate on Zen 4 (12 -> 18-20 GB/s without).
 constexpr int PF_AHEAD = 4096;
 
-// Horizontal sums of 16 vectors at once: out[j] = sum of the lanes of v[j]. Lanes are
+// Horizontal sums of 16 vectors at once: lane j = sum of the lanes of v[j]. Lanes are
 // paired (i, i+8), (i, i+4), (i, i+2), (i, i+1) for every vector, so a sum does not
 // depend on which other vectors share the call (zero padding included).
-KVG_INLINE void reduce16(const __m512 * v, float * out) {
+KVG_INLINE __m512 reduce16(const __m512 * v) {
     __m512 s[8], t[4], u[2];
     for (int p = 0; p < 8; ++p) {
         s[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44), _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
@@ -50,9 +51,8 @@ KVG_INLINE void reduce16(const __m512 * v, float * out) {
         u[w] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * w], t[2 * w + 1], 0x44), _mm512_shuffle_ps(t[2 * w], t[2 * w + 1], 0xEE));
     }
     const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x88), _mm512_shuffle_ps(u[0], u[1], 0xDD));
-    alignas(64) float tmp[16];
-    _mm512_store_ps(tmp, z);
-    for (int j = 0; j < 16; ++j) out[j] = tmp[4 * (j % 4) + j / 4]; // z[4l + m] holds v[4m + l]
+    // z[4l + m] holds v[4m + l]
+    return _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), z);
 }
 
 // Sums of 4 vectors: out[j] = sum of the lanes of v[j], paired as in reduce16.
@@ -74,7 +74,7 @@ template <int R, int C>
 KVG_INLINE void finish_tile(const mm_tile_args & a, __m512 * acc) {
     constexpr int N = R * C, N16 = N / 16 * 16, N4 = N16 + (N - N16) / 4 * 4;
     alignas(16) float sums[N + 3];
-    for (int g = 0; g < N16; g += 16) reduce16(acc + g, sums + g);
+    for (int g = 0; g < N16; g += 16) _mm512_storeu_ps(sums + g, reduce16(acc + g));
     for (int g = N16; g < N4; g += 4) _mm_storeu_ps(sums + g, reduce4(acc + g));
     for (int g = N4; g < N; ++g) sums[g] = reduce1(acc[g]);
     for (int c = 0; c < C; ++c) {
@@ -156,6 +156,82 @@ template <int R, int C> struct tile_f16 {
 template <int R, int C> struct tile_bf16 {
     static KVG_TARGET void run(const mm_tile_args & a) { tile_float<ld_bf16, R, C>(a); }
 };
+
+// ---- many dots of short f32 rows (simd.h's dots_f32) ---------------------------------------------
+// Lane p: dot(row p, x) for rows p < np at w + p * ws, each summed like a tile_float chain
+// and reduced by reduce16, so the bits are those of tile_f32<R, C> for R * C > 1.
+template <bool FULL>
+KVG_INLINE __m512 dots16(const char * w, size_t ws, const float * x, int64_t k, int np) {
+    // four rows at a time share each x load; unrolled so acc stays in registers
+    const int64_t k16 = k / 16 * 16;
+    const __mmask16 m = (__mmask16) ((1u << (k - k16)) - 1);
+    __m512 acc[16];
+#pragma GCC unroll 4
+    for (int p0 = 0; p0 < 16; p0 += 4) {
+        for (int q = 0; q < 4; ++q) acc[p0 + q] = _mm512_setzero_ps();
+        if (!FULL && p0 >= np) continue;
+        const float * r0 = (const float *) (w + p0 * ws);
+        const int nq = FULL ? 4 : std::min(4, np - p0);
+        for (int64_t i = 0; i < k16; i += 16) {
+            const __m512 xv = _mm512_loadu_ps(x + i);
+            for (int q = 0; q < 4; ++q) {
+                if (FULL || q < nq) acc[p0 + q] = _mm512_fmadd_ps(_mm512_loadu_ps((const float *) ((const char *) r0 + q * ws) + i), xv, acc[p0 + q]);
+            }
+        }
+        if (k16 < k) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x + k16);
+            for (int q = 0; q < 4; ++q) {
+                if (FULL || q < nq) acc[p0 + q] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, (const float *) ((const char *) r0 + q * ws) + k16), xv, acc[p0 + q]);
+            }
+        }
+    }
+    return reduce16(acc);
+}
+
+// dots16 for k <= 8: rows p and p + 8 share vector p, so the 8 products need half the
+// reduction. Products are fma(row, x, +0) and pairs (i, i+4), (i, i+2), (i, i+1) as in
+// tile_float and reduce16 (their (i, i+8) step only adds +0 there): same bits.
+template <bool FULL>
+KVG_INLINE __m512 dots16_short(const char * w, size_t ws, const float * x, int64_t k, int np) {
+    const __mmask8 m = (__mmask8) ((1u << k) - 1);
+    const __m256 xh = _mm256_maskz_loadu_ps(m, x);
+    const __m512 xv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(xh)), _mm256_castps_pd(xh), 1));
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 pr[8];
+    for (int p = 0; p < 8; ++p) {
+        const __m256 lo = FULL || p < np ? _mm256_maskz_loadu_ps(m, (const float *) (w + p * ws)) : _mm256_setzero_ps();
+        const __m256 hi = FULL || p + 8 < np ? _mm256_maskz_loadu_ps(m, (const float *) (w + (p + 8) * ws)) : _mm256_setzero_ps();
+        const __m512 kv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+        pr[p] = _mm512_fmadd_ps(kv, xv, zero);
+    }
+    __m512 a[4], b[2];
+    for (int q = 0; q < 4; ++q) { // 128-bit lanes: row 2q, row 2q + 8, row 2q + 1, row 2q + 9
+        a[q] = _mm512_add_ps(_mm512_shuffle_f32x4(pr[2 * q], pr[2 * q + 1], 0x88), _mm512_shuffle_f32x4(pr[2 * q], pr[2 * q + 1], 0xDD));
+    }
+    for (int q = 0; q < 2; ++q) {
+        b[q] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * q], a[2 * q + 1], 0x44), _mm512_shuffle_ps(a[2 * q], a[2 * q + 1], 0xEE));
+    }
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(b[0], b[1], 0x88), _mm512_shuffle_ps(b[0], b[1], 0xDD));
+    // z lanes 0-3: rows 0, 2, 4, 6; 4-7: rows 8 .. 14; 8-11: rows 1 .. 7; 12-15: rows 9 .. 15
+    return _mm512_permutexvar_ps(_mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0), z);
+}
+
+template <bool FULL>
+KVG_INLINE __m512 dots16_any(const char * w, size_t ws, const float * x, int64_t k, int np) {
+    return k <= 8 ? dots16_short<FULL>(w, ws, x, k, np) : dots16<FULL>(w, ws, x, k, np);
+}
+
+KVG_TARGET void dots_f32(int C, int64_t n, const float * x, int64_t xs, const char * rows, size_t rs, int64_t k, float * out,
+                         int64_t os) {
+    for (int c = 0; c < C; ++c) {
+        for (int64_t j = 0; j < n; j += 16) {
+            const int np = (int) std::min<int64_t>(16, n - j);
+            float * o = out + c * os + j;
+            if (np == 16) _mm512_storeu_ps(o, dots16_any<true>(rows + j * rs, rs, x + c * xs, k, 16));
+            else _mm512_mask_storeu_ps(o, (__mmask16) ((1u << np) - 1), dots16_any<false>(rows + j * rs, rs, x + c * xs, k, np));
+        }
+    }
+}
 
 // ---- quantized weights · q8_0 activations, two 32-blocks per vector ----------------------------
 
@@ -347,12 +423,18 @@ KVG_INLINE __m512 exp_nonpositive(__m512 x) {
     return _mm512_maskz_scalef_ps((__mmask16) ~tiny, p, n);
 }
 
+// 16 floats, or the lanes of `in` (zeros elsewhere): a plain load when all are in, since a
+// masked load cannot take its data from a store still in flight (scores just written).
+KVG_INLINE __m512 load_part(const float * p, __mmask16 in) {
+    return in == 0xFFFF ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(in, p);
+}
+
 KVG_TARGET float softmax_weights(int64_t n, float * s, float max, uint8_t * active) {
     const __m512 mv = _mm512_set1_ps(max), ninf = _mm512_set1_ps(-INFINITY);
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j += 16) {
         const __mmask16 in = n - j >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << (n - j)) - 1);
-        const __m512 v = _mm512_maskz_loadu_ps(in, s + j);
+        const __m512 v = load_part(s + j, in);
         const __mmask16 live = _mm512_mask_cmp_ps_mask(in, v, ninf, _CMP_NEQ_OQ);
         const __m512 w = _mm512_maskz_mov_ps(live, exp_nonpositive(_mm512_sub_ps(v, mv)));
         _mm512_mask_storeu_ps(s + j, in, w);
@@ -360,6 +442,20 @@ KVG_TARGET float softmax_weights(int64_t n, float * s, float max, uint8_t * acti
         sum = _mm512_add_ps(sum, w);
     }
     return reduce1(sum);
+}
+
+KVG_TARGET float add_scores(int64_t n, const float * m, const float * dots, float scale, float * s) {
+    const __m512 sv = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    __m512 mx = ninf;
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 in = n - j >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << (n - j)) - 1);
+        __m512 v = load_part(m + j, in);
+        const __mmask16 live = _mm512_mask_cmp_ps_mask(in, v, ninf, _CMP_NEQ_UQ);
+        v = _mm512_mask_add_ps(v, live, v, _mm512_mul_ps(load_part(dots + j, in), sv)); // no FMA: scalar bits
+        _mm512_mask_storeu_ps(s + j, in, v);
+        mx = _mm512_mask_max_ps(mx, in, v, mx); // a NaN score leaves the maximum alone
+    }
+    return _mm512_reduce_max_ps(mx);
 }
 
 KVG_TARGET void f16_to_f32(const ggml_fp16_t * x, float * y, int64_t n) {
@@ -399,7 +495,12 @@ struct isa {
 } // namespace
 
 const kvg::cpu_kernels * kvg::kernels_avx512() {
-    static const cpu_kernels k = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
+    static const cpu_kernels k = [] {
+        cpu_kernels t = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
+        t.dots_f32 = dots_f32;
+        t.add_scores = add_scores;
+        return t;
+    }();
     return &k;
 }
 

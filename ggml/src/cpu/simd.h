@@ -96,6 +96,15 @@ struct cpu_kernels {
     void (*f16_to_f32)(const ggml_fp16_t * x, float * y, int64_t n);
     // y = q8_0 blocks x as floats (k multiple of 32; bit-identical to dequantize_row_q8_0)
     void (*dequantize_q8_0)(const void * x, float * y, int64_t k);
+    // out[c * out_stride + j] = dot(x + c * x_stride, row j) over k floats for c < C, j < n; F32
+    // rows at rows + j * row_stride. Bit-identical to tile[r][c] for r * c > 1; nullptr on paths
+    // without it. Cheaper than the tiles for short rows (tiny matvecs, small attention heads).
+    void (*dots_f32)(int C, int64_t n, const float * x, int64_t x_stride, const char * rows, size_t row_stride, int64_t k,
+                     float * out, int64_t out_stride);
+    // s[j] = m[j] + dots[j] * scale (rounded twice, no FMA) where m[j] > -inf, else m[j], for
+    // j < n (m may be s); returns the maximum of the new s (NaNs ignored, -inf when all are).
+    // nullptr on paths without it.
+    float (*add_scores)(int64_t n, const float * m, const float * dots, float scale, float * s);
     // activation panel from q8_0 rows (k multiple of 32): rows[c] for c < n, zero rows after
     // (only paths with panel tiles)
     void (*pack_panel)(const void * const * rows, int n, void * panel, int64_t k);
