@@ -59,7 +59,7 @@ struct access_scan {
         const int c = ggml_op_accesses(t, acc);
         for (int a = 0; a < c; ++a) {
             const ggml_access & x = acc[a];
-            int id = pos(x.root);
+            int id = x.root == t ? k : pos(x.root); // most writes are of the node's own bytes
             if (id < 0) {
                 id = -1 - other_roots.put(x.root, (int) others.size());
                 if (-1 - id == (int) others.size()) others.emplace_back();
