@@ -11,7 +11,8 @@
 // depend on the number of tasks.
 // Paths with panel tiles (simd.h) for the weight type convert the activations of products
 // with at least the kernel's panel_min rows into q8_0 panels of 16 rows instead (whatever the type's
-// vec_dot_type: the k-quants' too), and run panel tiles over them (an output's order is then
+// vec_dot_type: the k-quants' too; BF16 panels for bf16 weights on the AVX-512 BF16 path,
+// ggml's bf16 activations), and run panel tiles over them (an output's order is then
 // the panel tiles' own, again the same for every tile); paths with a matrix-vector kernel
 // pack a single activation row for it (same bits as the tiles).
 #include "kernels.h"
@@ -44,6 +45,11 @@ struct mm_info {
     int64_t n_panels;   // panels per batch
 };
 
+// Bytes of a panel (simd.h) before element k (k a multiple of 32 for q8_0 panels).
+size_t panel_offset(ggml_type vdt, int64_t k) {
+    return vdt == GGML_TYPE_BF16 ? (size_t) ((k + 1) / 2) * MM_PANEL_BF16_PAIR : (size_t) (k / QK8_0) * MM_PANEL_BLOCK;
+}
+
 // Validates the node and derives what both phases need; aborts with the reason otherwise.
 mm_info inspect(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
@@ -73,10 +79,10 @@ mm_info inspect(const ggml_tensor * dst) {
     info.vdt = mm_activation_type(a->type, info.M);
     info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
-    info.panel = info.vdt == GGML_TYPE_Q8_0 && mk.panel_rows > 0 && info.M >= mk.panel_min;
+    info.panel = mk.panel_rows > 0 && info.M >= mk.panel_min; // then vdt is the panels' type
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
     info.mv = (info.vdt == GGML_TYPE_Q8_0 || info.vdt == GGML_TYPE_Q8_K) && info.M == 1 && mk.mv && info.K % MM_MV_GROUP == 0;
-    info.x_stride = info.panel ? (size_t) (info.K / QK8_0) * MM_PANEL_BLOCK
+    info.x_stride = info.panel ? panel_offset(info.vdt, info.K)
                   : info.mv    ? GGML_PAD((size_t) (info.K / MM_MV_GROUP) * mk.mv_group_bytes, ALIGN)
                                : GGML_PAD(ggml_row_size(info.vdt, info.K), ALIGN);
     return info;
@@ -119,6 +125,7 @@ void convert_row(const mm_info & mi, int64_t r, char * out, float * tmp) {
     }
     if (mi.vdt == GGML_TYPE_Q8_0) kern.quantize_q8_0(row, out, mi.K);
     else if (mi.vdt == GGML_TYPE_Q8_K) kern.quantize_q8_K(row, out, mi.K);
+    else if (mi.vdt == GGML_TYPE_BF16) kern.fp32_to_bf16(row, out, mi.K);
     else if (row != (const float *) out) std::memcpy(out, row, mi.K * sizeof(float));
 }
 
@@ -127,7 +134,7 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
     char * conv = align_up(params->wdata);
     float * tmp = (float *) (conv + GGML_PAD(conv_bytes(mi), ALIGN)) + params->ith * gather_floats(mi);
     // panels and packed rows: a task quantizes rows into its scratch, then packs them
-    const size_t q_stride = mi.vdt == GGML_TYPE_Q8_0 ? GGML_PAD(ggml_row_size(GGML_TYPE_Q8_0, mi.K), 64) : 0;
+    const size_t q_stride = mi.panel ? GGML_PAD(ggml_row_size(mi.vdt, mi.K), 64) : 0;
     char * qrows = (char *) (tmp + (ggml_is_contiguous_rows(b) ? 0 : GGML_PAD(mi.K, 16)));
     if (!mi.panel) {
         const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(mi.src0->type)];
@@ -149,7 +156,8 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
             convert_row(mi, batch * mi.M + c0 + c, qrows + c * q_stride, tmp);
             rows[c] = qrows + c * q_stride;
         }
-        cpu_active_kernels().pack_panel(rows, n, conv + p * mi.x_stride, mi.K);
+        const cpu_kernels & kern = cpu_active_kernels();
+        (mi.vdt == GGML_TYPE_BF16 ? kern.pack_panel_bf16 : kern.pack_panel)(rows, n, conv + p * mi.x_stride, mi.K);
     }
 }
 
@@ -238,7 +246,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
         for (int64_t k0 = 0; k0 == 0 || k0 < mi.K; k0 += KC) {
             const int64_t kc = std::min(KC, mi.K - k0);
             const size_t w_off = k0 * w_elem_num / w_elem_den;
-            const size_t x_off = mi.panel ? k0 / QK8_0 * MM_PANEL_BLOCK
+            const size_t x_off = mi.panel ? panel_offset(mi.vdt, k0)
                                : mi.mv    ? k0 / MM_MV_GROUP * mk.mv_group_bytes
                                           : k0 * x_elem_num / x_elem_den;
             for (int64_t i = n0; i < n1; i += RN) {
@@ -262,7 +270,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
 ggml_type kvg::mm_activation_type(ggml_type type, int64_t M) {
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(type)];
     const bool panel = mk.panel_rows > 0 && M >= mk.panel_min;
-    return panel ? GGML_TYPE_Q8_0 : mm_vec_dot_type(type);
+    return !panel ? mm_vec_dot_type(type) : mk.panel_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_Q8_0;
 }
 
 int ggml_mul_mat_n_phases(const ggml_tensor * dst) { return inspect(dst).convert ? 2 : 1; }
