@@ -359,7 +359,7 @@ TEST_CASE("each path's kernel table holds its own functions") {
         for (int r = 1; r <= b->mm[kvg::MM_BF16].panel_rows; ++r) CHECK(bool(b->mm[kvg::MM_BF16].panel[r]));
         CHECK(b->mm[kvg::MM_F16].panel_rows == 0);
         CHECK((b->mm[kvg::MM_Q4_K].panel[1] == v->mm[kvg::MM_Q4_K].panel[1]));
-        CHECK((bool(b->pack_panel_bf16) && bool(b->fp32_to_bf16)));
+        CHECK(bool(b->pack_panel_bf16));
         CHECK(!v->mm[kvg::MM_Q8_0].panel_bf16);
     }
     // with panels, k-quant weights take q8_0 activations from the kernel's panel_min rows on
@@ -728,26 +728,42 @@ RefResult ref_bf16(const ggml_tensor * a, const ggml_tensor * b, bool round) {
 
 } // namespace
 
-TEST_CASE("bf16 rounding of activations (AVX-512 BF16 path) matches ggml_fp32_to_bf16 bit for bit") {
-    const kvg::cpu_kernels * kb = kvg::kernels_avx512_bf16();
+TEST_CASE("BF16 activation panels: values rounded as ggml_fp32_to_bf16 (bit for bit), pairs interleaved, tails zero") {
     if (kvg::cpu_best_path() < kvg::PATH_AVX512_BF16) return;
+    const kvg::cpu_kernels * kb = kvg::kernels_avx512_bf16();
     // ties to even both ways, near-ties, subnormals (kept, not flushed), infinities, NaNs, overflow
-    std::vector<uint32_t> bits = {0x00000000, 0x80000000, 0x3f800000, 0x3f808000, 0x3f818000, 0x3f808001, 0x3f807fff,
-                                  0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xff800001, 0x7f7fffff, 0xff7fffff,
-                                  0x00000001, 0x00008000, 0x00018000, 0x807fffff, 0x00800000, 0x3380c000};
+    const uint32_t special[] = {0x00000000, 0x80000000, 0x3f800000, 0x3f808000, 0x3f818000, 0x3f808001, 0x3f807fff,
+                                0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xff800001, 0x7f7fffff, 0xff7fffff,
+                                0x00000001, 0x00008000, 0x00018000, 0x807fffff, 0x00800000, 0x3380c000};
     std::mt19937 gen(99);
-    while (bits.size() < 1031) bits.push_back((uint32_t) gen());
-    std::vector<float> x(bits.size());
-    std::memcpy(x.data(), bits.data(), bits.size() * 4);
-    for (size_t n : {size_t(1), size_t(15), size_t(16), size_t(17), bits.size()}) {
-        CAPTURE(n);
-        std::vector<uint16_t> got(n + 1, 0xAAAA);
-        kb->fp32_to_bf16(x.data(), got.data(), (int64_t) n);
-        for (size_t i = 0; i < n; ++i) {
-            CHECK(got[i] == ggml_fp32_to_bf16(x[i]).bits);
-            CHECK(got[i] == bf16_round_bits(x[i]));
+    for (int64_t k : {1, 2, 15, 31, 32, 33, 64, 100}) {
+        for (int n : {1, 5, 16}) {
+            CAPTURE(k); CAPTURE(n);
+            std::vector<std::vector<float>> rows(n, std::vector<float>(k));
+            const void * ptrs[kvg::MM_PANEL_COLS];
+            size_t s = 0;
+            for (int c = 0; c < n; ++c) {
+                for (float & v : rows[c]) {
+                    const uint32_t u = s < sizeof(special) / 4 ? special[s++] : (uint32_t) gen();
+                    std::memcpy(&v, &u, 4);
+                }
+                ptrs[c] = rows[c].data();
+            }
+            const int64_t pairs = (k + 1) / 2;
+            std::vector<uint16_t> panel((pairs + 1) * 32, 0xAAAA);
+            kb->pack_panel_bf16(ptrs, n, panel.data(), k);
+            for (int64_t i = 0; i < pairs; ++i) {
+                for (int c = 0; c < kvg::MM_PANEL_COLS; ++c) {
+                    for (int h = 0; h < 2; ++h) {
+                        const int64_t e = 2 * i + h;
+                        const uint16_t want = c < n && e < k ? ggml_fp32_to_bf16(rows[c][e]).bits : 0;
+                        if (c < n && e < k) REQUIRE(want == bf16_round_bits(rows[c][e]));
+                        CHECK(panel[(i * kvg::MM_PANEL_COLS + c) * 2 + h] == want);
+                    }
+                }
+            }
+            for (int j = 0; j < 32; ++j) CHECK(panel[pairs * 32 + j] == 0xAAAA); // nothing past the panel
         }
-        CHECK(got[n] == 0xAAAA); // nothing written past the row
     }
 }
 

@@ -96,12 +96,18 @@ size_t conv_bytes(const mm_info & mi) {
     return mi.x_stride * (size_t) ((mi.panel ? mi.n_panels : mi.M) * mi.src1->ne[2] * mi.src1->ne[3]);
 }
 
+// What rows the packer of panels or of a matrix-vector row takes: f32 ones for BF16 panels
+// (rounded as they are packed), else the quantized rows.
+ggml_type packer_input(const mm_info & mi) { return mi.vdt == GGML_TYPE_BF16 ? GGML_TYPE_F32 : mi.vdt; }
+
 // Floats of per-task scratch: strided src1 rows are gathered there before quantizing; for
-// panels and packed rows, the q8_0 (or q8_K) rows to pack follow.
+// panels and packed rows, the rows to pack follow (none for BF16 panels of dense rows: the
+// packer reads src1).
 int64_t gather_floats(const mm_info & mi) {
-    const int64_t gather = (mi.vdt != GGML_TYPE_F32 && !ggml_is_contiguous_rows(mi.src1)) ? GGML_PAD(mi.K, 16) : 0;
-    const int64_t q8_rows = mi.panel ? MM_PANEL_COLS : mi.mv ? 1 : 0;
-    return gather + (q8_rows ? q8_rows * (int64_t) GGML_PAD(ggml_row_size(mi.vdt, mi.K), 64) / 4 : 0);
+    const bool dense = ggml_is_contiguous_rows(mi.src1);
+    const int64_t gather = (mi.vdt != GGML_TYPE_F32 && !dense) ? GGML_PAD(mi.K, 16) : 0;
+    const int64_t q8_rows = mi.panel ? (mi.vdt == GGML_TYPE_BF16 && dense ? 0 : MM_PANEL_COLS) : mi.mv ? 1 : 0;
+    return gather + (q8_rows ? q8_rows * (int64_t) GGML_PAD(ggml_row_size(packer_input(mi), mi.K), 64) / 4 : 0);
 }
 
 // Task ith's share [begin, end) of n items split into nth nearly equal ranges.
@@ -110,22 +116,24 @@ void split(int64_t n, int ith, int nth, int64_t & begin, int64_t & end) {
     end = n * (ith + 1) / nth;
 }
 
+// Activation row r (over all batches) of src1 as K floats: the row itself when its elements
+// are dense, else gathered into g.
+const float * f32_row(const mm_info & mi, int64_t r, float * g) {
+    const ggml_tensor * b = mi.src1;
+    const int64_t i11 = r % mi.M, i12 = (r / mi.M) % b->ne[2], i13 = r / (mi.M * b->ne[2]);
+    const char * src = (const char *) b->data + i11 * b->nb[1] + i12 * b->nb[2] + i13 * b->nb[3];
+    if (ggml_is_contiguous_rows(b)) return (const float *) src;
+    for (int64_t i = 0; i < mi.K; ++i) g[i] = *(const float *) (src + i * b->nb[0]);
+    return g;
+}
+
 // Converts activation row r (over all batches) of src1 into `out` as the vec_dot type;
 // tmp: K floats for gathering strided rows.
 void convert_row(const mm_info & mi, int64_t r, char * out, float * tmp) {
-    const ggml_tensor * b = mi.src1;
     const cpu_kernels & kern = cpu_active_kernels();
-    const int64_t i11 = r % mi.M, i12 = (r / mi.M) % b->ne[2], i13 = r / (mi.M * b->ne[2]);
-    const char * src = (const char *) b->data + i11 * b->nb[1] + i12 * b->nb[2] + i13 * b->nb[3];
-    const float * row = (const float *) src;
-    if (!ggml_is_contiguous_rows(b)) {
-        float * g = mi.vdt == GGML_TYPE_F32 ? (float *) out : tmp;
-        for (int64_t i = 0; i < mi.K; ++i) g[i] = *(const float *) (src + i * b->nb[0]);
-        row = g;
-    }
+    const float * row = f32_row(mi, r, mi.vdt == GGML_TYPE_F32 ? (float *) out : tmp);
     if (mi.vdt == GGML_TYPE_Q8_0) kern.quantize_q8_0(row, out, mi.K);
     else if (mi.vdt == GGML_TYPE_Q8_K) kern.quantize_q8_K(row, out, mi.K);
-    else if (mi.vdt == GGML_TYPE_BF16) kern.fp32_to_bf16(row, out, mi.K);
     else if (row != (const float *) out) std::memcpy(out, row, mi.K * sizeof(float));
 }
 
@@ -134,7 +142,7 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
     char * conv = align_up(params->wdata);
     float * tmp = (float *) (conv + GGML_PAD(conv_bytes(mi), ALIGN)) + params->ith * gather_floats(mi);
     // panels and packed rows: a task quantizes rows into its scratch, then packs them
-    const size_t q_stride = mi.panel ? GGML_PAD(ggml_row_size(mi.vdt, mi.K), 64) : 0;
+    const size_t q_stride = mi.panel ? GGML_PAD(ggml_row_size(packer_input(mi), mi.K), 64) : 0;
     char * qrows = (char *) (tmp + (ggml_is_contiguous_rows(b) ? 0 : GGML_PAD(mi.K, 16)));
     if (!mi.panel) {
         const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(mi.src0->type)];
@@ -153,8 +161,13 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
         const int n = (int) std::min<int64_t>(MM_PANEL_COLS, mi.M - c0);
         const void * rows[MM_PANEL_COLS];
         for (int c = 0; c < n; ++c) {
-            convert_row(mi, batch * mi.M + c0 + c, qrows + c * q_stride, tmp);
-            rows[c] = qrows + c * q_stride;
+            char * q = qrows + c * q_stride;
+            if (mi.vdt == GGML_TYPE_BF16) {
+                rows[c] = f32_row(mi, batch * mi.M + c0 + c, (float *) q);
+                continue;
+            }
+            convert_row(mi, batch * mi.M + c0 + c, q, tmp);
+            rows[c] = q;
         }
         const cpu_kernels & kern = cpu_active_kernels();
         (mi.vdt == GGML_TYPE_BF16 ? kern.pack_panel_bf16 : kern.pack_panel)(rows, n, conv + p * mi.x_stride, mi.K);

@@ -28,36 +28,66 @@ using kvg::avx512::store_panel;
 
 static_assert(MM_PANEL_BF16_PAIR == 64, "one vector per pair of elements");
 
-// y = x rounded to bf16 bit for bit as ggml_fp32_to_bf16 (integer nearest even: keeps the
-// subnormals vcvtneps2bf16 would flush; NaN made quiet).
-KVG_TARGET void fp32_to_bf16(const float * x, void * y, int64_t k) {
-    uint16_t * o = (uint16_t *) y;
-    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(64);
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    for (int64_t i = 0; i < k; i += 16) {
-        const __mmask16 m = k - i >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << (k - i)) - 1);
-        const __m512i u = _mm512_maskz_loadu_epi32(m, x + i);
-        const __m512i hi = _mm512_srli_epi32(u, 16);
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(hi, one))), 16);
-        const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs_mask), inf);
-        r = _mm512_mask_or_epi32(r, nan, hi, quiet);
-        _mm256_mask_storeu_epi16(o + i, m, _mm512_cvtepi32_epi16(r));
+// x rounded to bf16 bit for bit as ggml_fp32_to_bf16, in the low half of each lane (integer
+// nearest even: keeps the subnormals vcvtneps2bf16 would flush; NaN made quiet).
+KVG_INLINE __m512i round_bf16(__m512i u) {
+    const __m512i hi = _mm512_srli_epi32(u, 16);
+    const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1)));
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(64));
+}
+
+// v[c] (16 ints of row c) -> v[j] (int j of every row).
+KVG_INLINE void transpose16(__m512i (&v)[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    // u[4q + j], 128-bit lane L: rows 4q..4q+3 of column 4L + j
+    __m512i u[16];
+    for (int q = 0; q < 4; ++q) {
+        u[4 * q] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+        u[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+    }
+    for (int j = 0; j < 4; ++j) {
+        const __m512i s0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), s1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+        const __m512i s2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44), s3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+        v[j] = _mm512_shuffle_i32x4(s0, s2, 0x88);
+        v[4 + j] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
+        v[8 + j] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+        v[12 + j] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
     }
 }
 
-// Panel [pair][c] from bf16 rows: rows[c] for c < n, zero rows after, a last odd element
-// paired with zero.
-void pack_panel_bf16(const void * const * rows, int n, void * panel, int64_t k) {
-    uint32_t * o = (uint32_t *) panel;
-    const int64_t full = k / 2, pairs = (k + 1) / 2;
-    for (int c = 0; c < MM_PANEL_COLS; ++c) {
-        const uint16_t * x = c < n ? (const uint16_t *) rows[c] : nullptr;
-        for (int64_t i = 0; i < pairs; ++i) {
-            uint32_t v = 0;
-            if (x && i < full) std::memcpy(&v, x + 2 * i, 4);
-            else if (x) v = x[2 * i];
-            o[i * MM_PANEL_COLS + c] = v;
+// BF16 panel [pair][c] from f32 rows: rows[c] for c < n, zero rows after, a last odd element
+// paired with zero. 32 elements of 16 rows at a time: rounded, pairs of words joined into
+// ints, transposed (one pass, instead of rounding rows and interleaving them one int at a time).
+KVG_TARGET void pack_panel_bf16(const void * const * rows, int n, void * panel, int64_t k) {
+    char * o = (char *) panel;
+    // word t of the joined pair vector: word 2t of (lo, hi) rounded ints
+    alignas(64) static const uint16_t even_words[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
+                                                         32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
+    const __m512i idx = _mm512_load_si512(even_words);
+    for (int64_t i0 = 0; i0 < k; i0 += 32) {
+        const int64_t m = k - i0 < 32 ? k - i0 : 32;
+        const __mmask16 m0 = (__mmask16) (m >= 16 ? 0xFFFF : (1u << m) - 1);
+        const __mmask16 m1 = (__mmask16) (m >= 32 ? 0xFFFF : m > 16 ? (1u << (m - 16)) - 1 : 0);
+        __m512i v[16];
+        for (int c = 0; c < MM_PANEL_COLS; ++c) {
+            if (c >= n) {
+                v[c] = _mm512_setzero_si512();
+                continue;
+            }
+            const float * x = (const float *) rows[c] + i0;
+            const __m512i lo = round_bf16(_mm512_maskz_loadu_epi32(m0, x)), hi = round_bf16(_mm512_maskz_loadu_epi32(m1, x + 16));
+            v[c] = _mm512_permutex2var_epi16(lo, idx, hi);
         }
+        transpose16(v);
+        for (int j = 0; j < (m + 1) / 2; ++j) _mm512_storeu_si512((void *) (o + (i0 / 2 + j) * MM_PANEL_BF16_PAIR), v[j]);
     }
 }
 
@@ -116,7 +146,6 @@ cpu_kernels build() {
     m.panel_min = 7;
     m.panel_bf16 = true;
     k.pack_panel_bf16 = pack_panel_bf16;
-    k.fp32_to_bf16 = fp32_to_bf16;
     return k;
 }
 

@@ -104,10 +104,9 @@ struct cpu_kernels {
     // activation panel from q8_0 rows (k multiple of 32): rows[c] for c < n, zero rows after
     // (only paths with panel tiles)
     void (*pack_panel)(const void * const * rows, int n, void * panel, int64_t k);
-    // the same for a BF16 panel from bf16 rows (any k), and y = x rounded to bf16 as
-    // ggml_fp32_to_bf16 does (only the AVX-512 BF16 path)
+    // the same for a BF16 panel from f32 rows (any k; each value rounded to bf16 bit for bit
+    // as ggml_fp32_to_bf16 does; only the AVX-512 BF16 path)
     void (*pack_panel_bf16)(const void * const * rows, int n, void * panel, int64_t k);
-    void (*fp32_to_bf16)(const float * x, void * y, int64_t k);
 };
 
 // exp(x) for x <= 0 on the vector paths (softmax_weights): 2^n * exp(r), n = round(x log2 e),
