@@ -778,12 +778,13 @@ TEST_CASE("mul_mat: bf16 weights on the AVX-512 BF16 path round the activations 
     CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin) == GGML_TYPE_BF16);
     CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin - 1) == GGML_TYPE_F32); // few rows: the f32 tiles
     CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 100) == GGML_TYPE_F32);      // f16 weights unchanged
-    // K: below a pair, odd tails, several K chunks; M: partial and whole panels and pairs of them
-    const int64_t Ks[] = {1, 2, 31, 32, 33, 64, 100, 1027, 4161};
+    // K: below a pair, odd tails, long rows, two K chunks (accumulated); M: partial and whole
+    // panels and pairs of them
+    const int64_t Ks[] = {1, 2, 31, 32, 33, 64, 100, 1027, 4161, 8195};
     const int64_t Ms[] = {pmin, 15, 16, 17, 32, 33, 64, 65, 100};
     const int64_t Ns[] = {1, 7, 13, 37};
     int sensitive = 0; // outputs where unrounded activations would have failed the check
-    for (size_t ik = 0; ik < 9; ++ik) {
+    for (size_t ik = 0; ik < sizeof(Ks) / sizeof(Ks[0]); ++ik) {
         for (size_t im = 0; im < 9; ++im) {
             const int64_t K = Ks[ik], M = Ms[im], N = Ns[(ik + im) % 4];
             CAPTURE(K); CAPTURE(M); CAPTURE(N);
