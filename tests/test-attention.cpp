@@ -258,7 +258,8 @@ TEST_CASE("flash_attn_ext: permuted q (heads interleaved as produced by a projec
 
 TEST_CASE("attention helper kernels on every path match plain loops") {
     const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
-                                        kvg::kernels_avx512_vnni()};
+                                        kvg::kernels_avx512_vnni(), kvg::kernels_avx512_bf16()};
+    static_assert(sizeof(paths) / sizeof(paths[0]) == kvg::PATH_COUNT, "one table per path");
     for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
         const kvg::cpu_kernels & kern = *paths[pi];
         const std::string path_str = kern.name;

@@ -28,7 +28,7 @@ const ggml_type ALL_TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, G
 
 const char * path_name(ggml_cpu_features p) {
     return p == GGML_CPU_FEATURES_SCALAR ? "scalar" : p == GGML_CPU_FEATURES_AVX2 ? "avx2"
-         : p == GGML_CPU_FEATURES_AVX512 ? "avx512" : "avx512vnni";
+         : p == GGML_CPU_FEATURES_AVX512 ? "avx512" : p == GGML_CPU_FEATURES_AVX512_VNNI ? "avx512vnni" : "avx512bf16";
 }
 
 std::mt19937 rng(1234);
@@ -360,11 +360,23 @@ TEST_CASE("each path's kernel table holds its own functions") {
             for (int r = 1; r <= v->mm[t].panel_rows; ++r) CHECK(bool(v->mm[t].panel[r]));
         }
         CHECK(v->mm[kvg::MM_F32].panel_rows == 0);
+        CHECK(v->mm[kvg::MM_BF16].panel_rows == 0);
         CHECK(bool(v->pack_panel));
+    }
+    // the BF16 table is the VNNI one plus BF16 panel tiles for bf16 weights (f16 keeps its tiles)
+    if (const kvg::cpu_kernels * b = kvg::kernels_avx512_bf16()) {
+        const kvg::cpu_kernels * v = kvg::kernels_avx512_vnni();
+        CHECK(b->mm[kvg::MM_BF16].panel_bf16);
+        CHECK(b->mm[kvg::MM_BF16].panel_rows >= 1);
+        for (int r = 1; r <= b->mm[kvg::MM_BF16].panel_rows; ++r) CHECK(bool(b->mm[kvg::MM_BF16].panel[r]));
+        CHECK(b->mm[kvg::MM_F16].panel_rows == 0);
+        CHECK((b->mm[kvg::MM_Q4_K].panel[1] == v->mm[kvg::MM_Q4_K].panel[1]));
+        CHECK(bool(b->pack_panel_bf16));
+        CHECK(!v->mm[kvg::MM_Q8_0].panel_bf16);
     }
     // with panels, k-quant weights take q8_0 activations from the kernel's panel_min rows on
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
-    if (kvg::cpu_active_path() == kvg::PATH_AVX512_VNNI) { // not under KVG_CPU_FEATURES=avx512 or lower
+    if (kvg::cpu_active_path() >= kvg::PATH_AVX512_VNNI) { // not under KVG_CPU_FEATURES=avx512 or lower
         const int min_q4k = kvg::kernels_avx512_vnni()->mm[kvg::MM_Q4_K].panel_min;
         const int min_q6k = kvg::kernels_avx512_vnni()->mm[kvg::MM_Q6_K].panel_min;
         CHECK(min_q4k > 1);
@@ -379,7 +391,8 @@ TEST_CASE("each path's kernel table holds its own functions") {
 
 TEST_CASE("every register tile shape of every type on every path matches the scalar kernels") {
     const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
-                                        kvg::kernels_avx512_vnni()};
+                                        kvg::kernels_avx512_vnni(), kvg::kernels_avx512_bf16()};
+    static_assert(sizeof(paths) / sizeof(paths[0]) == kvg::PATH_COUNT, "one table per path");
     for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
         const kvg::cpu_kernels & kern = *paths[pi];
         const std::string path_str = kern.name;
@@ -727,13 +740,138 @@ TEST_CASE("mul_mat: tasks write disjoint outputs that cover dst") {
     }
 }
 
+namespace {
+
+// ---- bf16 weights on the AVX-512 BF16 path (vdpbf16ps panels) ----------------------------------
+
+// ggml's rounding of a float to bf16, written again here: nearest even on the bits, NaN quiet.
+uint16_t bf16_round_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t) ((u >> 16) | 0x40);
+    const uint32_t lsb = (u >> 16) & 1;
+    return (uint16_t) ((u + 0x7fffu + lsb) >> 16);
+}
+float bf16_round(float f) {
+    const uint32_t u = (uint32_t) bf16_round_bits(f) << 16;
+    float r;
+    std::memcpy(&r, &u, 4);
+    return r;
+}
+
+// Naive product of 2-d weights [K, N] and f32 activations [K, M] in double, the activations
+// rounded to bf16 first when `round`.
+RefResult ref_bf16(const ggml_tensor * a, const ggml_tensor * b, bool round) {
+    RefResult r;
+    for (int64_t m = 0; m < b->ne[1]; ++m) {
+        std::vector<float> x = read_row(b, m, 0, 0);
+        if (round) for (float & v : x) v = bf16_round(v);
+        for (int64_t n = 0; n < a->ne[1]; ++n) {
+            const std::vector<float> w = read_row(a, n, 0, 0);
+            double s = 0, mag = 0;
+            for (size_t k = 0; k < x.size(); ++k) {
+                s += (double) w[k] * x[k];
+                mag += std::fabs((double) w[k] * x[k]);
+            }
+            r.val.push_back(s);
+            r.mag.push_back(mag);
+        }
+    }
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("BF16 activation panels: values rounded as ggml_fp32_to_bf16 (bit for bit), pairs interleaved, tails zero") {
+    if (kvg::cpu_best_path() < kvg::PATH_AVX512_BF16) return;
+    const kvg::cpu_kernels * kb = kvg::kernels_avx512_bf16();
+    // ties to even both ways, near-ties, subnormals (kept, not flushed), infinities, NaNs, overflow
+    const uint32_t special[] = {0x00000000, 0x80000000, 0x3f800000, 0x3f808000, 0x3f818000, 0x3f808001, 0x3f807fff,
+                                0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xff800001, 0x7f7fffff, 0xff7fffff,
+                                0x00000001, 0x00008000, 0x00018000, 0x807fffff, 0x00800000, 0x3380c000};
+    std::mt19937 gen(99);
+    for (int64_t k : {1, 2, 15, 31, 32, 33, 64, 100}) {
+        for (int n : {1, 5, 16}) {
+            CAPTURE(k); CAPTURE(n);
+            std::vector<std::vector<float>> rows(n, std::vector<float>(k));
+            const void * ptrs[kvg::MM_PANEL_COLS];
+            size_t s = 0;
+            for (int c = 0; c < n; ++c) {
+                for (float & v : rows[c]) {
+                    const uint32_t u = s < sizeof(special) / 4 ? special[s++] : (uint32_t) gen();
+                    std::memcpy(&v, &u, 4);
+                }
+                ptrs[c] = rows[c].data();
+            }
+            const int64_t pairs = (k + 1) / 2;
+            std::vector<uint16_t> panel((pairs + 1) * 32, 0xAAAA);
+            kb->pack_panel_bf16(ptrs, n, panel.data(), k);
+            for (int64_t i = 0; i < pairs; ++i) {
+                for (int c = 0; c < kvg::MM_PANEL_COLS; ++c) {
+                    for (int h = 0; h < 2; ++h) {
+                        const int64_t e = 2 * i + h;
+                        const uint16_t want = c < n && e < k ? ggml_fp32_to_bf16(rows[c][e]).bits : 0;
+                        if (c < n && e < k) REQUIRE(want == bf16_round_bits(rows[c][e]));
+                        CHECK(panel[(i * kvg::MM_PANEL_COLS + c) * 2 + h] == want);
+                    }
+                }
+            }
+            for (int j = 0; j < 32; ++j) CHECK(panel[pairs * 32 + j] == 0xAAAA); // nothing past the panel
+        }
+    }
+}
+
+TEST_CASE("mul_mat: bf16 weights on the AVX-512 BF16 path round the activations to bf16 and sum in f32") {
+    if (ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX512_BF16) != GGML_CPU_FEATURES_AVX512_BF16) {
+        MESSAGE("no AVX-512 BF16 path here (CPU or KVG_CPU_FEATURES): skipped");
+        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+        return;
+    }
+    const int pmin = kvg::kernels_avx512_bf16()->mm[kvg::MM_BF16].panel_min;
+    CHECK(pmin > 1);
+    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin) == GGML_TYPE_BF16);
+    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin - 1) == GGML_TYPE_F32); // few rows: the f32 tiles
+    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 100) == GGML_TYPE_F32);      // f16 weights unchanged
+    // K: below a pair, odd tails, long rows, two K chunks (accumulated); M: partial and whole
+    // panels and pairs of them
+    const int64_t Ks[] = {1, 2, 31, 32, 33, 64, 100, 1027, 4161, 8195};
+    const int64_t Ms[] = {pmin, 15, 16, 17, 32, 33, 64, 65, 100};
+    const int64_t Ns[] = {1, 7, 13, 37};
+    int sensitive = 0; // outputs where unrounded activations would have failed the check
+    for (size_t ik = 0; ik < sizeof(Ks) / sizeof(Ks[0]); ++ik) {
+        for (size_t im = 0; im < 9; ++im) {
+            const int64_t K = Ks[ik], M = Ms[im], N = Ns[(ik + im) % 4];
+            CAPTURE(K); CAPTURE(M); CAPTURE(N);
+            Ctx c;
+            ggml_tensor * a = ggml_new_tensor_2d(c.ctx, GGML_TYPE_BF16, K, N);
+            ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, M);
+            fill_random(a);
+            fill_random(b);
+            ggml_tensor * d = ggml_mul_mat(c.ctx, a, b);
+            const RefResult ref = ref_bf16(a, b, true), unrounded = ref_bf16(a, b, false);
+            run_mul_mat(d, 1);
+            const std::vector<float> got = read_dst(d);
+            check_close(got, ref, 1e-5);
+            for (size_t i = 0; i < got.size(); ++i) sensitive += std::fabs(unrounded.val[i] - ref.val[i]) > 1e-5 * ref.mag[i] + 1e-6;
+            for (int nth = 2; nth <= 3; ++nth) {
+                run_mul_mat(d, nth);
+                CHECK(std::memcmp(read_dst(d).data(), got.data(), got.size() * sizeof(float)) == 0);
+            }
+            const std::vector<float> threaded = compute_graph(c.ctx, d, 2);
+            CHECK(std::memcmp(threaded.data(), got.data(), got.size() * sizeof(float)) == 0);
+        }
+    }
+    CHECK(sensitive > 1000);
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
+
 TEST_CASE("feature cap") {
     const ggml_cpu_features best = ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
     CHECK(ggml_cpu_set_features_limit(GGML_CPU_FEATURES_SCALAR) == GGML_CPU_FEATURES_SCALAR);
     CHECK(ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST) == best);
     // the best path follows CPUID unless KVG_CPU_FEATURES caps it
     const char * env = std::getenv("KVG_CPU_FEATURES");
-    if (!env || std::string(env) == "avx512" || std::string(env) == "avx512vnni") {
+    if (!env || std::string(env) == "avx512" || std::string(env) == "avx512vnni" || std::string(env) == "avx512bf16") {
         if (ggml_cpu_has_avx2() && ggml_cpu_has_fma() && ggml_cpu_has_f16c()) CHECK(best >= GGML_CPU_FEATURES_AVX2);
         if (ggml_cpu_has_avx512()) CHECK(best >= GGML_CPU_FEATURES_AVX512);
     } else if (std::string(env) == "scalar") {

@@ -10,7 +10,8 @@
 // pp rows print GFLOP/s (pp_flops: the layer matrices for every token, the output matrix for
 // the last one, causal attention) and that as a share of a compute peak measured in the same
 // run with the same thread count (peak.h): f32 FMA for f32/f16/bf16 weights, int8 dot
-// products for quantized ones (the kernels' own work: the activations go to 8 bits).
+// products for quantized ones (the kernels' own work: the activations go to 8 bits), bf16
+// dot products (vdpbf16ps) for bf16 weights where the AVX-512 BF16 path runs them.
 // Each test runs once to warm up (graphs built, pages mapped), then -r times: mean ± stddev.
 // KV write: the cost of writing one token's K and V rows (all layers) into the cache at
 // positions 64, 256, 1024, ... up to n_ctx, timed alone with a graph of just the set_rows
@@ -476,6 +477,7 @@ struct ModelWork {
     double output_weights = 0;  // elements of the output projection
     int n_embd = 0, n_layer = 0;
     bool quantized = false;     // a layer matrix in a block type (else f32, f16 or bf16)
+    bool bf16 = true;           // every layer matrix bf16
 };
 
 static ModelWork model_work(const std::string & path) {
@@ -492,6 +494,7 @@ static ModelWork model_work(const std::string & path) {
             if (!t) continue;
             w.layer_weights += (double) ggml_nelements(t);
             w.quantized |= t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16;
+            w.bf16 &= t->type == GGML_TYPE_BF16;
         }
     }
     w.output_weights = m->output ? (double) ggml_nelements(m->output) : 0.0;
@@ -510,7 +513,8 @@ static double pp_flops(const ModelWork & w, int n) {
 
 // The cells after t/s. tg rows: the weight bytes a token reads, GB/s, and that as a share of
 // the streaming-read bandwidth. pp rows: GFLOP/s (pp_flops) and its share of the compute
-// peak that bounds it (f32 FMA for float weights, int8 dot products for quantized ones).
+// peak that bounds it (f32 FMA for float weights, int8 dot products for quantized ones, bf16
+// dot products for bf16 weights on the AVX-512 BF16 path).
 // Both yardsticks are measured in this run with the row's thread count.
 static std::string limit_cells(bool pp, double tok_s, int n_tokens, const ModelWork & w, int nt) {
     char b[160];
@@ -521,7 +525,8 @@ static std::string limit_cells(bool pp, double tok_s, int n_tokens, const ModelW
         return b;
     }
     const double gflops = pp_flops(w, n_tokens) * tok_s / n_tokens / 1e9;
-    const Peak peak = w.quantized ? int8_dot_peak(nt) : fma_f32_peak(nt);
+    const bool bf16_path = w.bf16 && ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST) >= GGML_CPU_FEATURES_AVX512_BF16;
+    const Peak peak = w.quantized ? int8_dot_peak(nt) : bf16_path ? bf16_dot_peak(nt) : fma_f32_peak(nt);
     char pk[64];
     snprintf(pk, sizeof pk, "%s %.0f", peak.kind, peak.rate);
     snprintf(b, sizeof b, "| %10s | %10s | %8s | %8.1f | %16s | %5.1f%% |", "", "", "", gflops, pk,
@@ -647,7 +652,8 @@ int main(int argc, char ** argv) {
     }
     if (!opt.only_kv) {
         printf("\npp GFLOP/s: 2 x layer matrix weights x tokens + the output matrix once + causal attention "
-               "(QK, PV); peak: f32 FMA (float weights) or int8 dot products (quantized), same threads, this run\n");
+               "(QK, PV); peak: f32 FMA (float weights), bf16 dot products (bf16 weights on the AVX-512 BF16 path) or int8\n"
+               "dot products (quantized), same threads, this run\n");
     }
     // after the table, so that it stays one table
     for (const std::string & path : opt.models) {

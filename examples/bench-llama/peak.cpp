@@ -71,6 +71,20 @@ __attribute__((target("avx512f,avx512vnni"))) int64_t vnni_zmm(int64_t iters) {
     return _mm512_reduce_add_epi32(acc[0]);
 }
 
+// acc += two bf16 products per f32 lane (vdpbf16ps), one instruction.
+__attribute__((target("avx512f,avx512bf16"))) int64_t dpbf16_zmm(int64_t iters) {
+    __m512 acc[kChains];
+    for (int j = 0; j < kChains; ++j) acc[j] = _mm512_set1_ps(1.0f + j * 1e-3f);
+    __m512i w = _mm512_set1_epi32(0x3f803f80); // bf16 pairs of 1.0
+    __asm__ volatile("" : "+v"(w));            // not a known constant
+    const __m512bh x = (__m512bh) _mm512_set1_epi32(0x33d633d6), wb = (__m512bh) w; // x: 1e-7
+    for (int64_t i = 0; i < iters; ++i) {
+        for (int j = 0; j < kChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], x, wb);
+    }
+    for (int j = 1; j < kChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+    return (int64_t) _mm512_reduce_add_ps(acc[0]);
+}
+
 // The same without VNNI: u8 x s8 pairs to i16, pairs of those to i32, added to acc. The
 // empty asm makes w unknown at each step, so the products are not hoisted out of the loop.
 __attribute__((target("avx512f,avx512bw"))) int64_t maddubs_zmm(int64_t iters) {
@@ -154,6 +168,17 @@ Peak measure_int8(int n) {
     return Peak{};
 }
 
+Peak measure_bf16(int n) {
+#ifdef PEAK_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16")) {
+        return best_rate(n, dpbf16_zmm, kChains * 16 * 4.0, "dpbf16_512");
+    }
+#endif
+    (void) n;
+    return Peak{};
+}
+
 // Measured once per thread count per run.
 Peak cached(std::map<int, Peak> & cache, int n, Peak (*measure)(int)) {
     auto it = cache.find(n);
@@ -171,4 +196,9 @@ Peak fma_f32_peak(int n_threads) {
 Peak int8_dot_peak(int n_threads) {
     static std::map<int, Peak> cache;
     return cached(cache, n_threads, measure_int8);
+}
+
+Peak bf16_dot_peak(int n_threads) {
+    static std::map<int, Peak> cache;
+    return cached(cache, n_threads, measure_bf16);
 }

@@ -14,3 +14,6 @@ Peak fma_f32_peak(int n_threads);
 // else vpmaddubsw + vpmaddwd on zmm with AVX512BW or on ymm with AVX2; the adds that
 // accumulate their sums are not counted).
 Peak int8_dot_peak(int n_threads);
+// bf16 pairs dotted into f32: 4 FLOP per f32 lane (vdpbf16ps on zmm with AVX512_BF16; rate 0
+// without it).
+Peak bf16_dot_peak(int n_threads);

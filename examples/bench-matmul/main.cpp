@@ -349,7 +349,7 @@ int main(int argc, char ** argv) {
             return 1;
         }
     }
-    static const char * const path_names[] = {"scalar", "avx2", "avx512", "avx512vnni"};
+    static const char * const path_names[] = {"scalar", "avx2", "avx512", "avx512vnni", "avx512bf16"};
     const ggml_cpu_features path = ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
     std::printf("kernels: %s (KVG_CPU_FEATURES caps it)%s\n", path_names[path],
 #ifdef KVG_BENCH_ROUTED_BLAS

@@ -120,7 +120,7 @@ GGML_API int ggml_cpu_has_neon(void);
 GGML_API int ggml_cpu_has_blas(void); // built with OpenBLAS for large f32 matmuls (KVG_OPENBLAS)
 
 // kvgraph: SIMD paths of the CPU kernels, picked at run time from CPUID. The environment
-// variable KVG_CPU_FEATURES=scalar|avx2|avx512|avx512vnni caps the path for the whole
+// variable KVG_CPU_FEATURES=scalar|avx2|avx512|avx512vnni|avx512bf16 caps the path for the whole
 // process; this call lowers it further (testing, benchmarks; not while a graph computes).
 // Returns the path now in use: the lowest of `limit`, the environment's cap and what the
 // CPU supports.
@@ -129,7 +129,8 @@ enum ggml_cpu_features {
     GGML_CPU_FEATURES_AVX2   = 1, // AVX2 + FMA + F16C
     GGML_CPU_FEATURES_AVX512 = 2, // AVX-512 F/BW/VL
     GGML_CPU_FEATURES_AVX512_VNNI = 3, // and VNNI (vpdpbusd for q8_0/q4_0 weights)
-    GGML_CPU_FEATURES_BEST   = 4,
+    GGML_CPU_FEATURES_AVX512_BF16 = 4, // and BF16 (vdpbf16ps for bf16 weights, bf16-rounded activations)
+    GGML_CPU_FEATURES_BEST   = 5,
 };
 GGML_API enum ggml_cpu_features ggml_cpu_set_features_limit(enum ggml_cpu_features limit);
 

@@ -35,6 +35,8 @@ static bool cpu_supports(cpu_path p) {
                    __builtin_cpu_supports("avx512vl") && kernels_avx512();
         case PATH_AVX512_VNNI:
             return cpu_supports(PATH_AVX512) && __builtin_cpu_supports("avx512vnni") && kernels_avx512_vnni();
+        case PATH_AVX512_BF16:
+            return cpu_supports(PATH_AVX512_VNNI) && __builtin_cpu_supports("avx512bf16") && kernels_avx512_bf16();
         default: return false;
     }
 #else
@@ -51,7 +53,7 @@ cpu_path cpu_best_path() {
     return best;
 }
 
-static const char * const g_path_names[] = {"scalar", "avx2", "avx512", "avx512vnni"};
+static const char * const g_path_names[] = {"scalar", "avx2", "avx512", "avx512vnni", "avx512bf16"};
 static_assert(sizeof(g_path_names) / sizeof(g_path_names[0]) == PATH_COUNT, "one name per cpu_path");
 
 // The cap from KVG_CPU_FEATURES, read once.
@@ -61,7 +63,7 @@ static int env_limit() {
     for (int p = 0; p < PATH_COUNT; ++p) {
         if (std::strcmp(s, g_path_names[p]) == 0) return p;
     }
-    GGML_LOG_WARN("kvgraph: ignoring KVG_CPU_FEATURES=%s (expected scalar, avx2, avx512 or avx512vnni)\n", s);
+    GGML_LOG_WARN("kvgraph: ignoring KVG_CPU_FEATURES=%s (expected scalar, avx2, avx512, avx512vnni or avx512bf16)\n", s);
     return PATH_COUNT - 1;
 }
 
@@ -81,6 +83,7 @@ cpu_path cpu_active_path() { return (cpu_path) active_slot().load(std::memory_or
 
 const cpu_kernels & cpu_active_kernels() {
     switch (cpu_active_path()) {
+        case PATH_AVX512_BF16: return *kernels_avx512_bf16();
         case PATH_AVX512_VNNI: return *kernels_avx512_vnni();
         case PATH_AVX512: return *kernels_avx512();
         case PATH_AVX2: return *kernels_avx2();

@@ -21,11 +21,12 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include "simd-vnni-target.h"
+#include "simd-avx512-common.h"
 
 namespace {
 
 using namespace kvg;
-
+using kvg::avx512::store_panel;
 
 // How a type's sub-block dots become values (see the header).
 enum kind { MINS32, OFFSET16, MINS16, TABLE128 };
@@ -255,12 +256,7 @@ KVG_INLINE void panel_tile(const mm_tile_args & a) {
             for (int r = 0; r < R; ++r) sub_dot<T, P>(w[r], j, s, acc[r]);
         }
     }
-    alignas(64) float t[R][P * MM_PANEL_COLS];
-    for (int r = 0; r < R; ++r) for (int p = 0; p < P; ++p) _mm512_store_ps(t[r] + p * MM_PANEL_COLS, acc[r][p]);
-    for (int c = 0; c < a.n_cols; ++c) {
-        float * o = a.out + c * a.out_stride;
-        for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + t[r][c] : t[r][c];
-    }
+    store_panel<R, P>(a, acc);
 }
 
 template <class T> struct panel_of {

@@ -59,5 +59,17 @@ constexpr word_index Q8X4_LO = make_index(64, [](int t) { return 34 * (t / 8) + 
 constexpr word_index Q8X4_HI = make_index(64, [](int t) { return 34 * (t / 8) + 10 + 2 * (t % 8); });
 constexpr word_index Q8X4_D = make_index(64, [](int t) { return 34 * ((t % 16) / 4); });
 
+// Writes the R x P panel accumulators of a panel tile (lane c of acc[r][p]: weight row r,
+// activation row 16p + c) to the tile's n_cols activation rows.
+template <int R, int P>
+KVG_INLINE void store_panel(const mm_tile_args & a, const __m512 (&acc)[R][P]) {
+    alignas(64) float t[R][P * MM_PANEL_COLS];
+    for (int r = 0; r < R; ++r) for (int p = 0; p < P; ++p) _mm512_store_ps(t[r] + p * MM_PANEL_COLS, acc[r][p]);
+    for (int c = 0; c < a.n_cols; ++c) {
+        float * o = a.out + c * a.out_stride;
+        for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + t[r][c] : t[r][c];
+    }
+}
+
 } // namespace
 } // namespace kvg::avx512

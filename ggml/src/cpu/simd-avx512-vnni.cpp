@@ -106,12 +106,7 @@ KVG_INLINE void panel_tile(const mm_tile_args & a) {
             for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p]), _mm512_mul_ps(wd, xd[p]), acc[r][p]);
         }
     }
-    alignas(64) float t[R][P * MM_PANEL_COLS];
-    for (int r = 0; r < R; ++r) for (int p = 0; p < P; ++p) _mm512_store_ps(t[r] + p * MM_PANEL_COLS, acc[r][p]);
-    for (int c = 0; c < a.n_cols; ++c) {
-        float * o = a.out + c * a.out_stride;
-        for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + t[r][c] : t[r][c];
-    }
+    store_panel<R, P>(a, acc);
 }
 
 template <int R> struct panel_q8_0 {
@@ -209,21 +204,14 @@ KVG_TARGET void mv_q8(const mm_tile_args & a) {
     store1(a, acc);
 }
 
-template <template <int> class P, int R>
-void fill_panel(mm_kernel & k) {
-    k.panel[R] = &P<R>::run;
-    if constexpr (R > 1) fill_panel<P, R - 1>(k);
-    else k.panel[0] = nullptr;
-}
-
 constexpr int PANEL_ROWS = 8;
 static_assert(PANEL_ROWS <= MM_MAX_ROWS, "panel rows fit the table");
 
 cpu_kernels build() {
     cpu_kernels k = *kernels_avx512();
     k.name = "avx512vnni";
-    fill_panel<panel_q8_0, PANEL_ROWS>(k.mm[MM_Q8_0]);
-    fill_panel<panel_q4_0, PANEL_ROWS>(k.mm[MM_Q4_0]);
+    mm_fill_panel<panel_q8_0, PANEL_ROWS>(k.mm[MM_Q8_0]);
+    mm_fill_panel<panel_q4_0, PANEL_ROWS>(k.mm[MM_Q4_0]);
     k.mm[MM_Q8_0].panel_rows = k.mm[MM_Q4_0].panel_rows = PANEL_ROWS;
     k.mm[MM_Q8_0].panel_cols = k.mm[MM_Q4_0].panel_cols = 2 * MM_PANEL_COLS;
     // where panels beat the tiles despite zero rows (Zen 4: q8_0 from 6 rows, 1.6x at 6;

@@ -10,7 +10,7 @@
 namespace kvg {
 
 // Instruction-set paths, ordered: a path may be capped to any lower one.
-enum cpu_path { PATH_SCALAR = 0, PATH_AVX2 = 1, PATH_AVX512 = 2, PATH_AVX512_VNNI = 3, PATH_COUNT = 4 };
+enum cpu_path { PATH_SCALAR = 0, PATH_AVX2 = 1, PATH_AVX512 = 2, PATH_AVX512_VNNI = 3, PATH_AVX512_BF16 = 4, PATH_COUNT = 5 };
 
 // Largest register tile any path uses (weight rows x activation rows).
 constexpr int MM_MAX_ROWS = 8;
@@ -53,6 +53,10 @@ constexpr size_t MM_PANEL_D = MM_PANEL_COLS * 32;                  // f32 scales
 constexpr size_t MM_PANEL_C8 = MM_PANEL_D + MM_PANEL_COLS * 4;     // -8 * sum, int32
 constexpr size_t MM_PANEL_C128 = MM_PANEL_C8 + MM_PANEL_COLS * 4;  // -128 * sum, int32
 static_assert(MM_PANEL_C128 + MM_PANEL_COLS * 4 == MM_PANEL_BLOCK, "panel block layout");
+// BF16 activation panels (bf16 weights on the AVX-512 BF16 path): MM_PANEL_COLS rows rounded
+// to bf16 and interleaved by pairs of elements, [K/2][c][2] (a last odd element paired with
+// zero), so one vdpbf16ps multiplies two bf16 weights with the same two values of 16 rows.
+constexpr size_t MM_PANEL_BF16_PAIR = MM_PANEL_COLS * 4; // bytes per pair of elements
 
 struct mm_kernel {
     int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
@@ -62,6 +66,7 @@ struct mm_kernel {
     // rows (x: the first panel's block at the tile's K offset, the next ones x_stride apart;
     // n_cols rows written); used for products of at least panel_min activation rows
     int panel_rows, panel_cols, panel_min; // panel_cols: a multiple of MM_PANEL_COLS
+    bool panel_bf16; // the panels are BF16 ones (else q8_0)
     mm_tile_fn panel[MM_MAX_ROWS + 1];
     // matrix-vector products (one activation row, K a multiple of MM_MV_GROUP) over the row
     // packed by pack_mv from its q8_0 (q8_K for the k-quants) form, mv_group_bytes per MM_MV_GROUP values: mv is a
@@ -108,6 +113,9 @@ struct cpu_kernels {
     // activation panel from q8_0 rows (k multiple of 32): rows[c] for c < n, zero rows after
     // (only paths with panel tiles)
     void (*pack_panel)(const void * const * rows, int n, void * panel, int64_t k);
+    // the same for a BF16 panel from f32 rows (any k; each value rounded to bf16 bit for bit
+    // as ggml_fp32_to_bf16 does; only the AVX-512 BF16 path)
+    void (*pack_panel_bf16)(const void * const * rows, int n, void * panel, int64_t k);
 };
 
 // exp(x) for x <= 0 on the vector paths (softmax_weights): 2^n * exp(r), n = round(x log2 e),
@@ -133,6 +141,14 @@ static void mm_fill(mm_kernel & k) {
     k.rows = R;
     k.cols = C;
     k.mv_rows = R;
+}
+
+// Fills panel[1..R] of a kernel from P<r>::run (internal linkage, as for mm_fill); panel[0] stays empty.
+template <template <int> class P, int R>
+static void mm_fill_panel(mm_kernel & k) {
+    k.panel[R] = &P<R>::run;
+    if constexpr (R > 1) mm_fill_panel<P, R - 1>(k);
+    else k.panel[0] = nullptr;
 }
 
 // The kernel table of one instruction set, built the same way for every ISA from what its
@@ -169,6 +185,7 @@ const cpu_kernels & kernels_scalar();
 const cpu_kernels * kernels_avx2();   // nullptr when not built for x86-64
 const cpu_kernels * kernels_avx512(); // nullptr when not built for x86-64
 const cpu_kernels * kernels_avx512_vnni(); // nullptr when not built for x86-64
+const cpu_kernels * kernels_avx512_bf16(); // nullptr when not built for x86-64
 
 // Best path the CPU supports, and the table in use (capped by KVG_CPU_FEATURES or
 // ggml_cpu_set_features_limit).
@@ -179,7 +196,8 @@ const cpu_kernels & cpu_active_kernels();
 mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
 enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a weight type is dotted with
 // What mul_mat converts M activation rows to for weights of `type` on the active path: q8_0
-// (as panels) where the path has panel tiles for the type and M >= their panel_min, else mm_vec_dot_type.
+// (as panels; bf16 for BF16 panels) where the path has panel tiles for the type and
+// M >= their panel_min, else mm_vec_dot_type.
 enum ggml_type mm_activation_type(enum ggml_type type, int64_t M);
 
 // The kernels of the block types after q4_0 (quants-scalar.cpp, quants-x86.cpp), added to
