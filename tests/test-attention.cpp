@@ -257,11 +257,8 @@ TEST_CASE("flash_attn_ext: permuted q (heads interleaved as produced by a projec
 }
 
 TEST_CASE("attention helper kernels on every path match plain loops") {
-    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
-                                        kvg::kernels_avx512_vnni(), kvg::kernels_avx512_bf16()};
-    static_assert(sizeof(paths) / sizeof(paths[0]) == kvg::PATH_COUNT, "one table per path");
     for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
-        const kvg::cpu_kernels & kern = *paths[pi];
+        const kvg::cpu_kernels & kern = *kvg::cpu_path_kernels((kvg::cpu_path) pi);
         const std::string path_str = kern.name;
         CAPTURE(path_str);
         for (int64_t dv : {1, 7, 16, 37, 130}) {
@@ -311,10 +308,8 @@ TEST_CASE("attention helper kernels on every path match plain loops") {
 }
 
 TEST_CASE("add_scores on the paths that have it: the plain loop's bits, masked scores kept, the maximum") {
-    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
-                                        kvg::kernels_avx512_vnni()};
     for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
-        const kvg::cpu_kernels & kern = *paths[pi];
+        const kvg::cpu_kernels & kern = *kvg::cpu_path_kernels((kvg::cpu_path) pi);
         if (!kern.add_scores) continue;
         const std::string path_str = kern.name;
         CAPTURE(path_str);

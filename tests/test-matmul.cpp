@@ -390,11 +390,8 @@ TEST_CASE("each path's kernel table holds its own functions") {
 }
 
 TEST_CASE("every register tile shape of every type on every path matches the scalar kernels") {
-    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
-                                        kvg::kernels_avx512_vnni(), kvg::kernels_avx512_bf16()};
-    static_assert(sizeof(paths) / sizeof(paths[0]) == kvg::PATH_COUNT, "one table per path");
     for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
-        const kvg::cpu_kernels & kern = *paths[pi];
+        const kvg::cpu_kernels & kern = *kvg::cpu_path_kernels((kvg::cpu_path) pi);
         const std::string path_str = kern.name;
         CAPTURE(path_str);
         for (ggml_type t : ALL_TYPES) {
@@ -467,11 +464,9 @@ TEST_CASE("every register tile shape of every type on every path matches the sca
 }
 
 TEST_CASE("dots_f32 (short rows) matches a double-precision loop and the bits of the f32 tiles") {
-    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512(),
-                                        kvg::kernels_avx512_vnni()};
     int tested = 0;
     for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
-        const kvg::cpu_kernels & kern = *paths[pi];
+        const kvg::cpu_kernels & kern = *kvg::cpu_path_kernels((kvg::cpu_path) pi);
         if (!kern.dots_f32) continue;
         ++tested;
         const std::string path_str = kern.name;

@@ -81,15 +81,17 @@ static std::atomic<int> & active_slot() {
 
 cpu_path cpu_active_path() { return (cpu_path) active_slot().load(std::memory_order_relaxed); }
 
-const cpu_kernels & cpu_active_kernels() {
-    switch (cpu_active_path()) {
-        case PATH_AVX512_BF16: return *kernels_avx512_bf16();
-        case PATH_AVX512_VNNI: return *kernels_avx512_vnni();
-        case PATH_AVX512: return *kernels_avx512();
-        case PATH_AVX2: return *kernels_avx2();
-        default: return kernels_scalar();
+const cpu_kernels * cpu_path_kernels(cpu_path p) {
+    switch (p) {
+        case PATH_AVX512_BF16: return kernels_avx512_bf16();
+        case PATH_AVX512_VNNI: return kernels_avx512_vnni();
+        case PATH_AVX512: return kernels_avx512();
+        case PATH_AVX2: return kernels_avx2();
+        default: return &kernels_scalar();
     }
 }
+
+const cpu_kernels & cpu_active_kernels() { return *cpu_path_kernels(cpu_active_path()); }
 
 } // namespace kvg
 

@@ -192,6 +192,7 @@ const cpu_kernels * kernels_avx512_bf16(); // nullptr when not built for x86-64
 cpu_path cpu_best_path();
 cpu_path cpu_active_path();
 const cpu_kernels & cpu_active_kernels();
+const cpu_kernels * cpu_path_kernels(cpu_path p); // a path's table; nullptr when not built (never for scalar)
 
 mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
 enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a weight type is dotted with
