@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -112,6 +113,30 @@ TEST_CASE("llama2.c checkpoints load with the documented shapes") {
     kvg_token t[4];
     CHECK(kvg_tokenize(m, "hi", true, t, 4) == INT32_MIN);
     kvg_model_free(m);
+}
+
+// Small checkpoints are read so that the arrays after the 28-byte header start on a cache line;
+// the tensors must still hold the file's floats (checked against a plain read of the file).
+TEST_CASE("small llama2.c checkpoints: weights on a cache line, equal to the file's bytes") {
+    std::ifstream in(model_path("stories260K.bin"), std::ios::binary);
+    const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(file.size() > 28);
+    for (bool use_mmap : {true, false}) {
+        CAPTURE(use_mmap);
+        kvg::LoadOptions opt;
+        opt.use_mmap = use_mmap;
+        std::string e;
+        auto model = kvg::load_model(model_path("stories260K.bin"), "", opt, &e);
+        REQUIRE(model);
+        const ggml_tensor * embd = model->tok_embd;
+        const ggml_tensor * wq = model->layers[0].wq;
+        CHECK((uintptr_t) embd->data % 64 == 0);
+        CHECK((uintptr_t) wq->data % 64 == 0);
+        // token embedding right after the header; attention norms (dim x layers), then wq
+        CHECK(std::memcmp(embd->data, file.data() + 28, ggml_nbytes(embd)) == 0);
+        const size_t wq_off = 28 + ggml_nbytes(embd) + model->layers.size() * ggml_nbytes(model->layers[0].attn_norm);
+        CHECK(std::memcmp(wq->data, file.data() + wq_off, ggml_nbytes(wq)) == 0);
+    }
 }
 
 // reference-llama.h, the plain forward pass the tests compare kvgraph with, against the
