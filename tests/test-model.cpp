@@ -200,6 +200,46 @@ TEST_CASE("greedy tokens and logits match the reference") {
     }
 }
 
+// The runtime plans a graph once per thread count and CPU path; changing either between
+// tokens of one context must plan again and keep the tokens and logits.
+TEST_CASE("decoding through thread-count and CPU-path changes keeps the reference") {
+    const Case & tc = CASES[1]; // stories260K: GQA, the fixture's 64 greedy tokens
+    std::string e;
+    auto model = kvg::load_model(model_path(tc.model), "", kvg::LoadOptions(), &e);
+    REQUIRE(model);
+    kvg_model * m = load(model_path(tc.model));
+    kvg_context * c = new_ctx(m, 1);
+    const int nv = kvg_model_n_vocab(m);
+    std::vector<int> out;
+    std::vector<float> got;
+    int tok = 1;
+    char err[512] = "";
+    for (int pos = 0; pos < 64; ++pos) {
+        if (pos == 16) kvg_set_n_threads(c, 2);
+        if (pos == 32) ggml_cpu_set_features_limit(GGML_CPU_FEATURES_SCALAR);
+        if (pos == 40) ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX2);
+        if (pos == 48) {
+            ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+            kvg_set_n_threads(c, 1);
+        }
+        const float * l = kvg_decode(c, &tok, 1, pos, err, sizeof err);
+        INFO(err);
+        REQUIRE(l);
+        got.insert(got.end(), l, l + nv);
+        tok = kvg_argmax(l, nv);
+        out.push_back(tok);
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    CHECK(out == read_ids(fixture_path(std::string(tc.name) + ".greedy.txt")));
+    std::vector<int> path = {1};
+    path.insert(path.end(), out.begin(), out.end() - 1);
+    const std::vector<float> want = ref::logits(*model, path);
+    REQUIRE(want.size() == got.size());
+    CHECK(max_diff(got.data(), want.data(), want.size()) < 1e-4f);
+    kvg_context_free(c);
+    kvg_model_free(m);
+}
+
 TEST_CASE("a batched prompt gives the logits of token-by-token decoding") {
     for (const Case & tc : CASES) {
         CAPTURE(tc.name);
