@@ -18,6 +18,7 @@
 
 #include "ggml-alloc.h"
 #include "ggml.h"
+#include "ggml-cpu.h"
 #include "kv-cache.h"
 #include "model.h"
 
@@ -96,6 +97,11 @@ struct LlamaGraph {
     GraphShape shape;
     ggml_context * ctx = nullptr; // tensor structs and the graph (no_alloc)
     ggml_cgraph * gf = nullptr;
+    // ggml_graph_plan's answer for gf at these threads and CPU path (the graph is not
+    // changed after it is built); plan_path -1: not planned yet.
+    ggml_cplan plan = {};
+    int plan_threads = 0;
+    int plan_path = -1;
 
     struct Chunk {
         TokenInputs tok;

@@ -33,7 +33,9 @@ struct FileMapping {
     size_t copy_size = 0;
 
     ~FileMapping();
-    bool open(const std::string & path, bool use_mmap, std::string * err);
+    // Files of at most read_max bytes are read (not mapped), to lead bytes past the start of a
+    // page-aligned buffer whose pages are committed in one call (no fault per page).
+    bool open(const std::string & path, bool use_mmap, std::string * err, size_t read_max = 0, size_t lead = 0);
 };
 
 // A no-alloc context for n_tensors tensor structs.

@@ -60,7 +60,7 @@ FileMapping::~FileMapping() {
     if (copy) munmap(copy, copy_size);
 }
 
-bool FileMapping::open(const std::string & path, bool use_mmap, std::string * err) {
+bool FileMapping::open(const std::string & path, bool use_mmap, std::string * err, size_t read_max, size_t lead) {
     const int fd = open_regular(path, err);
     if (fd < 0) return false;
     struct stat st;
@@ -73,7 +73,8 @@ bool FileMapping::open(const std::string & path, bool use_mmap, std::string * er
         ::close(fd);
         return fail(err, strfmt("'%s' is empty", path.c_str()));
     }
-    if (use_mmap) {
+    const bool small = size <= read_max;
+    if (use_mmap && !small) {
         void * p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p != MAP_FAILED) {
             data = (const uint8_t *) p;
@@ -82,18 +83,20 @@ bool FileMapping::open(const std::string & path, bool use_mmap, std::string * er
             return true;
         }
     }
-    const size_t huge = (size_t) 2 << 20;
-    copy_size = (size + huge - 1) / huge * huge;
-    copy = mmap(nullptr, copy_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const size_t huge = (size_t) 2 << 20, page = 4096;
+    const size_t round = small ? page : huge;
+    copy_size = (lead + size + round - 1) / round * round;
+    copy = mmap(nullptr, copy_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (small ? MAP_POPULATE : 0), -1, 0);
     if (copy == MAP_FAILED) {
         copy = nullptr;
         ::close(fd);
         return fail(err, KVG_STATUS_OUT_OF_MEMORY, strfmt("'%s': cannot allocate %zu bytes for its contents", path.c_str(), size));
     }
-    madvise(copy, copy_size, MADV_HUGEPAGE); // a hint: without transparent huge pages it does nothing
+    if (!small) madvise(copy, copy_size, MADV_HUGEPAGE); // a hint: without transparent huge pages it does nothing
+    uint8_t * dst = (uint8_t *) copy + lead;
     size_t got = 0;
     while (got < size) {
-        const ssize_t n = ::read(fd, (uint8_t *) copy + got, size - got);
+        const ssize_t n = ::read(fd, dst + got, size - got);
         if (n <= 0) {
             ::close(fd);
             return fail(err, KVG_STATUS_IO, strfmt("'%s': read failed at offset %zu", path.c_str(), got));
@@ -101,7 +104,7 @@ bool FileMapping::open(const std::string & path, bool use_mmap, std::string * er
         got += (size_t) n;
     }
     ::close(fd);
-    data = (const uint8_t *) copy;
+    data = dst;
     return true;
 }
 

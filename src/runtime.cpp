@@ -299,11 +299,23 @@ static kvg::LlamaGraph * get_graph(kvg_context * ctx, const kvg::GraphShape & sh
     return ctx->graphs.back().g.get();
 }
 
-static bool compute(kvg_context * ctx, ggml_cgraph * gf, std::string * err) {
-    ggml_cplan plan = ggml_graph_plan(gf, ctx->params.n_threads, nullptr);
+// Plans g once per thread count and CPU path: decoding computes one graph per token, and the
+// plan's work size only changes with those (the graph is fixed once built).
+static ggml_cplan plan_graph(kvg_context * ctx, kvg::LlamaGraph * g) {
+    const int n_threads = ctx->params.n_threads, path = (int) ggml_cpu_get_features();
+    if (g->plan_path != path || g->plan_threads != n_threads) {
+        g->plan = ggml_graph_plan(g->gf, n_threads, nullptr);
+        g->plan_threads = n_threads;
+        g->plan_path = path;
+    }
+    return g->plan;
+}
+
+static bool compute(kvg_context * ctx, kvg::LlamaGraph * g, std::string * err) {
+    ggml_cplan plan = plan_graph(ctx, g);
     if (plan.work_size > ctx->work.size()) ctx->work.resize(plan.work_size);
     plan.work_data = plan.work_size ? ctx->work.data() : nullptr;
-    const ggml_status st = ggml_graph_compute(gf, &plan);
+    const ggml_status st = ggml_graph_compute(g->gf, &plan);
     if (st != GGML_STATUS_SUCCESS) {
         *err = "graph computation failed (status " + std::to_string((int) st) + ")";
         return false;
@@ -400,7 +412,7 @@ static bool run_graph(kvg_context * ctx, const kvg::GraphShape & shape, size_t c
         if (flash) for (int i = 0; i < ub.n(); ++i) ctx->kv.apply(ub.seq[i], ub.pos[i]);
         g->set_inputs((int) (c - c0), ub, ctx->kv);
     }
-    if (!compute(ctx, g->gf, e)) return false;
+    if (!compute(ctx, g, e)) return false;
     const int n_vocab = ctx->model->hp.n_vocab;
     for (size_t c = c0; c < c1; ++c) {
         const ggml_tensor * out = g->chunks[c - c0].logits;

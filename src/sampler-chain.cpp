@@ -29,6 +29,7 @@ public:
     void apply(Candidates & c) override {
         if (c.a.size > 0) c.a.selected = (int64_t) best_candidate(c.a);
     }
+    Effect effect() const override { return Effect::picks_best; }
 };
 
 class Dist : public SamplerStage {
@@ -179,6 +180,7 @@ public:
     Penalties(int last_n, float repeat, float freq, float present)
         : last_n_(last_n), repeat_(repeat), freq_(freq), present_(present) {}
     void apply(Candidates & c) override;
+    Effect effect() const override { return on() && !recent_.empty() ? Effect::other : Effect::keeps; }
     void accept(int token) override {
         if (last_n_ == 0) return;
         recent_.push_back(token);
@@ -189,6 +191,7 @@ public:
 private:
     // Index of the candidate with this id, or -1: direct when the array is in id order.
     long find(const kvg_token_data_array & a, int id);
+    bool on() const { return repeat_ != 1.0f || freq_ != 0.0f || present_ != 0.0f; }
 
     int last_n_;
     float repeat_, freq_, present_;
@@ -207,8 +210,7 @@ long Penalties::find(const kvg_token_data_array & a, int id) {
 
 void Penalties::apply(Candidates & c) {
     kvg_token_data_array & a = c.a;
-    const bool on = repeat_ != 1.0f || freq_ != 0.0f || present_ != 0.0f;
-    if (!on || recent_.empty() || a.size == 0) return;
+    if (!on() || recent_.empty() || a.size == 0) return;
     c.fold_temp();  // frequency and presence subtract from the scaled logits
     ids_.assign(recent_.begin(), recent_.end());
     std::sort(ids_.begin(), ids_.end());
@@ -237,6 +239,17 @@ void Candidates::fold_temp() {
 
 void SamplerChain::apply(Candidates & c) {
     for (auto & s : stages_) s->apply(c);
+}
+// Stages that keep the candidates compose; a selection stands only if no stage after it acts.
+SamplerStage::Effect SamplerChain::effect() const {
+    Effect e = Effect::keeps;
+    for (const auto & s : stages_) {
+        const Effect se = s->effect();
+        if (se == Effect::keeps) continue;
+        if (se == Effect::other || e == Effect::picks_best) return Effect::other;
+        e = se;
+    }
+    return e;
 }
 void SamplerChain::accept(int token) {
     for (auto & s : stages_) s->accept(token);
@@ -279,8 +292,19 @@ void apply_stage(SamplerStage & stage, kvg_token_data_array & a) {
     c.fold_temp();
 }
 
+// best_candidate over logits[0..n) as candidates in id order, without building them.
+static int best_logit(const float * logits, int n) {
+    float top = -INFINITY;
+    for (int i = 0; i < n; i++) top = logits[i] > top ? logits[i] : top;
+    for (int i = 0; i < n; i++) {
+        if (logits[i] == top) return i;
+    }
+    return 0; // all NaN: the smallest id
+}
+
 int sample_stage(SamplerStage & stage, const float * logits, int n, std::vector<kvg_token_data> & scratch) {
     if (!logits || n <= 0) return -1;
+    if (stage.effect() == SamplerStage::Effect::picks_best) return best_logit(logits, n); // greedy decoding
     scratch.resize((size_t) n);
     for (int i = 0; i < n; i++) scratch[(size_t) i] = {i, logits[i], 0.0f};
     kvg_token_data_array a{scratch.data(), (size_t) n, -1, false};

@@ -29,8 +29,12 @@ struct Candidates {
 
 class SamplerStage {
 public:
+    // What apply does to candidates in id order, when that is known without them: nothing
+    // (keeps), or select best_candidate (picks_best). Lets sample_stage skip building them.
+    enum class Effect { keeps, picks_best, other };
     virtual ~SamplerStage() = default;
     virtual void apply(Candidates & c) = 0;
+    virtual Effect effect() const { return Effect::other; }
     virtual void accept(int /*token*/) {}
     virtual void reset() {}
 };
@@ -41,6 +45,7 @@ public:
     void add(std::unique_ptr<SamplerStage> && stage) { stages_.push_back(std::move(stage)); }
     size_t size() const { return stages_.size(); }
     void apply(Candidates & c) override;
+    Effect effect() const override;
     void accept(int token) override;
     void reset() override;
 

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -114,6 +115,30 @@ TEST_CASE("llama2.c checkpoints load with the documented shapes") {
     kvg_model_free(m);
 }
 
+// Small checkpoints are read so that the arrays after the 28-byte header start on a cache line;
+// the tensors must still hold the file's floats (checked against a plain read of the file).
+TEST_CASE("small llama2.c checkpoints: weights on a cache line, equal to the file's bytes") {
+    std::ifstream in(model_path("stories260K.bin"), std::ios::binary);
+    const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(file.size() > 28);
+    for (bool use_mmap : {true, false}) {
+        CAPTURE(use_mmap);
+        kvg::LoadOptions opt;
+        opt.use_mmap = use_mmap;
+        std::string e;
+        auto model = kvg::load_model(model_path("stories260K.bin"), "", opt, &e);
+        REQUIRE(model);
+        const ggml_tensor * embd = model->tok_embd;
+        const ggml_tensor * wq = model->layers[0].wq;
+        CHECK((uintptr_t) embd->data % 64 == 0);
+        CHECK((uintptr_t) wq->data % 64 == 0);
+        // token embedding right after the header; attention norms (dim x layers), then wq
+        CHECK(std::memcmp(embd->data, file.data() + 28, ggml_nbytes(embd)) == 0);
+        const size_t wq_off = 28 + ggml_nbytes(embd) + model->layers.size() * ggml_nbytes(model->layers[0].attn_norm);
+        CHECK(std::memcmp(wq->data, file.data() + wq_off, ggml_nbytes(wq)) == 0);
+    }
+}
+
 // reference-llama.h, the plain forward pass the tests compare kvgraph with, against the
 // PyTorch fixtures: the logits at the 32 fixture positions and the 64 greedy tokens.
 TEST_CASE("the reference forward pass reproduces the PyTorch fixtures") {
@@ -173,6 +198,46 @@ TEST_CASE("greedy tokens and logits match the reference") {
             kvg_model_free(m);
         }
     }
+}
+
+// The runtime plans a graph once per thread count and CPU path; changing either between
+// tokens of one context must plan again and keep the tokens and logits.
+TEST_CASE("decoding through thread-count and CPU-path changes keeps the reference") {
+    const Case & tc = CASES[1]; // stories260K: GQA, the fixture's 64 greedy tokens
+    std::string e;
+    auto model = kvg::load_model(model_path(tc.model), "", kvg::LoadOptions(), &e);
+    REQUIRE(model);
+    kvg_model * m = load(model_path(tc.model));
+    kvg_context * c = new_ctx(m, 1);
+    const int nv = kvg_model_n_vocab(m);
+    std::vector<int> out;
+    std::vector<float> got;
+    int tok = 1;
+    char err[512] = "";
+    for (int pos = 0; pos < 64; ++pos) {
+        if (pos == 16) kvg_set_n_threads(c, 2);
+        if (pos == 32) ggml_cpu_set_features_limit(GGML_CPU_FEATURES_SCALAR);
+        if (pos == 40) ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX2);
+        if (pos == 48) {
+            ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+            kvg_set_n_threads(c, 1);
+        }
+        const float * l = kvg_decode(c, &tok, 1, pos, err, sizeof err);
+        INFO(err);
+        REQUIRE(l);
+        got.insert(got.end(), l, l + nv);
+        tok = kvg_argmax(l, nv);
+        out.push_back(tok);
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    CHECK(out == read_ids(fixture_path(std::string(tc.name) + ".greedy.txt")));
+    std::vector<int> path = {1};
+    path.insert(path.end(), out.begin(), out.end() - 1);
+    const std::vector<float> want = ref::logits(*model, path);
+    REQUIRE(want.size() == got.size());
+    CHECK(max_diff(got.data(), want.data(), want.size()) < 1e-4f);
+    kvg_context_free(c);
+    kvg_model_free(m);
 }
 
 TEST_CASE("a batched prompt gives the logits of token-by-token decoding") {

@@ -713,13 +713,15 @@ TEST_CASE("rope: normal and neox modes, partial dims, freq factors, YaRN, stride
 
 TEST_CASE("rope: back-to-back ropes of one position whose parameters differ in one field each") {
     // the kernel reuses a position's cos/sin for the next rope of it (decoding: q and k of every
-    // layer); each of these must still get its own angles
+    // layer) and the last inverse frequencies without factors; each of these must still get its
+    // own angles
     const int64_t n_head = 2;
     const std::vector<int> pos = {33};
     std::vector<RopeCfg> cfgs;
     RopeCfg base{16, 16, 0};
     cfgs.push_back(base);
     cfgs.push_back(base); // a hit
+    RopeCfg f0 = base; f0.freq_factors = true; cfgs.push_back(f0); // the last base, with factors
     RopeCfg b = base; b.freq_base = 500000.0f; cfgs.push_back(b);
     RopeCfg f = base; f.freq_factors = true; cfgs.push_back(f);
     RopeCfg sc = base; sc.freq_scale = 0.5f; cfgs.push_back(sc);

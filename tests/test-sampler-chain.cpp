@@ -210,6 +210,45 @@ TEST_CASE("temp divides the logits; t <= 0 keeps only the top one") {
     }
 }
 
+// kvg_sampler_sample on a greedy chain skips the candidate array when the stages before the
+// greedy one leave it alone (penalties off, or nothing accepted yet): same token as a naive
+// argmax, and penalties that act must still change the choice.
+TEST_CASE("greedy chains sample the naive argmax; active penalties still count") {
+    const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+    auto naive = [](const std::vector<float> & l) { // largest non-NaN, first on ties; all NaN: 0
+        int best = -1;
+        for (size_t i = 0; i < l.size(); i++) {
+            if (!std::isnan(l[i]) && (best < 0 || l[i] > l[(size_t) best])) best = (int) i;
+        }
+        return best < 0 ? 0 : best;
+    };
+    std::vector<std::vector<float>> cases = {
+        {0.1f, 2.0f, nan, 2.0f, 1.9f}, {-0.0f, 0.0f, -1.0f}, {nan, -inf, -inf}, {nan, nan, nan},
+        {-inf, -inf}, {nan, -5.0f, 3.0f, inf, inf}, {1.0f}};
+    for (uint32_t seed = 1; seed <= 10; seed++) cases.push_back(random_logits(512, seed, 4.0f));
+    Smpl plain(kvg_sampler_init_greedy());
+    Smpl off = chain_of({kvg_sampler_init_penalties(64, 1.0f, 0.0f, 0.0f), kvg_sampler_init_greedy()});
+    Smpl fresh = chain_of({kvg_sampler_init_penalties(64, 2.0f, 0.0f, 0.0f), kvg_sampler_init_greedy()});
+    kvg_sampler_accept(off.get(), 1);
+    for (const std::vector<float> & l : cases) {
+        const int n = (int) l.size();
+        CHECK(kvg_sampler_sample(plain.get(), l.data(), n) == naive(l));
+        CHECK(kvg_sampler_sample(off.get(), l.data(), n) == naive(l));
+        CHECK(kvg_sampler_sample(fresh.get(), l.data(), n) == naive(l));
+    }
+    // after accepting the top token, a repeat penalty of 4 moves the choice to the runner-up
+    const std::vector<float> l = {1.0f, 3.0f, 2.0f};
+    kvg_sampler_accept(fresh.get(), 1);
+    CHECK(kvg_sampler_sample(fresh.get(), l.data(), 3) == 2);
+    // a stage after the greedy one decides: greedy then dist draws among all tokens
+    // (the argmax's probability < 1), so not always the argmax
+    Smpl after = chain_of({kvg_sampler_init_greedy(), kvg_sampler_init_dist(7)});
+    const std::vector<float> flat = {0.0f, 0.0f, 0.1f, 0.0f};
+    bool other = false;
+    for (int i = 0; i < 64; i++) other |= kvg_sampler_sample(after.get(), flat.data(), 4) != 2;
+    CHECK(other);
+}
+
 TEST_CASE("penalties follow llama.cpp's formula on the accepted tokens") {
     const std::vector<float> l = {3.0f, 2.5f, -1.0f, 1.0f, 0.0f, 2.0f};
     const float rep = 2.0f, freq = 0.25f, pres = 0.5f;

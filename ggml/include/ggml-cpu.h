@@ -133,6 +133,8 @@ enum ggml_cpu_features {
     GGML_CPU_FEATURES_BEST   = 5,
 };
 GGML_API enum ggml_cpu_features ggml_cpu_set_features_limit(enum ggml_cpu_features limit);
+// The path in use (work sizes of a plan depend on it).
+GGML_API enum ggml_cpu_features ggml_cpu_get_features(void);
 
 #ifdef __cplusplus
 }

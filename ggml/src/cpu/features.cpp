@@ -106,6 +106,8 @@ enum ggml_cpu_features ggml_cpu_set_features_limit(enum ggml_cpu_features limit)
     return (enum ggml_cpu_features) p;
 }
 
+enum ggml_cpu_features ggml_cpu_get_features(void) { return (enum ggml_cpu_features) cpu_active_path(); }
+
 // ---- ggml_cpu_has_* ---------------------------------------------------------------------------
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 static int has(bool v) { return v ? 1 : 0; }

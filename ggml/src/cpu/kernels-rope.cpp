@@ -164,6 +164,20 @@ rope_params read_rope_params(const ggml_tensor * dst) {
         p.corr_low = std::max(0.0, start);
         p.corr_high = std::min((double) (p.n_dims - 1), end);
     }
+    // Without frequency factors every rope node of a model asks for the same powers: a
+    // per-thread memo of the last (freq_base bits, n_dims) saves a pow per pair and node.
+    struct inv_memo_t {
+        uint32_t base_bits = 0;
+        int n_dims = 0;
+        std::vector<double> inv_freq;
+    };
+    thread_local inv_memo_t memo;
+    uint32_t base_bits;
+    std::memcpy(&base_bits, &freq_base, sizeof(base_bits));
+    if (!ff && memo.n_dims == p.n_dims && memo.base_bits == base_bits) {
+        p.inv_freq = memo.inv_freq;
+        return p;
+    }
     p.inv_freq.resize(half);
     for (int64_t k = 0; k < half; ++k) {
         double f = std::pow((double) freq_base, -2.0 * k / p.n_dims);
@@ -174,6 +188,7 @@ rope_params read_rope_params(const ggml_tensor * dst) {
         }
         p.inv_freq[k] = f;
     }
+    if (!ff) memo = {base_bits, p.n_dims, p.inv_freq};
     return p;
 }
 
