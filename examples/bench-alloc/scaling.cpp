@@ -109,7 +109,7 @@ void row(bool is_chain, int target_nodes) {
     const int64_t t0 = ggml_time_us();
     const bool ok = ggml_gallocr_reserve(ga, g);
     const double ms = (double) (ggml_time_us() - t0) / 1000.0;
-    printf("| %-8s | %-7s | %7d | %10.1f | %12.1f | %10.2f |%s\n", PLANNER_NAME, is_chain ? "chain" : "decoder",
+    printf("| %-8s | %-7s | %7d | %10.2f | %12.1f | %10.2f |%s\n", PLANNER_NAME, is_chain ? "chain" : "decoder",
            ggml_graph_n_nodes(g), ms, (double) (peak_rss_kb() - rss_before) / 1024.0,
            (double) ggml_gallocr_get_buffer_size(ga, 0) / 1048576.0, ok ? "" : " (reserve failed)");
     fflush(stdout);
