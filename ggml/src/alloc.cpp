@@ -325,7 +325,8 @@ struct planner final : ggml_sched_visitor {
     //  - kept (finish_reading): inputs and outputs, and the roots the program may read after
     //    compute, those of outputs and of sinks (nodes nothing reads);
     //  - inplace_src: where the op could write over src[0] (its bytes permitting), else -1.
-    std::vector<int> sink_root; // the node's root position if it is an output or may be a sink; -1 else
+    std::vector<int> root_pos;  // position of the node owning the node's bytes (itself, or a view's root), or -1
+    std::vector<char> output;   // flagged output
 
     void begin(int n) override {
         hash = plan_hash(ga, n, g->n_leafs);
@@ -334,7 +335,8 @@ struct planner final : ggml_sched_visitor {
         kept.assign(n, 0);
         needs.assign(n, 0);
         inplace_src.assign(n, -1);
-        sink_root.assign(n, -1);
+        root_pos.assign(n, -1);
+        output.assign(n, 0);
     }
     void node(int i, ggml_tensor * t, const ggml_ptr_index & pos) override {
         forget_ours(t);
@@ -343,8 +345,8 @@ struct planner final : ggml_sched_visitor {
         nbytes[i] = ggml_nbytes(t);
         needs[i] = needs_alloc(t);
         if (t->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) kept[i] = 1;
-        sink_root[i] = t->view_src ? pos.get(t->view_src) : i;
-        if (!(t->flags & GGML_TENSOR_FLAG_OUTPUT)) sink_root[i] = -2 - sink_root[i]; // kept only if a sink
+        root_pos[i] = t->view_src ? pos.get(t->view_src) : i;
+        output[i] = (t->flags & GGML_TENSOR_FLAG_OUTPUT) != 0;
         inplace_src[i] = ga->inplace ? inplace_candidate(i, t, pos) : -1;
     }
     void read_nodes() {
@@ -354,9 +356,7 @@ struct planner final : ggml_sched_visitor {
     // Once the schedule knows which nodes are read (is_src).
     void finish_reading() {
         for (int i = 0; i < (int) sc->exec.size(); ++i) {
-            int r = sink_root[i];
-            if (r <= -2) r = sc->is_src[i] ? -1 : -2 - r; // not an output: kept only as a sink
-            if (r >= 0) kept[r] = 1;
+            if ((output[i] || !sc->is_src[i]) && root_pos[i] >= 0) kept[root_pos[i]] = 1; // an output or a sink
         }
     }
 
