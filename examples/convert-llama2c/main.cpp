@@ -3,6 +3,9 @@
 //
 //   kvg-convert-llama2c stories15M.bin stories15M.gguf -z tokenizer.bin --type q8_0
 //
+// The input may also be a GGUF file: `--type bf16` on an f16 model is the offline form of
+// ik_llama.cpp's run-time f16 -> bf16 repacking (bf16 prompt kernels, 3 fewer mantissa bits).
+//
 // Q/K rows are not permuted: llama.cpp's HF converter does that because HF checkpoints
 // store rotate-half (NeoX) order, while llama2.c / Meta weights already rotate adjacent
 // pairs, which is what ggml's rope mode 0 (llama.cpp's "normal" mode) expects.
@@ -15,9 +18,9 @@
 
 static void usage(const char * argv0) {
     fprintf(stderr,
-            "usage: %s MODEL.bin OUT.gguf [-z tokenizer.bin] [--type f32|f16|q8_0|q4_0] [--no-vocab]\n"
-            "  matrices are written in --type (default f32); norms stay f32; q8_0/q4_0 matrices whose\n"
-            "  rows are not a multiple of 32 are written as f16\n",
+            "usage: %s MODEL.bin OUT.gguf [-z tokenizer.bin] [--type f32|f16|bf16|q8_0|q4_0] [--no-vocab]\n"
+            "  MODEL: a llama2.c checkpoint or a GGUF file. Matrices are written in --type (default f32);\n"
+            "  norms stay f32; q8_0/q4_0 matrices whose rows are not a multiple of 32 are written as f16\n",
             argv0);
 }
 
@@ -32,10 +35,11 @@ int main(int argc, char ** argv) {
             const std::string t = argv[++i];
             if (t == "f32") ftype = KVG_FTYPE_F32;
             else if (t == "f16") ftype = KVG_FTYPE_F16;
+            else if (t == "bf16") ftype = KVG_FTYPE_BF16;
             else if (t == "q8_0") ftype = KVG_FTYPE_Q8_0;
             else if (t == "q4_0") ftype = KVG_FTYPE_Q4_0;
             else {
-                fprintf(stderr, "error: unknown type '%s' (f32, f16, q8_0, q4_0)\n", t.c_str());
+                fprintf(stderr, "error: unknown type '%s' (f32, f16, bf16, q8_0, q4_0)\n", t.c_str());
                 return 1;
             }
         } else if (a == "--no-vocab") no_vocab = true;
@@ -79,7 +83,7 @@ int main(int argc, char ** argv) {
         return 1;
     }
     fprintf(stderr, "wrote %s: %s, %zu weight bytes%s\n", out.c_str(), kvg_model_desc(check), kvg_model_weight_bytes(check),
-            kvg_model_has_vocab(check) ? (tok.empty() ? ", placeholder vocabulary" : ", tokenizer included") : ", no vocabulary");
+            kvg_model_has_vocab(check) ? (tok.empty() ? ", the input's vocabulary (a placeholder for a llama2.c checkpoint)" : ", tokenizer included") : ", no vocabulary");
     kvg_model_free(check);
     return 0;
 }
