@@ -217,8 +217,6 @@ void q8_k_from_float(const float * x, void * y, int64_t k) { quantize_row_q8_K_r
 
 namespace kvg {
 
-const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 const block_type_info * extra_block_types(int * n) {
     static const block_type_info types[] = {
         {GGML_TYPE_Q4_1, "q4_1", 32, 20, row_q4_1, encode_unweighted<encode_q4_1>},

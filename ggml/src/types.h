@@ -111,7 +111,7 @@ const block_type_info * extra_block_types(int * n);
 // ggml_get_type_traits, have no to_float for F32). NULL for types kvgraph cannot read.
 ggml_to_float_t row_decoder(ggml_type type);
 // IQ4_NL's 16 non-linear levels (ggml's table), ascending
-extern const int8_t iq4nl_levels[16];
+inline constexpr int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // Encoders (quants-encode.cpp): k values of x (a multiple of the block size) into blocks at
 // y, each block's scales and codes chosen to minimize the squared error weighted by w (one

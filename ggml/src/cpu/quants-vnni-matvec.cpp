@@ -186,8 +186,8 @@ KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
 } // namespace
 
 void kvg::add_matvec_kernels_vnni(cpu_kernels & k) {
-    // (iq4_nl has none: a 4-row kernel, which kept the AVX2 tile's bits, was faster while the
-    // weights sat in L3 but slower from DRAM, its interleaved short streams 11.2 -> 7.4 GB/s)
+    // (iq4_nl's is q4_0's kernel with table values, in simd-avx512-vnni.cpp; an earlier 4-row
+    // kernel was slower from DRAM, its interleaved short streams 11.2 -> 7.4 GB/s)
     k.mm[MM_Q4_K].mv = mv_q4_k;
     k.mm[MM_Q4_K].pack_mv = pack_q4_k;
     k.mm[MM_Q5_K].mv = mv_q5_k;

@@ -59,6 +59,22 @@ constexpr word_index Q8X4_LO = make_index(64, [](int t) { return 34 * (t / 8) + 
 constexpr word_index Q8X4_HI = make_index(64, [](int t) { return 34 * (t / 8) + 10 + 2 * (t % 8); });
 constexpr word_index Q8X4_D = make_index(64, [](int t) { return 34 * ((t % 16) / 4); });
 
+// Weights of the tiles over q8_0 activations: q8_0, q4_0, and iq4_nl (q4_0's block layout,
+// whose nibbles pick one of 16 signed values).
+enum wquant { W_Q8, W_Q4, W_IQ4 };
+static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0), "iq4_nl has q4_0's block layout");
+constexpr size_t wblock_bytes(wquant w) { return w == W_Q8 ? sizeof(block_q8_0) : sizeof(block_q4_0); }
+// iq4_nl's values (ggml's table) plus BIAS in every 128-bit lane, for vpshufb (BIAS 128:
+// unsigned bytes for vpdpbusd)
+template <int BIAS = 0> KVG_INLINE __m512i iq4nl_table() {
+    const int8_t * v = kvg::iq4nl_levels;
+    return _mm512_broadcast_i32x4(_mm_setr_epi8(
+        (char) (v[0] + BIAS), (char) (v[1] + BIAS), (char) (v[2] + BIAS), (char) (v[3] + BIAS), (char) (v[4] + BIAS),
+        (char) (v[5] + BIAS), (char) (v[6] + BIAS), (char) (v[7] + BIAS), (char) (v[8] + BIAS), (char) (v[9] + BIAS),
+        (char) (v[10] + BIAS), (char) (v[11] + BIAS), (char) (v[12] + BIAS), (char) (v[13] + BIAS), (char) (v[14] + BIAS),
+        (char) (v[15] + BIAS)));
+}
+
 // Writes the R x P panel accumulators of a panel tile (lane c of acc[r][p]: weight row r,
 // activation row 16p + c) to the tile's n_cols activation rows.
 template <int R, int P>

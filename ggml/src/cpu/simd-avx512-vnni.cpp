@@ -138,7 +138,9 @@ constexpr int PF_AHEAD = 4096; // one-row tiles' software prefetch, as in simd-a
 // q8_0 lost with it (21 -> 12 GB/s), as did 2 or 4 interleaved rows per call (9-13 GB/s).
 constexpr int PF_Q4_AHEAD = 8192;
 
-void pack_mv_q4(const void * row, void * out, int64_t k) {
+// q4_0's packed row; iq4_nl's the same with its correction for values biased by 128
+template <int BIAS>
+void pack_mv_nibbles(const void * row, void * out, int64_t k) {
     const block_q8_0 * x = (const block_q8_0 *) row;
     for (int64_t g = 0; g < k / MM_MV_GROUP; ++g, x += 4) {
         int8_t * lo = (int8_t *) out + g * MV_Q4_BYTES, * hi = lo + 64;
@@ -151,7 +153,7 @@ void pack_mv_q4(const void * row, void * out, int64_t k) {
                 d[4 * b + l] = ggml_fp16_to_fp32(x[b].d);
                 int32_t sum = 0;
                 for (int m = 0; m < 4; ++m) sum += lo[16 * b + 4 * l + m] + hi[16 * b + 4 * l + m];
-                corr[4 * b + l] = -8 * sum;
+                corr[4 * b + l] = -BIAS * sum;
             }
         }
     }
@@ -173,7 +175,10 @@ KVG_INLINE void store1(const mm_tile_args & a, __m512 acc) {
     a.out[0] = a.accumulate ? a.out[0] + s : s;
 }
 
-KVG_TARGET void mv_q4(const mm_tile_args & a) {
+// q4_0 (W_Q4: the nibbles, corrected by -8 * sum) or iq4_nl (W_IQ4: their table values + 128,
+// corrected by -128 * sum): the same exact integers per lane as q4_step4's
+template <wquant W>
+KVG_INLINE void mv_nibbles(const mm_tile_args & a) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     __m512 acc = _mm512_setzero_ps();
     const char * w = a.w, * x = a.x;
@@ -181,7 +186,8 @@ KVG_TARGET void mv_q4(const mm_tile_args & a) {
         _mm_prefetch(w + PF_Q4_AHEAD, _MM_HINT_T1);
         _mm_prefetch(w + 64 + PF_Q4_AHEAD, _MM_HINT_T1);
         const __m512i q = gather_words(w, 8, Q4X4_QS);
-        const __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        if (W == W_IQ4) lo = _mm512_shuffle_epi8(iq4nl_table<128>(), lo), hi = _mm512_shuffle_epi8(iq4nl_table<128>(), hi);
         __m512i s = _mm512_load_si512((const void *) (x + 192));
         s = _mm512_dpbusd_epi32(s, lo, _mm512_load_si512((const void *) x));
         s = _mm512_dpbusd_epi32(s, hi, _mm512_load_si512((const void *) (x + 64)));
@@ -190,6 +196,8 @@ KVG_TARGET void mv_q4(const mm_tile_args & a) {
     }
     store1(a, acc);
 }
+KVG_TARGET void mv_q4(const mm_tile_args & a) { mv_nibbles<W_Q4>(a); }
+KVG_TARGET void mv_iq4_nl(const mm_tile_args & a) { mv_nibbles<W_IQ4>(a); }
 
 KVG_TARGET void mv_q8(const mm_tile_args & a) {
     __m512 acc = _mm512_setzero_ps();
@@ -225,11 +233,14 @@ cpu_kernels build() {
     k.mm[MM_Q4_0].panel_min = 8;
     k.pack_panel = pack_panel;
     k.mm[MM_Q4_0].mv = mv_q4;
-    k.mm[MM_Q4_0].pack_mv = pack_mv_q4;
+    k.mm[MM_Q4_0].pack_mv = pack_mv_nibbles<8>;
     k.mm[MM_Q4_0].mv_group_bytes = MV_Q4_BYTES;
     k.mm[MM_Q8_0].mv = mv_q8;
     k.mm[MM_Q8_0].pack_mv = pack_mv_q8;
     k.mm[MM_Q8_0].mv_group_bytes = MV_Q8_BYTES;
+    k.mm[MM_IQ4_NL].mv = mv_iq4_nl;
+    k.mm[MM_IQ4_NL].pack_mv = pack_mv_nibbles<128>;
+    k.mm[MM_IQ4_NL].mv_group_bytes = MV_Q4_BYTES;
     add_panel_kernels_vnni(k);
     add_matvec_kernels_vnni(k);
     return k;

@@ -253,9 +253,11 @@ KVG_INLINE __m512i load_q4(const block_q4_0 * b) {
     return _mm512_and_si512(_mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), _mm512_set1_epi8(0x0F));
 }
 
-// One step (a pair of blocks, or the lone last one) of a quantized tile.
-template <bool Q4, bool TWO, int R, int C>
+// One step (a pair of blocks, or the lone last one) of a quantized tile. W_IQ4: iq4_nl, q4_0's
+// layout with table values for the nibbles, multiplied as signed bytes like q8_0.
+template <wquant W, bool TWO, int R, int C>
 KVG_INLINE void quant_step(const mm_tile_args & a, int64_t b, __m512 * acc) {
+    constexpr bool Q4 = W == W_Q4;
     const __m512i ones = _mm512_set1_epi16(1);
     __m512i xq[C], x8[C];
     __m512 xd[C];
@@ -270,8 +272,14 @@ KVG_INLINE void quant_step(const mm_tile_args & a, int64_t b, __m512 * acc) {
         __m512i wq;
         __m512 wd;
         __mmask64 neg = 0;
-        if (C == 1) _mm_prefetch(a.w + (R == 1 ? PF_AHEAD : (r + R) * a.w_stride) + b * (Q4 ? sizeof(block_q4_0) : sizeof(block_q8_0)), _MM_HINT_T0);
-        if (Q4) {
+        if (C == 1) _mm_prefetch(a.w + (R == 1 ? PF_AHEAD : (r + R) * a.w_stride) + b * wblock_bytes(W), _MM_HINT_T0);
+        if (W == W_IQ4) {
+            const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
+            const __m512i v = _mm512_shuffle_epi8(iq4nl_table(), load_q4<TWO>(wb));
+            neg = _mm512_movepi8_mask(v);
+            wq = _mm512_abs_epi8(v);
+            wd = scale_pair(wb[0].d, TWO ? wb[1].d : 0);
+        } else if (Q4) {
             const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
             wq = load_q4<TWO>(wb);
             wd = scale_pair(wb[0].d, TWO ? wb[1].d : 0);
@@ -292,10 +300,12 @@ KVG_INLINE void quant_step(const mm_tile_args & a, int64_t b, __m512 * acc) {
     }
 }
 
-// q4_0 x q8_0, four blocks per step, block k in 128-bit lane k: the low nibbles
+// q4_0 (or iq4_nl) x q8_0, four blocks per step, block k in 128-bit lane k: the low nibbles
 // (elements 0..15 of each block) in one vector, the high ones (16..31) in another, the
-// activations split the same way.
-template <int R, int C>
+// activations split the same way. iq4_nl's signed values: |w| times x with w's sign, the low
+// and high halves widened to int32 apart (their pair sums, up to 2 * 127 * 127 each, would
+// overflow int16 together); lane m of block k sums elements 4m..4m+3 and 16+4m..16+4m+3.
+template <wquant W, int R, int C>
 KVG_INLINE void q4_step4(const mm_tile_args & a, int64_t b, __m512 * acc) {
     const __m512i ones = _mm512_set1_epi16(1), low4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
     __m512i xlo[C], xhi[C], x8[C];
@@ -305,7 +315,7 @@ KVG_INLINE void q4_step4(const mm_tile_args & a, int64_t b, __m512 * acc) {
         xlo[c] = gather_words(xb, 64, Q8X4_LO);
         xhi[c] = gather_words((const char *) xb + 8, 64, Q8X4_HI);
         // dot(q - 8, x) = dot(q, x) - 8 * sum(x), the second term shared by all rows
-        x8[c] = _mm512_add_epi16(_mm512_maddubs_epi16(eight, xlo[c]), _mm512_maddubs_epi16(eight, xhi[c]));
+        if (W == W_Q4) x8[c] = _mm512_add_epi16(_mm512_maddubs_epi16(eight, xlo[c]), _mm512_maddubs_epi16(eight, xhi[c]));
         xd[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(gather_words(xb, 64, Q8X4_D)));
     }
     for (int r = 0; r < R; ++r) {
@@ -315,6 +325,18 @@ KVG_INLINE void q4_step4(const mm_tile_args & a, int64_t b, __m512 * acc) {
         const __m512i q = gather_words(wb, 8, Q4X4_QS);
         const __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
         const __m512 wd = gather_scales(wb, Q4X4_D);
+        if (W == W_IQ4) {
+            const __m512i vlo = _mm512_shuffle_epi8(iq4nl_table(), lo), vhi = _mm512_shuffle_epi8(iq4nl_table(), hi);
+            const __mmask64 nlo = _mm512_movepi8_mask(vlo), nhi = _mm512_movepi8_mask(vhi);
+            const __m512i alo = _mm512_abs_epi8(vlo), ahi = _mm512_abs_epi8(vhi);
+            for (int c = 0; c < C; ++c) {
+                const __m512i plo = _mm512_maddubs_epi16(alo, _mm512_mask_sub_epi8(xlo[c], nlo, _mm512_setzero_si512(), xlo[c]));
+                const __m512i phi = _mm512_maddubs_epi16(ahi, _mm512_mask_sub_epi8(xhi[c], nhi, _mm512_setzero_si512(), xhi[c]));
+                const __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_madd_epi16(plo, ones), _mm512_madd_epi16(phi, ones)));
+                acc[r * C + c] = _mm512_fmadd_ps(p, _mm512_mul_ps(wd, xd[c]), acc[r * C + c]);
+            }
+            continue;
+        }
         for (int c = 0; c < C; ++c) {
             const __m512i p16 = _mm512_sub_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(lo, xlo[c]), _mm512_maddubs_epi16(hi, xhi[c])), x8[c]);
             const __m512 p = _mm512_cvtepi32_ps(_mm512_madd_epi16(p16, ones));
@@ -323,25 +345,28 @@ KVG_INLINE void q4_step4(const mm_tile_args & a, int64_t b, __m512 * acc) {
     }
 }
 
-template <bool Q4, int R, int C>
+template <wquant W, int R, int C>
 KVG_INLINE void tile_quant(const mm_tile_args & a) {
     __m512 acc[R * C];
     for (int j = 0; j < R * C; ++j) acc[j] = _mm512_setzero_ps();
     const int64_t nb = a.k / QK8_0;
     int64_t b = 0;
-    if (Q4) {
-        for (; b + 4 <= nb; b += 4) q4_step4<R, C>(a, b, acc);
+    if (W != W_Q8) {
+        for (; b + 4 <= nb; b += 4) q4_step4<W, R, C>(a, b, acc);
     }
-    for (; b + 2 <= nb; b += 2) quant_step<Q4, true, R, C>(a, b, acc);
-    if (b < nb) quant_step<Q4, false, R, C>(a, b, acc);
+    for (; b + 2 <= nb; b += 2) quant_step<W, true, R, C>(a, b, acc);
+    if (b < nb) quant_step<W, false, R, C>(a, b, acc);
     finish_tile<R, C>(a, acc);
 }
 
 template <int R, int C> struct tile_q8_0 {
-    static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<false, R, C>(a); }
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<W_Q8, R, C>(a); }
 };
 template <int R, int C> struct tile_q4_0 {
-    static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<true, R, C>(a); }
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<W_Q4, R, C>(a); }
+};
+template <int R, int C> struct tile_iq4_nl {
+    static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<W_IQ4, R, C>(a); }
 };
 
 // ---- activations, attention helpers ----------------------------------------------------------
@@ -499,6 +524,9 @@ const kvg::cpu_kernels * kvg::kernels_avx512() {
         cpu_kernels t = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
         t.dots_f32 = dots_f32;
         t.add_scores = add_scores;
+        // iq4_nl: q4_0's tiles with table values (replacing the AVX2 tile of add_block_quant_kernels)
+        mm_fill<tile_iq4_nl, 4, isa::quant_cols>(t.mm[MM_IQ4_NL]);
+        t.mm[MM_IQ4_NL].mv_rows = 1;
         return t;
     }();
     return &k;

@@ -202,7 +202,8 @@ enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a we
 enum ggml_type mm_activation_type(enum ggml_type type, int64_t M);
 
 // The kernels of the block types after q4_0 (quants-scalar.cpp, quants-x86.cpp), added to
-// a path's table; the AVX-512 table has its own k-quant tiles and the AVX2 ones of the rest.
+// a path's table; the AVX-512 table has its own k-quant tiles and the AVX2 ones of the rest
+// (iq4_nl's AVX-512 tiles are q4_0's, simd-avx512.cpp, which replaces them).
 void add_block_quant_kernels_scalar(cpu_kernels & k);
 void add_block_quant_kernels_avx2(cpu_kernels & k);   // no-op when not built for x86-64
 void add_block_quant_kernels_avx512(cpu_kernels & k); // no-op when not built for x86-64
