@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # kvgraph against its peers on the same GGUF files, one program after the other, file by file:
-# kvg-bench, llama.cpp's llama-bench (best of -fa 0,1) and, when given, ik_llama.cpp's
-# llama-bench (-fa 1, best of -rtr 0 and -rtr 1, its run-time repacking). Prints the CPU and one
+# kvg-bench (best of --mmap 1 and --mmap 0: weights copied into transparent huge pages),
+# llama.cpp's llama-bench (best of -fa 0,1) and, when given, ik_llama.cpp's llama-bench (-fa 1,
+# best of -rtr 0 and -rtr 1, its run-time repacking, each also with -thp 1 and no mmap, its
+# transparent huge pages). Prints the CPU and one
 # table: tok/s of pp128 (128 prompt tokens in one batch) and tg64 (64 tokens one at a time),
 # kvgraph ÷ the best peer, and kvg-bench's own yardsticks (pp: % of the compute peak, tg: % of
 # the streaming-read bandwidth). A benchmark: not run by CI.
@@ -55,11 +57,14 @@ trap 'rm -rf "$out"' EXIT
 common=(-t "$threads" -p 128 -n 64 -r "$reps")
 for m in "${models[@]}"; do
     echo "running $(basename "$m") ..." >&2
-    "$kvg/bin/kvg-bench" -m "$m" "${common[@]}" --kv-type f16 --no-kv-write >> "$out/kvg.md"
+    for mmap in 1 0; do
+        "$kvg/bin/kvg-bench" -m "$m" "${common[@]}" --kv-type f16 --no-kv-write --mmap $mmap | sed "s/^|/|mmap$mmap|/" >> "$out/kvg.md"
+    done
     "$llama/llama-bench" -m "$m" "${common[@]}" -fa 0,1 -o json > "$out/llama-$(basename "$m").json" 2> /dev/null
     if [ "$ik" != - ]; then
         for rtr in 0 1; do
             "$ik/llama-bench" -m "$m" "${common[@]}" -fa 1 -rtr $rtr -o json > "$out/ik$rtr-$(basename "$m").json" 2> /dev/null
+            "$ik/llama-bench" -m "$m" "${common[@]}" -fa 1 -rtr $rtr -mmp 0 -thp 1 -o json > "$out/ikthp$rtr-$(basename "$m").json" 2> /dev/null
         done
     fi
 done
@@ -72,13 +77,15 @@ def put(f, nt, test, prog, ts, note):
     d = best.setdefault((os.path.basename(f), int(nt), test), {})
     if ts > d.get(prog, (0, ''))[0]: d[prog] = (ts, note)
 for line in open(f'{out}/kvg.md'):
-    c = [x.strip() for x in line.split('|')]
-    if len(c) > 12 and c[5][:2] in ('pp', 'tg'):
-        put(c[1], c[4], c[5][:2], 'kvg', float(c[6].split()[0]), c[12] if c[5][:2] == 'pp' else c[9])
-for prog in ['llama'] + (['ik0', 'ik1'] if have_ik else []):
+    c = [x.strip() for x in line.split('|')]  # c[1]: mmap0/mmap1, then kvg-bench's columns
+    if len(c) > 13 and c[6][:2] in ('pp', 'tg'):
+        yard = c[13] if c[6][:2] == 'pp' else c[10]
+        put(c[2], c[5], c[6][:2], 'kvg', float(c[7].split()[0]), f'{yard} {c[1]}')
+for prog in ['llama'] + (['ik0', 'ik1', 'ikthp0', 'ikthp1'] if have_ik else []):
     for p in glob.glob(f'{out}/{prog}-*.json'):
         for r in json.load(open(p)):
-            note = f"fa{int(r['flash_attn'])}" if prog == 'llama' else f'rtr{prog[2]}'
+            if prog == 'llama': note = f"fa{int(r['flash_attn'])}"
+            else: note = f"rtr{int(r['repack'])}" + (' thp' if r.get('use_thp') else '')
             put(r['model_filename'], r['n_threads'], 'pp' if r['n_prompt'] else 'tg', prog[:2], r['avg_ts'], note)
 peers = ['ll'] + (['ik'] if have_ik else [])
 names = {'ll': 'llama.cpp', 'ik': 'ik_llama'}
