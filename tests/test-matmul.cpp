@@ -506,6 +506,69 @@ TEST_CASE("dots_f32 (short rows) matches a double-precision loop and the bits of
     if (kvg::cpu_best_path() >= kvg::PATH_AVX512) CHECK(tested > 0);
 }
 
+TEST_CASE("float matrix-vector tiles (mv_float) match a double-precision loop and the bits of tile[1][1]") {
+    int tested = 0;
+    for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
+        const kvg::cpu_kernels & kern = *kvg::cpu_path_kernels((kvg::cpu_path) pi);
+        const std::string path_str = kern.name;
+        CAPTURE(path_str);
+        for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+            const kvg::mm_kernel & mk = kern.mm[kvg::mm_type_of(t)];
+            if (!mk.mv_float) continue;
+            ++tested;
+            const std::string type_name = ggml_type_name(t);
+            CAPTURE(type_name);
+            for (int64_t K : {5, 16, 37, 64, 100, 129, 200, 1031}) {
+                CAPTURE(K);
+                // rows padded so the stride is not a multiple of the vector width; one spare
+                // row past the tile (its prefetch target)
+                const size_t ws = ggml_row_size(t, K) + ggml_type_size(t);
+                const int n = mk.mv_rows;
+                std::vector<uint8_t> w(ws * (n + 1));
+                std::vector<float> x(K), row(K);
+                std::vector<std::vector<float>> wv(n, std::vector<float>(K));
+                for (auto & v : x) v = frand();
+                for (int r = 0; r <= n; ++r) {
+                    for (auto & v : row) v = frand();
+                    encode_row(t, row.data(), &w[r * ws], K);
+                    if (r < n) decode_row(t, &w[r * ws], wv[r].data(), K);
+                }
+                for (int rows = 1; rows <= n; ++rows) {
+                    CAPTURE(rows);
+                    std::vector<float> got(n + 1, -7.0f);
+                    mk.mv_float({K, (const char *) w.data(), ws, (const char *) x.data(), 0, got.data(), 1, false, rows});
+                    CHECK(got[rows] == -7.0f);
+                    for (int r = 0; r < rows; ++r) {
+                        double want = 0, mag = 0;
+                        for (int64_t i = 0; i < K; ++i) {
+                            want += (double) wv[r][i] * x[i];
+                            mag += std::fabs((double) wv[r][i] * x[i]);
+                        }
+                        CHECK(std::fabs(got[r] - want) <= 1e-5 * mag + 1e-30);
+                        float one = 0;
+                        mk.tile[1][1]({K, (const char *) &w[r * ws], ws, (const char *) x.data(), 0, &one, 1, false});
+                        CHECK(std::memcmp(&one, &got[r], sizeof(float)) == 0);
+                    }
+                    // accumulate mode adds to the outputs
+                    std::vector<float> acc(n + 1, 1.0f);
+                    mk.mv_float({K, (const char *) w.data(), ws, (const char *) x.data(), 0, acc.data(), 1, true, rows});
+                    for (int r = 0; r < rows; ++r) CHECK(acc[r] == 1.0f + got[r]);
+                    CHECK(acc[rows] == 1.0f);
+                }
+            }
+        }
+    }
+    if (kvg::cpu_best_path() >= kvg::PATH_AVX512) CHECK(tested > 0);
+}
+
+TEST_CASE("mul_mat: f16 and bf16 matrix-vector products (two-row tiles, lone last rows, several K chunks)") {
+    for (ggml_type t : {GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        for (int64_t K : {7, 64, 200, 2048, 4160}) {
+            for (int64_t N : {1, 2, 17, 37}) check_matvec(t, K, N);
+        }
+    }
+}
+
 TEST_CASE("mul_mat: f32 matrix-vector products of tiny-model shapes (dots_f32 blocks and lone last rows)") {
     for (int64_t K : {8, 64, 172, 512, 513}) {
         for (int64_t N : {1, 16, 17, 33, 64, 172}) check_matvec(GGML_TYPE_F32, K, N);

@@ -246,6 +246,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
     // matrix-vector products use the tile height that streams best from memory (tiles
     // compute each element the same way, so the result does not change)
     const int RN = mi.panel ? mk.panel_rows : mi.M == 1 ? mk.mv_rows : mk.rows, RM = mi.panel ? mk.panel_cols : mk.cols;
+    const bool mv_float = mi.M == 1 && !mi.panel && !mi.mv && mk.mv_float;
 
     // Block = BN weight rows x BM activation rows, multiples of the tile so tiles stay on
     // a fixed grid.
@@ -290,9 +291,10 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
                     const int rm = (int) std::min<int64_t>(RM, m1 - j);
                     const char * xj = x + (mi.panel ? j / MM_PANEL_COLS : j) * x_stride + x_off;
                     const mm_tile_args args = {kc, w + i * a->nb[1] + w_off, a->nb[1], xj, x_stride,
-                                               out + j * out_stride + i, out_stride, k0 > 0, mi.mv ? rn : rm};
+                                               out + j * out_stride + i, out_stride, k0 > 0, mi.mv || mv_float ? rn : rm};
                     if (mi.panel) mk.panel[rn](args);
                     else if (mi.mv) mk.mv(args);
+                    else if (mv_float) mk.mv_float(args);
                     else mk.tile[rn][rm](args);
                 }
             }

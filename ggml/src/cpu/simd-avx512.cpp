@@ -32,8 +32,8 @@ using namespace kvg::avx512;
 // of quantized or f16 weights are too short for the hardware prefetchers to train on.
 // One-row tiles (mv_rows = 1: consecutive rows form one sequential stream) of quantized
 // weights prefetch PF_AHEAD bytes ahead; taller tiles prefetch the next tile's rows at the
-// offset they read. One-row float tiles leave it to the hardware: their stream is dense
-// enough, and a prefetch a page ahead halved f16's rate on Zen 4 (12 -> 18-20 GB/s without).
+// offset they read. f16 and bf16 matrix-vector products take two-row tiles (mv_float) that
+// prefetch the next two rows into L2; an L1 prefetch a page ahead halved f16's rate on Zen 4.
 constexpr int PF_AHEAD = 4096;
 
 // Horizontal sums of 16 vectors at once: lane j = sum of the lanes of v[j]. Lanes are
@@ -105,8 +105,48 @@ struct ld_bf16 {
     static KVG_INLINE __m512 load(const char * p, int64_t i, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, (const uint16_t *) p + i)); }
 };
 
+// Dots of R weight rows with x (a.x), rows summed the same way whatever R: four FMA chains
+// over each 64 elements (one chain would be one FMA latency per 16 values, below DRAM speed),
+// joined (0 + 1) + (2 + 3), then the 16-value steps and the masked tail on that sum.
+// PF: prefetch the next R rows (the next matrix-vector tile) at the offset being read, into
+// L2, one line at a time. Zen 4, f16 K = 5632 / K = 2048 one thread: 16 / 25 GB/s with one
+// row and no prefetch, 26 / 28 with 2 rows and this (streaming read: 28 / 31); 4 rows read
+// as four page streams and reach 19 / 23; an L1 (T0) prefetch halved the rate.
+template <typename L, int R, bool PF>
+KVG_INLINE void dot_rows(const mm_tile_args & a) {
+    __m512 acc[R][4], s[R];
+    for (int r = 0; r < R; ++r) for (int u = 0; u < 4; ++u) acc[r][u] = _mm512_setzero_ps();
+    const float * x = (const float *) a.x;
+    int64_t i = 0;
+    for (; i + 64 <= a.k; i += 64) {
+        for (int u = 0; u < 4; ++u) {
+            const __m512 xv = _mm512_loadu_ps(x + i + 16 * u);
+            for (int r = 0; r < R; ++r) {
+                const char * w = a.w + r * a.w_stride;
+                if (PF && (16 * u * L::ES) % 64 == 0) _mm_prefetch(w + R * a.w_stride + (i + 16 * u) * L::ES, _MM_HINT_T1);
+                acc[r][u] = _mm512_fmadd_ps(L::load(w, i + 16 * u), xv, acc[r][u]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) s[r] = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3]));
+    for (; i + 16 <= a.k; i += 16) {
+        const __m512 xv = _mm512_loadu_ps(x + i);
+        for (int r = 0; r < R; ++r) s[r] = _mm512_fmadd_ps(L::load(a.w + r * a.w_stride, i), xv, s[r]);
+    }
+    if (i < a.k) {
+        const __mmask16 m = (__mmask16) ((1u << (a.k - i)) - 1);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+        for (int r = 0; r < R; ++r) s[r] = _mm512_fmadd_ps(L::load(a.w + r * a.w_stride, i, m), xv, s[r]);
+    }
+    for (int r = 0; r < R; ++r) a.out[r] = a.accumulate ? a.out[r] + reduce1(s[r]) : reduce1(s[r]);
+}
+
 template <typename L, int R, int C>
 KVG_INLINE void tile_float(const mm_tile_args & a) {
+    if constexpr (R * C == 1) {
+        dot_rows<L, 1, false>(a);
+        return;
+    }
     __m512 acc[R * C];
     for (int j = 0; j < R * C; ++j) acc[j] = _mm512_setzero_ps();
     const char * w[R];
@@ -114,18 +154,6 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
     for (int r = 0; r < R; ++r) w[r] = a.w + r * a.w_stride;
     for (int c = 0; c < C; ++c) x[c] = (const float *) (a.x + c * a.x_stride);
     int64_t i = 0;
-    if (R * C == 1) {
-        // one row: a single accumulator would be one FMA latency chain (32 bytes of f16 per
-        // 4 cycles, below DRAM speed); four chains over a cache line of weights per step
-        __m512 part[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-        for (; i + 64 <= a.k; i += 64) {
-            acc[0] = _mm512_fmadd_ps(L::load(w[0], i), _mm512_loadu_ps(x[0] + i), acc[0]);
-            for (int u = 0; u < 3; ++u) {
-                part[u] = _mm512_fmadd_ps(L::load(w[0], i + 16 * (u + 1)), _mm512_loadu_ps(x[0] + i + 16 * (u + 1)), part[u]);
-            }
-        }
-        acc[0] = _mm512_add_ps(_mm512_add_ps(acc[0], part[0]), _mm512_add_ps(part[1], part[2]));
-    }
     for (; i + 16 <= a.k; i += 16) {
         __m512 xv[C];
         for (int c = 0; c < C; ++c) xv[c] = _mm512_loadu_ps(x[c] + i);
@@ -145,6 +173,15 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
         }
     }
     finish_tile<R, C>(a, acc);
+}
+
+// Matrix-vector tile of float weights (mm_kernel::mv_float): a.n_cols rows, MV_FLOAT_ROWS at
+// most, each with the bits of tile_float<L, 1, 1>.
+constexpr int MV_FLOAT_ROWS = 2;
+template <typename L>
+KVG_TARGET void mv_float(const mm_tile_args & a) {
+    if (a.n_cols == MV_FLOAT_ROWS) dot_rows<L, MV_FLOAT_ROWS, true>(a);
+    else dot_rows<L, 1, false>(a);
 }
 
 template <int R, int C> struct tile_f32 {
@@ -527,6 +564,9 @@ const kvg::cpu_kernels * kvg::kernels_avx512() {
         // iq4_nl: q4_0's tiles with table values (replacing the AVX2 tile of add_block_quant_kernels)
         mm_fill<tile_iq4_nl, 4, isa::quant_cols>(t.mm[MM_IQ4_NL]);
         t.mm[MM_IQ4_NL].mv_rows = 1;
+        t.mm[MM_F16].mv_float = mv_float<ld_f16>;
+        t.mm[MM_BF16].mv_float = mv_float<ld_bf16>;
+        t.mm[MM_F16].mv_rows = t.mm[MM_BF16].mv_rows = MV_FLOAT_ROWS;
         return t;
     }();
     return &k;

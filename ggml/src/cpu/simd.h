@@ -73,6 +73,10 @@ struct mm_kernel {
     // tile of up to mv_rows weight rows (n_cols of them) and one activation row whose x is
     // the packed row at the tile's K offset, bit-identical to tile[r][1] (nullptr: none)
     mm_tile_fn mv;
+    // matrix-vector tile of float weights (f32 activations, nothing packed): n_cols weight
+    // rows (1..mv_rows) times one activation row, each row with the bits of tile[1][1]
+    // (nullptr: tile[rows][1])
+    mm_tile_fn mv_float;
     void (*pack_mv)(const void * q8_row, void * out, int64_t k);
     size_t mv_group_bytes;
 };
