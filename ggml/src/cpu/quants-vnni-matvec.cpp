@@ -27,10 +27,13 @@ using namespace kvg;
 constexpr size_t PSB_BYTES = 320, PSB_BSUMS = 256, PSB_D = 288;
 static_assert(PSB_BYTES % 64 == 0 && QK_K == 2 * MM_MV_GROUP, "packed super-blocks stay aligned");
 
-// Software prefetch of the weight stream (bytes ahead, into L1). Zen 4: prefetcht0 4 KiB ahead
-// lifts q4_K from ~76% to ~90% of the streaming read, q6_K from ~85% to ~90%; prefetcht1 at
-// 4-8 KiB halved q4_K's rate.
+// Software prefetch of the weight stream (bytes ahead, into L1), for short rows only. Zen 4,
+// share of the streaming read (median of 3-4 interleaved runs, weights from DRAM): rows up to
+// ~2.5 KiB gain (q4_K K=2048: 77-83% -> 88-93%, q6_K: 76-84% -> 89-93%), longer ones lose (q4_K
+// K=5632: 95-100% -> 87-94%, q6_K K=4096: 92-95% -> 82-88%), where the hardware prefetcher
+// alone keeps up; prefetcht1 at 4-8 KiB halved q4_K's rate.
 constexpr int PF_AHEAD = 4096;
+constexpr int64_t PF_MAX_ROW = 2560;
 
 // The row scale as (dx, -dx): one multiply gives a super-block's two float factors.
 void pack_d(int8_t * o, float dx) {
@@ -141,9 +144,10 @@ KVG_INLINE void mv_q45_k(const mm_tile_args & a) {
     const __m512i sh[4] = {halves(4, 2), halves(3, 1), halves(0, 2), halves(1, 3)};
     __m256 acc = _mm256_setzero_ps();
     const char * w = a.w, * x = a.x;
+    const bool pf = a.k / QK_K * (int64_t) BYTES <= PF_MAX_ROW;
 #pragma GCC unroll 2
     for (int64_t b = 0; b < a.k / QK_K; ++b, w += BYTES, x += PSB_BYTES) {
-        for (int l = 0; l < (Q5 ? 3 : 2); ++l) _mm_prefetch(w + PF_AHEAD + 64 * l, _MM_HINT_T0);
+        for (int l = 0; pf && l < (Q5 ? 3 : 2); ++l) _mm_prefetch(w + PF_AHEAD + 64 * l, _MM_HINT_T0);
         const __m256i sm = q4k_scales_mins(w);
         const __m512i sc = _mm512_castsi256_si512(sm);
         const __m512i q0 = _mm512_loadu_si512((const void *) (w + QS)), q1 = _mm512_loadu_si512((const void *) (w + QS + 64));
@@ -183,9 +187,10 @@ KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
     const __m512i idx0 = _mm512_load_si512(sidx[0]), idx1 = _mm512_load_si512(sidx[1]);
     __m256 acc = _mm256_setzero_ps();
     const char * w = a.w, * x = a.x;
+    const bool pf = a.k / QK_K * 210 <= PF_MAX_ROW;
 #pragma GCC unroll 2
     for (int64_t b = 0; b < a.k / QK_K; ++b, w += 210, x += PSB_BYTES) {
-        for (int l = 0; l < 3; ++l) _mm_prefetch(w + PF_AHEAD + 64 * l, _MM_HINT_T0);
+        for (int l = 0; pf && l < 3; ++l) _mm_prefetch(w + PF_AHEAD + 64 * l, _MM_HINT_T0);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (w + 192)));
         __m512i d[4];
         for (int h = 0; h < 2; ++h) {
