@@ -154,9 +154,7 @@ struct iq4_nl {
     static constexpr kind KIND = TABLE128;
     static KVG_INLINE void decode(const uint8_t * b, decoded<N> & w) {
         // the levels + 128 (1..241): unsigned, for vpdpbusd
-        const __m128i levels = _mm_setr_epi8((char) 1, (char) 24, (char) 45, (char) 63, (char) 79, (char) 93, (char) 106,
-                                             (char) 118, (char) 129, (char) 141, (char) 153, (char) 166, (char) 181,
-                                             (char) 197, (char) 217, (char) 241);
+        const __m128i levels = _mm512_castsi512_si128(kvg::avx512::iq4nl_table<128>());
         const __m128i v = _mm_loadu_si128((const __m128i *) (b + 2)), m = _mm_set1_epi8(0x0F);
         const __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
         store32(w.q, _mm256_set_m128i(_mm_shuffle_epi8(levels, hi), _mm_shuffle_epi8(levels, lo)));

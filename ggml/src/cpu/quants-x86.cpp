@@ -252,8 +252,7 @@ struct iq4_nl {
     static constexpr size_t BYTES = 18;
     static constexpr bool SIGNED = true;
     static KVG_INLINE __m256i quants(const uint8_t * b, float & d, float & off) {
-        const __m256i levels = _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-                                                -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+        const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) kvg::iq4nl_levels));
         d = half_at(b);
         off = 0.0f;
         return _mm256_shuffle_epi8(levels, nibbles32(b + 2));
