@@ -310,22 +310,19 @@ KVG_INLINE void quant_step(const mm_tile_args & a, int64_t b, __m512 * acc) {
         __m512 wd;
         __mmask64 neg = 0;
         if (C == 1) _mm_prefetch(a.w + (R == 1 ? PF_AHEAD : (r + R) * a.w_stride) + b * wblock_bytes(W), _MM_HINT_T0);
-        if (W == W_IQ4) {
-            const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
-            const __m512i v = _mm512_shuffle_epi8(iq4nl_table(), load_q4<TWO>(wb));
-            neg = _mm512_movepi8_mask(v);
-            wq = _mm512_abs_epi8(v);
-            wd = scale_pair(wb[0].d, TWO ? wb[1].d : 0);
-        } else if (Q4) {
-            const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
-            wq = load_q4<TWO>(wb);
+        if (W == W_Q8) {
+            const block_q8_0 * wb = (const block_q8_0 *) (a.w + r * a.w_stride) + b;
+            wq = load_q8<TWO>(wb);
             wd = scale_pair(wb[0].d, TWO ? wb[1].d : 0);
         } else {
-            const block_q8_0 * wb = (const block_q8_0 *) (a.w + r * a.w_stride) + b;
-            const __m512i q = load_q8<TWO>(wb);
-            neg = _mm512_movepi8_mask(q);
-            wq = _mm512_abs_epi8(q); // |w| * (x with w's sign) = w * x, in maddubs' u8 x s8 form
+            const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride) + b;
+            wq = load_q4<TWO>(wb);
+            if (W == W_IQ4) wq = _mm512_shuffle_epi8(iq4nl_table(), wq);
             wd = scale_pair(wb[0].d, TWO ? wb[1].d : 0);
+        }
+        if (!Q4) { // signed weights: |w| * (x with w's sign) = w * x, in maddubs' u8 x s8 form
+            neg = _mm512_movepi8_mask(wq);
+            wq = _mm512_abs_epi8(wq);
         }
         for (int c = 0; c < C; ++c) {
             __m512i p16;
