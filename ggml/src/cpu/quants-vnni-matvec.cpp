@@ -17,10 +17,12 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include "simd-vnni-target.h"
+#include "simd-avx512-common.h"
 
 namespace {
 
 using namespace kvg;
+using kvg::avx512::q4k_scales_mins;
 
 // Packed super-block: 256 activation bytes in the weight type's order, the 16 bsums, the
 // scale and its negation (f32), padding to whole cache lines.
@@ -112,19 +114,6 @@ KVG_INLINE __m512i halves(int l, int h) { return _mm512_inserti64x4(_mm512_set1_
 
 KVG_INLINE __m512i dot4(__m512i w, const char * x) {
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_load_si512((const void *) x));
-}
-
-// q4_K's 6-bit scales and mins (dwords s0, s1, s2 at w + 4) as 16 words, scales 0-7 then
-// mins 0-7, in a few vector ops (the scalar decode cost as much as the dot products). Scale /
-// min j < 4: byte j of s0 / s1, low 6 bits; j + 4: byte j of s2, low / high nibble, and
-// bits 6-7 of byte j of s0 / s1 as bits 4-5.
-KVG_INLINE __m256i q4k_scales_mins(const char * w) {
-    const __m128i v = _mm_loadu_si128((const __m128i *) w); // dwords: d and dmin, s0, s1, s2
-    const __m128i lo = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(3, 2, 3, 1)), _mm_setr_epi32(0, 0, 0, 4));
-    const __m128i hi = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 1, 1)), 2);
-    const __m128i m_lo = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
-    const __m128i m_hi = _mm_setr_epi32(0, 0x30303030, 0, 0x30303030);
-    return _mm256_cvtepu8_epi16(_mm_ternarylogic_epi32(_mm_and_si128(lo, m_lo), hi, m_hi, 0xF8)); // a | (b & c)
 }
 
 // q5_K: q4_K's nibbles (at byte 48) plus qh (at 16), whose byte l holds the fifth bit of

@@ -11,6 +11,19 @@
 namespace kvg::avx512 {
 namespace {
 
+// q4_K's 6-bit scales and mins (dwords s0, s1, s2 at w + 4) as 16 words, scales 0-7 then
+// mins 0-7, in a few vector ops (the scalar decode cost as much as the dot products). Scale /
+// min j < 4: byte j of s0 / s1, low 6 bits; j + 4: byte j of s2, low / high nibble, and
+// bits 6-7 of byte j of s0 / s1 as bits 4-5.
+KVG_INLINE __m256i q4k_scales_mins(const char * w) {
+    const __m128i v = _mm_loadu_si128((const __m128i *) w); // dwords: d and dmin, s0, s1, s2
+    const __m128i lo = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(3, 2, 3, 1)), _mm_setr_epi32(0, 0, 0, 4));
+    const __m128i hi = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 1, 1)), 2);
+    const __m128i m_lo = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+    const __m128i m_hi = _mm_setr_epi32(0, 0x30303030, 0, 0x30303030);
+    return _mm256_cvtepu8_epi16(_mm_ternarylogic_epi32(_mm_and_si128(lo, m_lo), hi, m_hi, 0xF8)); // a | (b & c)
+}
+
 // One vector's sum with the same pairing as reduce16 (so the bits agree).
 KVG_INLINE float reduce1(__m512 v) {
     const __m256 p = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
