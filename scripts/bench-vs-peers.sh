@@ -4,7 +4,7 @@
 # llama.cpp's llama-bench (best of -fa 0,1) and, when given, ik_llama.cpp's llama-bench (-fa 1,
 # best of -rtr 0 and -rtr 1, its run-time repacking, each also with -thp 1 and no mmap, its
 # transparent huge pages). Prints the CPU and one
-# table: tok/s of pp128 (128 prompt tokens in one batch) and tg64 (64 tokens one at a time),
+# table: tok/s of pp128 (128 prompt tokens in one batch; PP) and tg64 (64 tokens one at a time; TG),
 # kvgraph ÷ the best peer, and kvg-bench's own yardsticks (pp: % of the compute peak, tg: % of
 # the streaming-read bandwidth). A benchmark: not run by CI.
 #
@@ -18,8 +18,11 @@
 # TinyLlama-1.1B shape (make-random-llama2c.py, needs python3 with numpy, then
 # kvg-convert-llama2c), and tl11-TYPE.gguf made from it by llama-quantize (Q4_0 with --pure: all
 # q4_0; the other types llama-quantize's usual mix).
-# Environment: TYPES (default "Q8_0 Q4_0 Q4_K_M Q6_K"; F16 is the converted file; BF16, IQ4_NL,
-# ... work too), THREADS (1,2), REPS (3), KVG_BUILD (kvgraph's build directory, default build).
+# Environment: TYPES (default "Q8_0 Q4_0 Q4_K_M Q6_K"; F16 is the converted file, F32 a second
+# conversion; BF16, IQ4_NL, ... work too), THREADS (1,2), REPS (3), PP (prompt tokens, 128),
+# TG (generated tokens, 64; 0: none), SHAPE (tl11, default: TinyLlama-1.1B; s110: stories110M,
+# dim 768, ff 2048, 12 layers, 12 heads, vocab 32000), KVG_BUILD (kvgraph's build directory,
+# default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 llama=${1:?usage: $0 LLAMA_CPP_BIN [IK_LLAMA_BIN|-] [MODELS_DIR]}
@@ -28,20 +31,29 @@ work=${3:-/tmp/kvg-bench-models}
 types=${TYPES:-Q8_0 Q4_0 Q4_K_M Q6_K}
 threads=${THREADS:-1,2}
 reps=${REPS:-3}
+pp=${PP:-128}
+tg=${TG:-64}
+shape=${SHAPE:-tl11}
 kvg=${KVG_BUILD:-build}
+case $shape in
+    tl11) dims="2048 5632 22 32 4 32000 2048" ;;
+    s110) dims="768 2048 12 12 12 32000 1024" ;;
+    *) echo "SHAPE: tl11 or s110" >&2; exit 1 ;;
+esac
 cmake --build "$kvg" --target kvg-bench kvg-convert-llama2c > /dev/null
 
 mkdir -p "$work"
-f16=$work/tl11-f16.gguf
+f16=$work/$shape-f16.gguf
 if [ ! -f "$f16" ]; then
-    python3 scripts/make-random-llama2c.py "$work/tl11.bin" 2048 5632 22 32 4 32000 2048
-    "$kvg/bin/kvg-convert-llama2c" "$work/tl11.bin" "$f16" -z ../shared/models/tokenizer.bin --type f16
-    rm -f "$work/tl11.bin"
+    python3 scripts/make-random-llama2c.py "$work/$shape.bin" $dims
+    "$kvg/bin/kvg-convert-llama2c" "$work/$shape.bin" "$f16" -z ../shared/models/tokenizer.bin --type f16
+    rm -f "$work/$shape.bin"
 fi
 models=()
 for t in $types; do
-    m=$work/tl11-$t.gguf
+    m=$work/$shape-$t.gguf
     [ "$t" = F16 ] && m=$f16
+    [ "$t" = F32 ] && [ ! -f "$m" ] && "$kvg/bin/kvg-convert-llama2c" "$f16" "$m" --type f32
     pure=()
     [ "$t" = Q4_0 ] && pure=(--pure)
     [ -f "$m" ] || "$llama/llama-quantize" "${pure[@]}" "$f16" "$m" "$t" > /dev/null 2>&1
@@ -54,7 +66,7 @@ echo "flags: $(cpu flags)"
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-common=(-t "$threads" -p 128 -n 64 -r "$reps")
+common=(-t "$threads" -p "$pp" -n "$tg" -r "$reps")
 for m in "${models[@]}"; do
     echo "running $(basename "$m") ..." >&2
     for mmap in 1 0; do
@@ -69,9 +81,9 @@ for m in "${models[@]}"; do
     fi
 done
 
-python3 - "$out" "$ik" <<'EOF'
+python3 - "$out" "$ik" "$pp" "$tg" <<'EOF'
 import glob, json, os, sys
-out, have_ik = sys.argv[1], sys.argv[2] != '-'
+out, have_ik, n_pp, n_tg = sys.argv[1], sys.argv[2] != '-', sys.argv[3], sys.argv[4]
 best = {}   # (file, threads, pp|tg) -> {program: (tok/s, note)}
 def put(f, nt, test, prog, ts, note):
     d = best.setdefault((os.path.basename(f), int(nt), test), {})
@@ -90,7 +102,7 @@ for prog in ['llama'] + (['ik0', 'ik1', 'ikthp0', 'ikthp1'] if have_ik else []):
 peers = ['ll'] + (['ik'] if have_ik else [])
 names = {'ll': 'llama.cpp', 'ik': 'ik_llama'}
 head = ['file', 'thr']
-for test, yard in (('pp128', '% peak'), ('tg64', '% stream')):
+for test, yard in ((f'pp{n_pp}', '% peak'), (f'tg{n_tg}', '% stream')):
     head += [f'{test} kvgraph'] + [names[p] for p in peers] + ['ratio', f'kvg {yard}']
 print('\n| ' + ' | '.join(head) + ' |')
 print('| --- | ---: |' + ' ---: |' * (len(head) - 2))
