@@ -102,14 +102,15 @@ for prog in ['llama'] + (['ik0', 'ik1', 'ikthp0', 'ikthp1'] if have_ik else []):
 peers = ['ll'] + (['ik'] if have_ik else [])
 names = {'ll': 'llama.cpp', 'ik': 'ik_llama'}
 head = ['file', 'thr']
-for test, yard in ((f'pp{n_pp}', '% peak'), (f'tg{n_tg}', '% stream')):
+tests = ['pp'] + (['tg'] if n_tg != '0' else [])  # TG=0: kvg-bench still runs a tg1, left out
+for test, yard in (((f'pp{n_pp}', '% peak'), (f'tg{n_tg}', '% stream'))[:len(tests)]):
     head += [f'{test} kvgraph'] + [names[p] for p in peers] + ['ratio', f'kvg {yard}']
 print('\n| ' + ' | '.join(head) + ' |')
 print('| --- | ---: |' + ' ---: |' * (len(head) - 2))
 cell = lambda v: f'{v[0]:.1f} {v[1]}' if v else '-'
 for (f, nt) in dict.fromkeys(k[:2] for k in best):  # kvg-bench's order
     row = [f, str(nt)]
-    for test in ('pp', 'tg'):
+    for test in tests:
         d = best.get((f, nt, test), {})
         kv, top = d.get('kvg'), max((d[p][0] for p in peers if p in d), default=0)
         row += [f'{kv[0]:.1f}' if kv else '-'] + [cell(d.get(p)) for p in peers]
