@@ -122,7 +122,8 @@ KVG_INLINE void dot_rows(const mm_tile_args & a) {
     __m512 acc[R][4], s[R];
     for (int r = 0; r < R; ++r) for (int u = 0; u < 4; ++u) acc[r][u] = _mm512_setzero_ps();
     const float * x = (const float *) a.x;
-    const size_t tile_bytes = R * a.w_stride, pf_ahead = tile_bytes * std::max<size_t>(1, PF_MIN_AHEAD / tile_bytes);
+    const size_t tile_bytes = R * a.w_stride; // 0 for a lone row (vec_dot)
+    const size_t pf_ahead = PF && tile_bytes > 0 ? tile_bytes * std::max<size_t>(1, PF_MIN_AHEAD / tile_bytes) : 0;
     int64_t i = 0;
     for (; i + 64 <= a.k; i += 64) {
         for (int u = 0; u < 4; ++u) {
