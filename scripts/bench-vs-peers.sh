@@ -103,8 +103,9 @@ peers = ['ll'] + (['ik'] if have_ik else [])
 names = {'ll': 'llama.cpp', 'ik': 'ik_llama'}
 head = ['file', 'thr']
 tests = ['pp'] + (['tg'] if n_tg != '0' else [])  # TG=0: kvg-bench still runs a tg1, left out
-for test, yard in (((f'pp{n_pp}', '% peak'), (f'tg{n_tg}', '% stream'))[:len(tests)]):
-    head += [f'{test} kvgraph'] + [names[p] for p in peers] + ['ratio', f'kvg {yard}']
+label = {'pp': (f'pp{n_pp}', '% peak'), 'tg': (f'tg{n_tg}', '% stream')}
+for test in tests:
+    head += [f'{label[test][0]} kvgraph'] + [names[p] for p in peers] + ['ratio', f'kvg {label[test][1]}']
 print('\n| ' + ' | '.join(head) + ' |')
 print('| --- | ---: |' + ' ---: |' * (len(head) - 2))
 cell = lambda v: f'{v[0]:.1f} {v[1]}' if v else '-'

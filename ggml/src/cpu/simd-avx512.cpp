@@ -111,9 +111,9 @@ struct ld_bf16 {
 // over each 64 elements (one chain would be one FMA latency per 16 values, below DRAM speed),
 // joined (0 + 1) + (2 + 3), then the 16-value steps and the masked tail on that sum.
 // PF: prefetch a later tile's R rows (the next one, or further for short rows) at the offset
-// being read, into L2, one line at a time. Zen 4, f16 K = 5632 / K = 2048 one thread: 16 / 25 GB/s with one
-// row and no prefetch, 26 / 28 with 2 rows and this (streaming read: 28 / 31); 4 rows read
-// as four page streams and reach 19 / 23; an L1 (T0) prefetch halved the rate.
+// being read, into L2, one line at a time. Zen 4, f16 K = 5632 / K = 2048 one thread: 16 / 25
+// GB/s with one row and no prefetch, 26 / 28 with 2 rows and this (streaming read: 28 / 31);
+// 4 rows read as four page streams and reach 19 / 23; an L1 (T0) prefetch halved the rate.
 // Short rows: whole tiles ahead, at least 8 KiB (110M-shaped f16 model, K = 768, 3 KiB tiles,
 // tg 1 thread: 83-86 -> 103-108 t/s; 16 KiB: 95; K = 2048's 8 KiB tiles unchanged).
 constexpr size_t PF_MIN_AHEAD = 8192;
