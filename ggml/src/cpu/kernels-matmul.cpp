@@ -250,8 +250,10 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
     // matrix-vector products use the tile height that streams best from memory (tiles
     // compute each element the same way, so the result does not change)
-    const int RN = mi.panel ? mk.panel_rows : mi.M == 1 ? mk.mv_rows : mk.rows, RM = mi.panel ? mk.panel_cols : mk.cols;
     const bool mv_float = mi.M == 1 && !mi.panel && !mi.mv && mk.mv_float;
+    // (mv_rows may exceed the tiles' height: it is the mv kernels' row count)
+    const int RN = mi.panel ? mk.panel_rows : mi.mv || mv_float ? mk.mv_rows : mi.M == 1 ? std::min(mk.mv_rows, mk.rows) : mk.rows;
+    const int RM = mi.panel ? mk.panel_cols : mk.cols;
 
     // Block = BN weight rows x BM activation rows, multiples of the tile so tiles stay on
     // a fixed grid.

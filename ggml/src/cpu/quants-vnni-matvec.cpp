@@ -36,6 +36,10 @@ static_assert(PSB_BYTES % 64 == 0 && QK_K == 2 * MM_MV_GROUP, "packed super-bloc
 // alone keeps up; prefetcht1 at 4-8 KiB halved q4_K's rate.
 constexpr int PF_AHEAD = 4096;
 constexpr int64_t PF_MAX_ROW = 2560;
+// Rows per call, one after the other (one sequential stream): the per-call setup was ~8% of
+// a K = 2048 row (kvg-bench-matmul, weights in L2: q4_K K = 2048 ran at 81 GFLOP/s, K = 5632
+// at 87).
+constexpr int MV_ROWS = 4;
 
 // The row scale as (dx, -dx): one multiply gives a super-block's two float factors.
 void pack_d(int8_t * o, float dx) {
@@ -102,11 +106,11 @@ KVG_INLINE void add_superblock(__m256 & o, __m256i isum, __m256i mins, const cha
 }
 
 // The lane sum, paired as the AVX2 reduce1 the tiles finish with.
-KVG_INLINE void store1(const mm_tile_args & a, __m256 v) {
+KVG_INLINE void store1(const mm_tile_args & a, float * out, __m256 v) {
     const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
     const float s = _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
-    a.out[0] = a.accumulate ? a.out[0] + s : s;
+    *out = a.accumulate ? *out + s : s;
 }
 
 // word shift counts: l in the low 256 bits, h in the high ones
@@ -120,7 +124,7 @@ KVG_INLINE __m512i dot4(__m512i w, const char * x) {
 // value 32 s + l in bit s: moved to bit 4 by a per-half variable shift. q4_K keeps its high
 // nibbles in place (16 x the value, exact in int32), saving a shift per load.
 template <bool Q5>
-KVG_INLINE void mv_q45_k(const mm_tile_args & a) {
+KVG_INLINE void mv_q45_k_row(const mm_tile_args & a, const char * w, float * out) {
     constexpr size_t BYTES = Q5 ? 176 : 144, QS = Q5 ? 48 : 16;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m4h = _mm512_set1_epi8((char) 0xF0);
     // word pairs (scale 4j + 2h, 4j + 2h + 1) for lanes 8h..8h+7 of load j
@@ -132,7 +136,7 @@ KVG_INLINE void mv_q45_k(const mm_tile_args & a) {
     // high 256 bits; q5_K's qh bit s moves to bit 4 by these shifts (left, left, right, right)
     const __m512i sh[4] = {halves(4, 2), halves(3, 1), halves(0, 2), halves(1, 3)};
     __m256 acc = _mm256_setzero_ps();
-    const char * w = a.w, * x = a.x;
+    const char * x = a.x;
     const bool pf = a.k / QK_K * (int64_t) BYTES <= PF_MAX_ROW;
 #pragma GCC unroll 2
     for (int64_t b = 0; b < a.k / QK_K; ++b, w += BYTES, x += PSB_BYTES) {
@@ -158,15 +162,19 @@ KVG_INLINE void mv_q45_k(const mm_tile_args & a) {
         }
         add_superblock(acc, isum, _mm256_permutexvar_epi16(midx, sm), x, u32_at(w));
     }
-    store1(a, acc);
+    store1(a, out, acc);
 }
 
-KVG_TARGET void mv_q4_k(const mm_tile_args & a) { mv_q45_k<false>(a); }
-KVG_TARGET void mv_q5_k(const mm_tile_args & a) { mv_q45_k<true>(a); }
+KVG_TARGET void mv_q4_k(const mm_tile_args & a) {
+    for (int r = 0; r < a.n_cols; ++r) mv_q45_k_row<false>(a, a.w + r * a.w_stride, a.out + r);
+}
+KVG_TARGET void mv_q5_k(const mm_tile_args & a) {
+    for (int r = 0; r < a.n_cols; ++r) mv_q45_k_row<true>(a, a.w + r * a.w_stride, a.out + r);
+}
 
 // q6_K, half h (128 values): ql[64h + t] low nibble = value 128h + t, high = + 64; qh byte
 // 32h + t % 32 has their top bits at 2 (t / 32) and 4 + 2 (t / 32).
-KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
+KVG_INLINE void mv_q6_k_row(const mm_tile_args & a, const char * w, float * out) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i up_lo = halves(4, 2), dn_hi = halves(0, 2); // bits 0-1 / 2-3 up to 4-5; bits 4-5 / 6-7 down to 4-5
     // lane L of half h: scales 8h + L / 4 (low nibbles) and 8h + 4 + L / 4 (high) as a word pair
@@ -175,7 +183,7 @@ KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
         {8, 12, 8, 12, 8, 12, 8, 12, 9, 13, 9, 13, 9, 13, 9, 13, 10, 14, 10, 14, 10, 14, 10, 14, 11, 15, 11, 15, 11, 15, 11, 15}};
     const __m512i idx0 = _mm512_load_si512(sidx[0]), idx1 = _mm512_load_si512(sidx[1]);
     __m256 acc = _mm256_setzero_ps();
-    const char * w = a.w, * x = a.x;
+    const char * x = a.x;
     const bool pf = a.k / QK_K * 210 <= PF_MAX_ROW;
 #pragma GCC unroll 2
     for (int64_t b = 0; b < a.k / QK_K; ++b, w += 210, x += PSB_BYTES) {
@@ -196,7 +204,10 @@ KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
         const uint32_t dw = (uint32_t) (uint8_t) w[208] | (uint32_t) (uint8_t) w[209] << 8;
         add_superblock(acc, isum, _mm256_slli_epi16(sc16, 5), x, dw * 0x10001u); // quants stored as q + 32
     }
-    store1(a, acc);
+    store1(a, out, acc);
+}
+KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
+    for (int r = 0; r < a.n_cols; ++r) mv_q6_k_row(a, a.w + r * a.w_stride, a.out + r);
 }
 
 } // namespace
@@ -210,7 +221,10 @@ void kvg::add_matvec_kernels_vnni(cpu_kernels & k) {
     k.mm[MM_Q5_K].pack_mv = pack_q4_k; // same nibble order
     k.mm[MM_Q6_K].mv = mv_q6_k;
     k.mm[MM_Q6_K].pack_mv = pack_q6_k;
-    for (int t : {MM_Q4_K, MM_Q5_K, MM_Q6_K}) k.mm[t].mv_group_bytes = PSB_BYTES / 2;
+    for (int t : {MM_Q4_K, MM_Q5_K, MM_Q6_K}) {
+        k.mm[t].mv_group_bytes = PSB_BYTES / 2;
+        k.mm[t].mv_rows = MV_ROWS;
+    }
 }
 
 #else

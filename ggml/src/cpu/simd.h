@@ -60,7 +60,8 @@ constexpr size_t MM_PANEL_BF16_PAIR = MM_PANEL_COLS * 4; // bytes per pair of el
 
 struct mm_kernel {
     int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
-    int mv_rows;    // tile height for matrix-vector products (memory streaming, measured)
+    int mv_rows;    // rows per call of mv / mv_float (matrix-vector products; memory streaming, measured);
+                    // other tiles for one activation row take min(mv_rows, rows)
     mm_tile_fn tile[MM_MAX_ROWS + 1][MM_MAX_COLS + 1];
     // panel tiles (0 rows: none): panel[r] multiplies r weight rows with panel_cols activation
     // rows (x: the first panel's block at the tile's K offset, the next ones x_stride apart;
