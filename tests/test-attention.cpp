@@ -371,3 +371,33 @@ TEST_CASE("softmax weights on every path: exp within 2 ulp of expf, masked posit
         }
     }
 }
+
+// (silu shares the vector paths' exp; it sits here beside the softmax test of the same tables)
+TEST_CASE("silu on every path: within 4 ulp of x / (1 + exp(-x)), the two vector paths bit-identical") {
+    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
+    std::vector<float> by_path[3];
+    for (int pi = 0; pi <= (int) std::min<int>(kvg::cpu_best_path(), 2); ++pi) {
+        const kvg::cpu_kernels & kern = *paths[pi];
+        const std::string path_str = kern.name;
+        CAPTURE(path_str);
+        for (int64_t n : {1, 7, 8, 16, 21, 64}) {
+            CAPTURE(n);
+            // -100 .. 100 (exp(-|x|) below FLT_MIN at both ends), zero and tiny values
+            std::vector<float> x(n), y(n, 123.0f);
+            for (int64_t j = 0; j < n; ++j) x[j] = j % 9 == 4 ? 1e-30f * (float) (j - 30) : (float) (j * 37 % 41 - 20) * 5.03f * (j % 2 ? 1 : 0.013f);
+            kern.silu_f32(n, x.data(), y.data());
+            for (int64_t j = 0; j < n; ++j) {
+                CAPTURE(x[j]);
+                const double want = (double) x[j] / (1.0 + std::exp(-(double) x[j]));
+                // 4 ulp, or 1e-35 absolute: past x = -87, exp(-|x|) leaves float's normal range
+                // (the vector paths flush it to 0, expf overflows 1 + exp(-x)), and silu is 0 there
+                CHECK(std::fabs(y[j] - want) <= std::max(4.0 * 1.2e-7 * std::fabs(want), 1e-35));
+            }
+            if (n == 64) by_path[pi] = y;
+            std::vector<float> in_place = x; // y may be x
+            kern.silu_f32(n, in_place.data(), in_place.data());
+            CHECK(std::memcmp(in_place.data(), y.data(), n * sizeof(float)) == 0);
+        }
+    }
+    if (!by_path[1].empty() && !by_path[2].empty()) CHECK(std::memcmp(by_path[1].data(), by_path[2].data(), 64 * sizeof(float)) == 0);
+}

@@ -3,6 +3,7 @@
 // elements) goes through a float row buffer. Results are written only after a row has
 // been read, so dst may alias src0 (inplace variants).
 #include "kernels.h"
+#include "simd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -170,8 +171,9 @@ float (*unary_fn(ggml_unary_op op))(float) {
     }
 }
 
+// row_fn: a vector kernel for dense f32 rows with the same function (nullptr: m.f per element)
 template <class M>
-void map_impl(const ggml_compute_params * params, ggml_tensor * dst, M m) {
+void map_impl(const ggml_compute_params * params, ggml_tensor * dst, M m, void (*row_fn)(int64_t, const float *, float *) = nullptr) {
     const ggml_tensor * src0 = dst->src[0];
     check_float(src0, dst);
     check_float(dst, dst);
@@ -190,7 +192,8 @@ void map_impl(const ggml_compute_params * params, ggml_tensor * dst, M m) {
         if (fast) {
             const float * x = (const float *) a;
             float * y = (float *) d;
-            for (int64_t i = 0; i < ne0; ++i) y[i] = m.f(x[i]);
+            if (row_fn) row_fn(ne0, x, y);
+            else for (int64_t i = 0; i < ne0; ++i) y[i] = m.f(x[i]);
         } else {
             load_row(src0, a, ne0, buf.data());
             for (int64_t i = 0; i < ne0; ++i) buf[i] = m.f(buf[i]);
@@ -220,7 +223,7 @@ void ggml_compute_forward_map(const ggml_compute_params * params, ggml_tensor * 
             switch ((ggml_unary_op) ggml_get_op_params_i32(dst, 0)) {
                 case GGML_UNARY_OP_RELU: map_impl(params, dst, map_relu{0}); break;
                 case GGML_UNARY_OP_GELU: map_impl(params, dst, map_gelu{0}); break;
-                case GGML_UNARY_OP_SILU: map_impl(params, dst, map_silu{0}); break;
+                case GGML_UNARY_OP_SILU: map_impl(params, dst, map_silu{0}, kvg::cpu_active_kernels().silu_f32); break;
                 default: {
                     const auto op = (ggml_unary_op) ggml_get_op_params_i32(dst, 0);
                     float (*fn)(float) = unary_fn(op);

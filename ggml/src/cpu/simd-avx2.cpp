@@ -310,6 +310,21 @@ KVG_INLINE __m256 exp_nonpositive(__m256 x) {
     return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
+// silu(x) as the AVX-512 path computes it (the same bits)
+KVG_INLINE __m256 silu8(__m256 x) {
+    const __m256 t = exp_nonpositive(_mm256_min_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), x)));
+    const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return _mm256_div_ps(_mm256_blendv_ps(x, _mm256_mul_ps(x, t), neg), _mm256_add_ps(t, _mm256_set1_ps(1.0f)));
+}
+KVG_TARGET void silu_f32(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, silu8(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int) (n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(y + i, m, silu8(_mm256_maskload_ps(x + i, m)));
+    }
+}
+
 KVG_TARGET float softmax_weights(int64_t n, float * s, float max, uint8_t * active) {
     const __m256 mv = _mm256_set1_ps(max), ninf = _mm256_set1_ps(-INFINITY);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -355,6 +370,7 @@ struct isa {
     static constexpr auto accum_f32 = accum<ld_f32>, accum_f16 = accum<ld_f16>;
     static constexpr auto scale_f32 = ::scale_f32;
     static constexpr auto softmax_weights = ::softmax_weights;
+    static constexpr auto silu_f32 = ::silu_f32;
     static constexpr auto f16_to_f32 = ::f16_to_f32;
     static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
 };

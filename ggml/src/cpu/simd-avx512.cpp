@@ -489,6 +489,21 @@ KVG_INLINE __m512 exp_nonpositive(__m512 x) {
     return _mm512_maskz_scalef_ps((__mmask16) ~tiny, p, n);
 }
 
+// silu(x) with t = exp(-|x|) <= 1: x / (1 + t) for x >= 0, x t / (1 + t) below (no overflow)
+KVG_INLINE __m512 silu16(__m512 x) {
+    const __m512 t = exp_nonpositive(_mm512_min_ps(x, _mm512_sub_ps(_mm512_setzero_ps(), x)));
+    const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return _mm512_div_ps(_mm512_mask_mul_ps(x, neg, x, t), _mm512_add_ps(t, _mm512_set1_ps(1.0f)));
+}
+KVG_TARGET void silu_f32(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, silu16(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, silu16(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
 // 16 floats, or the lanes of `in` (zeros elsewhere): a plain load when all are in, since a
 // masked load cannot take its data from a store still in flight (scores just written).
 KVG_INLINE __m512 load_part(const float * p, __mmask16 in) {
@@ -554,6 +569,7 @@ struct isa {
     static constexpr auto accum_f32 = accum<ld_f32>, accum_f16 = accum<ld_f16>;
     static constexpr auto scale_f32 = ::scale_f32;
     static constexpr auto softmax_weights = ::softmax_weights;
+    static constexpr auto silu_f32 = ::silu_f32;
     static constexpr auto f16_to_f32 = ::f16_to_f32;
     static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
 };

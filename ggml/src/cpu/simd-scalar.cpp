@@ -131,6 +131,10 @@ float softmax_weights(int64_t n, float * s, float max, uint8_t * active) {
 
 void dequantize_q8_0(const void * x, float * y, int64_t n) { dequantize_row_q8_0((const block_q8_0 *) x, y, n); }
 
+void silu_f32(int64_t n, const float * x, float * y) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
 // What build_kernel_table takes from this file.
 struct isa {
     static constexpr const char * name = "scalar";
@@ -141,6 +145,7 @@ struct isa {
     static constexpr auto accum_f32 = accum<float, load_f32>, accum_f16 = accum<ggml_fp16_t, load_f16>;
     static constexpr auto scale_f32 = ::scale_f32;
     static constexpr auto softmax_weights = ::softmax_weights;
+    static constexpr auto silu_f32 = ::silu_f32;
     static constexpr auto f16_to_f32 = ggml_fp16_to_fp32_row;
     static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
 };

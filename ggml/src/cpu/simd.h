@@ -102,6 +102,9 @@ struct cpu_kernels {
     // s[j] > -inf, s[j] = 0 elsewhere (active[j] untouched); returns the sum of the weights.
     // max is finite and >= every s[j]. Vector paths use a polynomial exp (within 2 ulp of expf).
     float (*softmax_weights)(int64_t n, float * s, float max, uint8_t * active);
+    // y[i] = silu(x[i]) = x[i] / (1 + exp(-x[i])); y may be x. Vector paths use the polynomial
+    // exp of softmax_weights on -|x| (within a few ulp of the scalar path's expf).
+    void (*silu_f32)(int64_t n, const float * x, float * y);
     // y = float(x)
     void (*f16_to_f32)(const ggml_fp16_t * x, float * y, int64_t n);
     // y = q8_0 blocks x as floats (k multiple of 32; bit-identical to dequantize_row_q8_0)
@@ -181,6 +184,7 @@ static cpu_kernels build_kernel_table() {
     k.accum_f16 = Isa::accum_f16;
     k.scale_f32 = Isa::scale_f32;
     k.softmax_weights = Isa::softmax_weights;
+    k.silu_f32 = Isa::silu_f32;
     k.f16_to_f32 = Isa::f16_to_f32;
     k.dequantize_q8_0 = Isa::dequantize_q8_0;
     return k;
