@@ -341,10 +341,15 @@ TEST_CASE("add_scores on the paths that have it: the plain loop's bits, masked s
     }
 }
 
+// The scalar, AVX2 and AVX-512 tables this CPU runs (index = path), for the tests below.
+static std::vector<const kvg::cpu_kernels *> float_paths() {
+    const kvg::cpu_kernels * all[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
+    return std::vector<const kvg::cpu_kernels *>(all, all + std::min<int>(kvg::cpu_best_path(), 2) + 1);
+}
+
 TEST_CASE("softmax weights on every path: exp within 2 ulp of expf, masked positions zero") {
-    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
-    for (int pi = 0; pi <= (int) std::min<int>(kvg::cpu_best_path(), 2); ++pi) {
-        const kvg::cpu_kernels & kern = *paths[pi];
+    for (const kvg::cpu_kernels * path : float_paths()) {
+        const kvg::cpu_kernels & kern = *path;
         const std::string path_str = kern.name;
         CAPTURE(path_str);
         for (int64_t n : {1, 5, 8, 16, 17, 64}) {
@@ -374,9 +379,9 @@ TEST_CASE("softmax weights on every path: exp within 2 ulp of expf, masked posit
 
 // (silu shares the vector paths' exp; it sits here beside the softmax test of the same tables)
 TEST_CASE("silu on every path: within 4 ulp of x / (1 + exp(-x)), the two vector paths bit-identical") {
-    const kvg::cpu_kernels * paths[] = {&kvg::kernels_scalar(), kvg::kernels_avx2(), kvg::kernels_avx512()};
+    const std::vector<const kvg::cpu_kernels *> paths = float_paths();
     std::vector<float> by_path[3];
-    for (int pi = 0; pi <= (int) std::min<int>(kvg::cpu_best_path(), 2); ++pi) {
+    for (size_t pi = 0; pi < paths.size(); ++pi) {
         const kvg::cpu_kernels & kern = *paths[pi];
         const std::string path_str = kern.name;
         CAPTURE(path_str);
