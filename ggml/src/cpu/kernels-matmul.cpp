@@ -216,8 +216,8 @@ void blas_mul_mat(const ggml_compute_params * params, const mm_info & mi, ggml_t
 // amortize. BF16 panel tiles need little bandwidth per operation and gain from longer
 // chunks (Zen 4, K = 5632: 210 -> 220 GFLOP/s with 4096). Float tiles (f32 activations)
 // do best with a 32 KiB chunk of their four weight rows (Zen 4, 1 thread, M = 128,
-// GFLOP/s of a 118 FMA peak: f32 K = 2048: 90-95 -> 97-104 with 2048 instead of 512, 4096
-// lost at K = 5632; f16: 91-95 -> 104-108 with 4096).
+// GFLOP/s of a 118 FMA peak, K = 2048 and 5632: f32 87-89 -> 93-97 with 2048 instead of
+// 512, 4096 lost at K = 5632; f16 87-92 -> 103-106 with 4096).
 int64_t k_chunk(const mm_info & mi, int tile_cols) {
     if (mi.M <= tile_cols) return std::max<int64_t>(mi.K, 1); // one tile column: stream whole rows
     const int64_t kc = mi.vdt == GGML_TYPE_F32 ? (mi.src0->type == GGML_TYPE_F32 ? 2048 : 4096)
