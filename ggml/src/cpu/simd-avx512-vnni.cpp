@@ -170,9 +170,9 @@ void pack_mv_q8(const void * row, void * out, int64_t k) {
     }
 }
 
-KVG_INLINE void store1(const mm_tile_args & a, __m512 acc) {
+KVG_INLINE void store1(const mm_tile_args & a, float * out, __m512 acc) {
     const float s = reduce1(acc);
-    a.out[0] = a.accumulate ? a.out[0] + s : s;
+    *out = a.accumulate ? *out + s : s;
 }
 
 // q4_0 (W_Q4: the nibbles, corrected by -8 * sum) or iq4_nl (W_IQ4: their table values + 128,
@@ -194,12 +194,12 @@ KVG_INLINE void mv_nibbles_row(const mm_tile_args & a, const char * w, float * o
         const __m512 scale = _mm512_mul_ps(gather_scales(w, Q4X4_D), _mm512_load_ps((const float *) (x + 128)));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc);
     }
-    const float sum = reduce1(acc);
-    *out = a.accumulate ? *out + sum : sum;
+    store1(a, out, acc);
 }
-// Up to mv_rows consecutive rows per call, one after the other (one sequential stream, as
-// with one row per call, without the per-call setup: kvg-bench-matmul, 1 thread, weights in
-// L2, K = 2048 and 5632: 71-76 -> 74-80 GFLOP/s).
+// Up to MV_NIBBLE_ROWS consecutive rows per call, one after the other (one sequential stream,
+// as with one row per call, without the per-call setup: kvg-bench-matmul, 1 thread, weights
+// in L2, K = 2048 and 5632: 71-76 -> 74-80 GFLOP/s).
+constexpr int MV_NIBBLE_ROWS = 4;
 template <wquant W>
 KVG_INLINE void mv_nibbles(const mm_tile_args & a) {
     for (int r = 0; r < a.n_cols; ++r) mv_nibbles_row<W>(a, a.w + r * a.w_stride, a.out + r);
@@ -222,7 +222,7 @@ KVG_TARGET void mv_q8(const mm_tile_args & a) {
         const __m512 xd = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *) (x + 64)));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(scale_pair(w[0].d, w[1].d), xd), acc);
     }
-    store1(a, acc);
+    store1(a, a.out, acc);
 }
 
 constexpr int PANEL_ROWS = 8;
@@ -249,7 +249,7 @@ cpu_kernels build() {
     k.mm[MM_IQ4_NL].mv = mv_iq4_nl;
     k.mm[MM_IQ4_NL].pack_mv = pack_mv_nibbles<128>;
     k.mm[MM_IQ4_NL].mv_group_bytes = MV_Q4_BYTES;
-    k.mm[MM_Q4_0].mv_rows = k.mm[MM_IQ4_NL].mv_rows = 4;
+    k.mm[MM_Q4_0].mv_rows = k.mm[MM_IQ4_NL].mv_rows = MV_NIBBLE_ROWS;
     add_panel_kernels_vnni(k);
     add_matvec_kernels_vnni(k);
     return k;
