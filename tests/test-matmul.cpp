@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -196,7 +197,7 @@ void check_mul_mat(ggml_context * ctx, ggml_tensor * node) {
         ggml_cpu_set_features_limit(path);
         const std::string path_str = path_name(path);
         CAPTURE(path_str);
-        const ggml_type vt = kvg::mm_activation_type(node->src[0]->type, node->src[1]->ne[1]);
+        const ggml_type vt = kvg::mm_activation_type(node->src[0]->type, node->src[1]->ne[1], node->src[1]->ne[0]);
         if (!refs.count(vt)) refs[vt] = ref_mul_mat(node->src[0], node->src[1], vt);
         const RefResult & ref = refs[vt];
         std::vector<float> first;
@@ -380,11 +381,11 @@ TEST_CASE("each path's kernel table holds its own functions") {
         const int min_q4k = kvg::kernels_avx512_vnni()->mm[kvg::MM_Q4_K].panel_min;
         const int min_q6k = kvg::kernels_avx512_vnni()->mm[kvg::MM_Q6_K].panel_min;
         CHECK(min_q4k > 1);
-        CHECK(kvg::mm_activation_type(GGML_TYPE_Q4_K, min_q4k) == GGML_TYPE_Q8_0);
-        CHECK(kvg::mm_activation_type(GGML_TYPE_Q6_K, min_q6k - 1) == GGML_TYPE_Q8_K);
-        CHECK(kvg::mm_activation_type(GGML_TYPE_IQ4_NL, 100) == GGML_TYPE_Q8_0);
+        CHECK(kvg::mm_activation_type(GGML_TYPE_Q4_K, min_q4k, 4096) == GGML_TYPE_Q8_0);
+        CHECK(kvg::mm_activation_type(GGML_TYPE_Q6_K, min_q6k - 1, 4096) == GGML_TYPE_Q8_K);
+        CHECK(kvg::mm_activation_type(GGML_TYPE_IQ4_NL, 100, 4096) == GGML_TYPE_Q8_0);
         ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX512);
-        CHECK(kvg::mm_activation_type(GGML_TYPE_Q4_K, 100) == GGML_TYPE_Q8_K);
+        CHECK(kvg::mm_activation_type(GGML_TYPE_Q4_K, 100, 4096) == GGML_TYPE_Q8_K);
         ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
     }
 }
@@ -879,6 +880,35 @@ TEST_CASE("BF16 activation panels: values rounded as ggml_fp32_to_bf16 (bit for 
     }
 }
 
+// Random weights of type wt [K, N] times M random f32 rows: mul_mat with one task must match
+// `refs(a, b).first` (activations rounded as the kernel rounds them) within rel, and 2 or 3
+// tasks and the executor's threads must give the same bits. Returns how many outputs the
+// unrounded product (`refs(a, b).second`) would have failed by.
+using RefPair = std::pair<RefResult, RefResult>;
+int check_rounded_mul_mat(ggml_type wt, int64_t K, int64_t N, int64_t M, double rel,
+                          const std::function<RefPair(const ggml_tensor *, const ggml_tensor *)> & refs) {
+    CAPTURE(K); CAPTURE(M); CAPTURE(N);
+    Ctx c;
+    ggml_tensor * a = ggml_new_tensor_2d(c.ctx, wt, K, N);
+    ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, M);
+    fill_random(a);
+    fill_random(b);
+    ggml_tensor * d = ggml_mul_mat(c.ctx, a, b);
+    const RefPair r = refs(a, b);
+    run_mul_mat(d, 1);
+    const std::vector<float> got = read_dst(d);
+    check_close(got, r.first, rel);
+    int sensitive = 0;
+    for (size_t i = 0; i < got.size(); ++i) sensitive += std::fabs(r.second.val[i] - r.first.val[i]) > rel * r.first.mag[i] + 1e-6;
+    for (int nth = 2; nth <= 3; ++nth) {
+        run_mul_mat(d, nth);
+        CHECK(std::memcmp(read_dst(d).data(), got.data(), got.size() * sizeof(float)) == 0);
+    }
+    const std::vector<float> threaded = compute_graph(c.ctx, d, 2);
+    CHECK(std::memcmp(threaded.data(), got.data(), got.size() * sizeof(float)) == 0);
+    return sensitive;
+}
+
 TEST_CASE("mul_mat: bf16 weights on the AVX-512 BF16 path round the activations to bf16 and sum in f32") {
     if (ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX512_BF16) != GGML_CPU_FEATURES_AVX512_BF16) {
         MESSAGE("no AVX-512 BF16 path here (CPU or KVG_CPU_FEATURES): skipped");
@@ -887,39 +917,58 @@ TEST_CASE("mul_mat: bf16 weights on the AVX-512 BF16 path round the activations 
     }
     const int pmin = kvg::kernels_avx512_bf16()->mm[kvg::MM_BF16].panel_min;
     CHECK(pmin > 1);
-    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin) == GGML_TYPE_BF16);
-    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin - 1) == GGML_TYPE_F32); // few rows: the f32 tiles
-    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 100) == GGML_TYPE_F32);      // f16 weights unchanged
+    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin, 4096) == GGML_TYPE_BF16);
+    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin - 1, 4096) == GGML_TYPE_F32); // few rows: the f32 tiles
+    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 100, 4096) == GGML_TYPE_F32);      // f16 weights unchanged
+    // one row: bf16 too (the matrix-vector kernel), unless K is not a multiple of its group
+    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, 1, 4096) == GGML_TYPE_BF16);
+    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, 1, 4096 + 64) == GGML_TYPE_F32);
+    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 1, 4096) == GGML_TYPE_F16); // f16 weights' own kernel
     // K: below a pair, odd tails, long rows, two K chunks (accumulated); M: partial and whole
     // panels and pairs of them
-    const int64_t Ks[] = {1, 2, 31, 32, 33, 64, 100, 1027, 4161, 8195};
-    const int64_t Ms[] = {pmin, 15, 16, 17, 32, 33, 64, 65, 100};
+    // (M = 1 takes the matrix-vector kernel for K a multiple of 128: 128, 2048, 8192)
+    const int64_t Ks[] = {1, 2, 31, 32, 33, 64, 100, 128, 1027, 2048, 4161, 8192, 8195};
+    const int64_t Ms[] = {1, pmin, 15, 16, 17, 32, 33, 64, 65, 100};
     const int64_t Ns[] = {1, 7, 13, 37};
     int sensitive = 0; // outputs where unrounded activations would have failed the check
     for (size_t ik = 0; ik < sizeof(Ks) / sizeof(Ks[0]); ++ik) {
-        for (size_t im = 0; im < 9; ++im) {
+        for (size_t im = 0; im < sizeof(Ms) / sizeof(Ms[0]); ++im) {
             const int64_t K = Ks[ik], M = Ms[im], N = Ns[(ik + im) % 4];
-            CAPTURE(K); CAPTURE(M); CAPTURE(N);
-            Ctx c;
-            ggml_tensor * a = ggml_new_tensor_2d(c.ctx, GGML_TYPE_BF16, K, N);
-            ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, M);
-            fill_random(a);
-            fill_random(b);
-            ggml_tensor * d = ggml_mul_mat(c.ctx, a, b);
-            const RefResult ref = ref_bf16(a, b, true), unrounded = ref_bf16(a, b, false);
-            run_mul_mat(d, 1);
-            const std::vector<float> got = read_dst(d);
-            check_close(got, ref, 1e-5);
-            for (size_t i = 0; i < got.size(); ++i) sensitive += std::fabs(unrounded.val[i] - ref.val[i]) > 1e-5 * ref.mag[i] + 1e-6;
-            for (int nth = 2; nth <= 3; ++nth) {
-                run_mul_mat(d, nth);
-                CHECK(std::memcmp(read_dst(d).data(), got.data(), got.size() * sizeof(float)) == 0);
-            }
-            const std::vector<float> threaded = compute_graph(c.ctx, d, 2);
-            CHECK(std::memcmp(threaded.data(), got.data(), got.size() * sizeof(float)) == 0);
+            if (M == 1 && K % 128 != 0) continue; // the f32 tiles (unrounded): tested above
+            sensitive += check_rounded_mul_mat(GGML_TYPE_BF16, K, N, M, 1e-5, [](const ggml_tensor * a, const ggml_tensor * b) {
+                return RefPair(ref_bf16(a, b, true), ref_bf16(a, b, false));
+            });
         }
     }
     CHECK(sensitive > 1000);
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
+
+// One activation row times f16 weights (K a multiple of 128) on the AVX-512 paths: the row is
+// rounded to f16 once, as ggml's vec_dot_type, and the products are summed in f32.
+TEST_CASE("mul_mat: one activation row times f16 weights is rounded to f16 on the AVX-512 paths") {
+    if (ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX2) == GGML_CPU_FEATURES_AVX2) {
+        CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 1, 4096) == GGML_TYPE_F32); // AVX2: f32 tiles
+    }
+    if (ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX512) != GGML_CPU_FEATURES_AVX512) {
+        MESSAGE("no AVX-512 path here (CPU or KVG_CPU_FEATURES): skipped");
+        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+        return;
+    }
+    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 1, 4096) == GGML_TYPE_F16);
+    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 1, 4096 + 64) == GGML_TYPE_F32); // mv_float
+    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 2, 4096) == GGML_TYPE_F32);      // the tiles
+    int sensitive = 0, outputs = 0; // outputs where unrounded activations would have failed
+    for (int64_t K : {128, 2048, 5632}) {
+        for (int64_t N : {1, 2, 3, 17, 64}) {
+            sensitive += check_rounded_mul_mat(GGML_TYPE_F16, K, N, 1, 2e-6, [](const ggml_tensor * a, const ggml_tensor * b) {
+                return RefPair(ref_mul_mat(a, b, GGML_TYPE_F16), ref_mul_mat(a, b, GGML_TYPE_F32));
+            });
+            outputs += (int) N;
+        }
+    }
+    MESSAGE("f16-rounding-sensitive outputs: " << sensitive << " of " << outputs);
+    CHECK(sensitive * 2 > outputs);
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
 }
 

@@ -76,12 +76,12 @@ mm_info inspect(const ggml_tensor * dst) {
     info.K = a->ne[0];
     info.N = a->ne[1];
     info.M = b->ne[1];
-    info.vdt = mm_activation_type(a->type, info.M);
+    info.vdt = mm_activation_type(a->type, info.M, info.K);
     info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
     info.panel = mk.panel_rows > 0 && info.M >= mk.panel_min; // then vdt is the panels' type
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
-    info.mv = (info.vdt == GGML_TYPE_Q8_0 || info.vdt == GGML_TYPE_Q8_K) && info.M == 1 && mk.mv && info.K % MM_MV_GROUP == 0;
+    info.mv = info.M == 1 && !info.panel && mk.mv && info.K % MM_MV_GROUP == 0; // vdt: the row mv's packer takes
     info.x_stride = info.panel ? panel_offset(info.vdt, info.K)
                   : info.mv    ? GGML_PAD((size_t) (info.K / MM_MV_GROUP) * mk.mv_group_bytes, ALIGN)
                                : GGML_PAD(ggml_row_size(info.vdt, info.K), ALIGN);
@@ -96,9 +96,11 @@ size_t conv_bytes(const mm_info & mi) {
     return mi.x_stride * (size_t) ((mi.panel ? mi.n_panels : mi.M) * mi.src1->ne[2] * mi.src1->ne[3]);
 }
 
-// What rows the packer of panels or of a matrix-vector row takes: f32 ones for BF16 panels
-// (rounded as they are packed), else the quantized rows.
-ggml_type packer_input(const mm_info & mi) { return mi.vdt == GGML_TYPE_BF16 ? GGML_TYPE_F32 : mi.vdt; }
+// What rows the packer of panels or of a matrix-vector row takes: f32 ones for BF16 panels and
+// f16/bf16 rows (rounded as they are packed), else the quantized rows.
+ggml_type packer_input(const mm_info & mi) {
+    return mi.vdt == GGML_TYPE_BF16 || mi.vdt == GGML_TYPE_F16 ? GGML_TYPE_F32 : mi.vdt;
+}
 
 // Floats of per-task scratch: strided src1 rows are gathered there before quantizing; for
 // panels and packed rows, the rows to pack follow (none for BF16 panels of dense rows: the
@@ -149,8 +151,13 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
         int64_t r0, r1;
         split(mi.M * b->ne[2] * b->ne[3], params->ith, params->nth, r0, r1);
         for (int64_t r = r0; r < r1; ++r) {
-            convert_row(mi, r, mi.mv ? qrows : conv + r * mi.x_stride, tmp);
-            if (mi.mv) mk.pack_mv(qrows, conv + r * mi.x_stride, mi.K);
+            char * row = conv + r * mi.x_stride;
+            if (mi.mv && packer_input(mi) == GGML_TYPE_F32) {
+                mk.pack_mv(f32_row(mi, r, tmp), row, mi.K); // rounded as packed
+                continue;
+            }
+            convert_row(mi, r, mi.mv ? qrows : row, tmp);
+            if (mi.mv) mk.pack_mv(qrows, row, mi.K);
         }
         return;
     }
@@ -311,9 +318,13 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
 
 } // namespace
 
-ggml_type kvg::mm_activation_type(ggml_type type, int64_t M) {
+ggml_type kvg::mm_activation_type(ggml_type type, int64_t M, int64_t K) {
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(type)];
     const bool panel = mk.panel_rows > 0 && M >= mk.panel_min;
+    // one row times float weights with a matrix-vector kernel: the row rounded to the weights'
+    // type, as ggml's vec_dot_type (f16 on the AVX-512 paths, bf16 on the BF16 one)
+    const bool float_mv = M == 1 && !panel && mk.mv && mm_vec_dot_type(type) == GGML_TYPE_F32 && K % MM_MV_GROUP == 0;
+    if (float_mv) return type;
     return !panel ? mm_vec_dot_type(type) : mk.panel_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_Q8_0;
 }
 

@@ -72,7 +72,10 @@ struct mm_kernel {
     // matrix-vector products (one activation row, K a multiple of MM_MV_GROUP) over the row
     // packed by pack_mv from its q8_0 (q8_K for the k-quants) form, mv_group_bytes per MM_MV_GROUP values: mv is a
     // tile of up to mv_rows weight rows (n_cols of them) and one activation row whose x is
-    // the packed row at the tile's K offset, bit-identical to tile[r][1] (nullptr: none)
+    // the packed row at the tile's K offset, bit-identical to tile[r][1] (nullptr: none).
+    // f16 and bf16 weights (AVX-512 paths; bf16 on the BF16 one): packed from the f32 row,
+    // rounded to the weights' type (ggml's vec_dot_type), so not tile[r][1]'s bits (its x
+    // stays f32); each row's bits do not depend on n_cols
     mm_tile_fn mv;
     // matrix-vector tile of float weights (f32 activations, nothing packed): n_cols weight
     // rows (1..mv_rows) times one activation row, each row with the bits of tile[1][1]
@@ -205,10 +208,11 @@ const cpu_kernels * cpu_path_kernels(cpu_path p); // a path's table; nullptr whe
 
 mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
 enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a weight type is dotted with
-// What mul_mat converts M activation rows to for weights of `type` on the active path: q8_0
-// (as panels; bf16 for BF16 panels) where the path has panel tiles for the type and
-// M >= their panel_min, else mm_vec_dot_type.
-enum ggml_type mm_activation_type(enum ggml_type type, int64_t M);
+// What mul_mat converts M activation rows of K values to for weights of `type` on the active
+// path: q8_0 (as panels; bf16 for BF16 panels) where the path has panel tiles for the type and
+// M >= their panel_min; the weights' own type for one row times f16/bf16 weights with a
+// matrix-vector kernel (K a multiple of MM_MV_GROUP); else mm_vec_dot_type.
+enum ggml_type mm_activation_type(enum ggml_type type, int64_t M, int64_t K);
 
 // The kernels of the block types after q4_0 (quants-scalar.cpp, quants-x86.cpp), added to
 // a path's table; the AVX-512 table has its own k-quant tiles and the AVX2 ones of the rest
