@@ -107,9 +107,10 @@ struct ld_bf16 {
     static KVG_INLINE __m512 load(const char * p, int64_t i, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, (const uint16_t *) p + i)); }
 };
 
-// Dots of R weight rows with x (a.x), rows summed the same way whatever R: four FMA chains
-// over each 64 elements (one chain would be one FMA latency per 16 values, below DRAM speed),
-// joined (0 + 1) + (2 + 3), then the 16-value steps and the masked tail on that sum.
+// Dots of R weight rows with x (a.x), rows summed the same way whatever R: two FMA chains
+// over each 32 values, joined, then one 16-value step and the masked tail on that sum. Two
+// chains, not four: one f32 row from DRAM (Zen 4, 1 thread, K = 2048) streams at 25-28 GB/s
+// with two and 22-24 with four (a plain read: 26-27).
 // PF: prefetch a later tile's R rows (the next one, or further for short rows) at the offset
 // being read, into L2, one line at a time. Zen 4, f16 K = 5632 / K = 2048 one thread: 16 / 25
 // GB/s with one row and no prefetch, 26 / 28 with 2 rows and this (streaming read: 28 / 31);
@@ -119,14 +120,14 @@ struct ld_bf16 {
 constexpr size_t PF_MIN_AHEAD = 8192;
 template <typename L, int R, bool PF>
 KVG_INLINE void dot_rows(const mm_tile_args & a) {
-    __m512 acc[R][4], s[R];
-    for (int r = 0; r < R; ++r) for (int u = 0; u < 4; ++u) acc[r][u] = _mm512_setzero_ps();
+    __m512 acc[R][2], s[R];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     const float * x = (const float *) a.x;
     const size_t tile_bytes = R * a.w_stride; // 0 for a lone row (vec_dot)
     const size_t pf_ahead = PF && tile_bytes > 0 ? tile_bytes * std::max<size_t>(1, PF_MIN_AHEAD / tile_bytes) : 0;
     int64_t i = 0;
-    for (; i + 64 <= a.k; i += 64) {
-        for (int u = 0; u < 4; ++u) {
+    for (; i + 32 <= a.k; i += 32) {
+        for (int u = 0; u < 2; ++u) {
             const __m512 xv = _mm512_loadu_ps(x + i + 16 * u);
             for (int r = 0; r < R; ++r) {
                 const char * w = a.w + r * a.w_stride;
@@ -135,10 +136,11 @@ KVG_INLINE void dot_rows(const mm_tile_args & a) {
             }
         }
     }
-    for (int r = 0; r < R; ++r) s[r] = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3]));
-    for (; i + 16 <= a.k; i += 16) {
+    for (int r = 0; r < R; ++r) s[r] = _mm512_add_ps(acc[r][0], acc[r][1]);
+    if (i + 16 <= a.k) {
         const __m512 xv = _mm512_loadu_ps(x + i);
         for (int r = 0; r < R; ++r) s[r] = _mm512_fmadd_ps(L::load(a.w + r * a.w_stride, i), xv, s[r]);
+        i += 16;
     }
     if (i < a.k) {
         const __mmask16 m = (__mmask16) ((1u << (a.k - i)) - 1);
@@ -183,12 +185,24 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
 }
 
 // Matrix-vector tile of float weights (mm_kernel::mv_float): a.n_cols rows, MV_FLOAT_ROWS at
-// most, each with the bits of tile_float<L, 1, 1>.
+// most, each with the bits of tile_float<L, 1, 1>. Rows stream one after the other while the
+// f32 activation row fills at most half of L1 (f32 weights, Zen 4, 1 thread: 25-29 GB/s at
+// K = 768-4096 against 19-24 for two rows with the prefetch); longer activation rows are
+// evicted by a lone stream (K = 5632: 20.5 GB/s), so two rows and the prefetch (23.5).
 constexpr int MV_FLOAT_ROWS = 2;
+constexpr int64_t MV_ONE_ROW_MAX_K = 4096;
 template <typename L>
 KVG_TARGET void mv_float(const mm_tile_args & a) {
-    if (a.n_cols == MV_FLOAT_ROWS) dot_rows<L, MV_FLOAT_ROWS, true>(a);
-    else dot_rows<L, 1, false>(a);
+    if (a.n_cols == MV_FLOAT_ROWS && a.k > MV_ONE_ROW_MAX_K) {
+        dot_rows<L, MV_FLOAT_ROWS, true>(a);
+        return;
+    }
+    for (int r = 0; r < a.n_cols; ++r) {
+        mm_tile_args row = a;
+        row.w = a.w + r * a.w_stride;
+        row.out = a.out + r;
+        dot_rows<L, 1, false>(row);
+    }
 }
 
 // Matrix-vector products of f16 weights (mm_kernel::mv): the activation row rounded to f16
