@@ -944,31 +944,40 @@ TEST_CASE("mul_mat: bf16 weights on the AVX-512 BF16 path round the activations 
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
 }
 
-// One activation row times f16 weights (K a multiple of 128) on the AVX-512 paths: the row is
-// rounded to f16 once, as ggml's vec_dot_type, and the products are summed in f32.
-TEST_CASE("mul_mat: one activation row times f16 weights is rounded to f16 on the AVX-512 paths") {
-    if (ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX2) == GGML_CPU_FEATURES_AVX2) {
-        CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 1, 4096) == GGML_TYPE_F32); // AVX2: f32 tiles
-    }
-    if (ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX512) != GGML_CPU_FEATURES_AVX512) {
-        MESSAGE("no AVX-512 path here (CPU or KVG_CPU_FEATURES): skipped");
-        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
-        return;
-    }
-    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 1, 4096) == GGML_TYPE_F16);
-    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 1, 4096 + 64) == GGML_TYPE_F32); // mv_float
-    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 2, 4096) == GGML_TYPE_F32);      // the tiles
-    int sensitive = 0, outputs = 0; // outputs where unrounded activations would have failed
-    for (int64_t K : {128, 2048, 5632}) {
-        for (int64_t N : {1, 2, 3, 17, 64}) {
-            sensitive += check_rounded_mul_mat(GGML_TYPE_F16, K, N, 1, 2e-6, [](const ggml_tensor * a, const ggml_tensor * b) {
-                return RefPair(ref_mul_mat(a, b, GGML_TYPE_F16), ref_mul_mat(a, b, GGML_TYPE_F32));
-            });
-            outputs += (int) N;
+// One activation row times f16 or bf16 weights (K a multiple of 128) on the SIMD paths: the
+// row is rounded to the weights' type once, as ggml's vec_dot_type, and the products are summed
+// in f32. The scalar path keeps the f32 row.
+TEST_CASE("mul_mat: one activation row times f16/bf16 weights is rounded to their type on the SIMD paths") {
+    int tested = 0;
+    for (ggml_cpu_features path : available_paths()) {
+        ggml_cpu_set_features_limit(path);
+        const std::string path_str = path_name(path);
+        CAPTURE(path_str);
+        for (ggml_type t : {GGML_TYPE_F16, GGML_TYPE_BF16}) {
+            const std::string type_name = ggml_type_name(t);
+            CAPTURE(type_name);
+            if (path == GGML_CPU_FEATURES_SCALAR) {
+                CHECK(kvg::mm_activation_type(t, 1, 4096) == GGML_TYPE_F32);
+                continue;
+            }
+            ++tested;
+            CHECK(kvg::mm_activation_type(t, 1, 4096) == t);
+            CHECK(kvg::mm_activation_type(t, 1, 4096 + 64) == GGML_TYPE_F32); // mv_float or the tiles
+            CHECK(kvg::mm_activation_type(t, 2, 4096) == GGML_TYPE_F32);       // the f32 tiles
+            int sensitive = 0, outputs = 0; // outputs where unrounded activations would have failed
+            for (int64_t K : {128, 2048, 5632}) {
+                for (int64_t N : {1, 2, 3, 17, 64}) {
+                    sensitive += check_rounded_mul_mat(t, K, N, 1, 2e-6, [t](const ggml_tensor * a, const ggml_tensor * b) {
+                        return RefPair(ref_mul_mat(a, b, t), ref_mul_mat(a, b, GGML_TYPE_F32));
+                    });
+                    outputs += (int) N;
+                }
+            }
+            MESSAGE(path_str << " " << type_name << ": rounding-sensitive outputs " << sensitive << " of " << outputs);
+            CHECK(sensitive * 2 > outputs);
         }
     }
-    MESSAGE("f16-rounding-sensitive outputs: " << sensitive << " of " << outputs);
-    CHECK(sensitive * 2 > outputs);
+    if (available_paths().size() > 1) CHECK(tested > 0); // a SIMD path besides the scalar one
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
 }
 

@@ -322,7 +322,7 @@ ggml_type kvg::mm_activation_type(ggml_type type, int64_t M, int64_t K) {
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(type)];
     const bool panel = mk.panel_rows > 0 && M >= mk.panel_min;
     // one row times float weights with a matrix-vector kernel: the row rounded to the weights'
-    // type, as ggml's vec_dot_type (f16 on the AVX-512 paths, bf16 on the BF16 one)
+    // type, as ggml's vec_dot_type (the SIMD paths)
     const bool float_mv = M == 1 && !panel && mk.mv && mm_vec_dot_type(type) == GGML_TYPE_F32 && K % MM_MV_GROUP == 0;
     if (float_mv) return type;
     return !panel ? mm_vec_dot_type(type) : mk.panel_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_Q8_0;

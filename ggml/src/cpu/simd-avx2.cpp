@@ -360,6 +360,44 @@ KVG_TARGET void dequantize_q8_0(const void * vx, float * y, int64_t n) {
     }
 }
 
+// ---- f16/bf16 weights · one activation row of their own type (mm_kernel::mv) -----------------
+// The row is rounded once to the weights' type (ggml's vec_dot_type), half the bytes of an f32
+// row beside the weight stream in L1 (see simd-avx512.cpp); each weight row streams alone,
+// both operands widened, four chains over each 32 values joined (0 + 1) + (2 + 3).
+KVG_TARGET void pack_mv_f16(const void * f32_row, void * out, int64_t k) {
+    const float * x = (const float *) f32_row;
+    for (int64_t i = 0; i < k; i += 8) {
+        _mm_storeu_si128((__m128i *) ((uint16_t *) out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+// bit for bit ggml_fp32_to_bf16: integer nearest even, NaN made quiet
+KVG_TARGET void pack_mv_bf16(const void * f32_row, void * out, int64_t k) {
+    const float * x = (const float *) f32_row;
+    for (int64_t i = 0; i < k; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *) (x + i));
+        const __m256i hi = _mm256_srli_epi32(u, 16);
+        const __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1)));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+        const __m256i r = _mm256_blendv_epi8(_mm256_srli_epi32(_mm256_add_epi32(u, bias), 16), _mm256_or_si256(hi, _mm256_set1_epi32(64)), nan);
+        _mm_storeu_si128((__m128i *) ((uint16_t *) out + i), _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+    }
+}
+
+template <typename L>
+KVG_TARGET void mv_same(const mm_tile_args & a) {
+    for (int r = 0; r < a.n_cols; ++r) {
+        const char * w = a.w + r * a.w_stride;
+        __m256 acc[4];
+        for (int u = 0; u < 4; ++u) acc[u] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < a.k; i += 32) {
+            for (int u = 0; u < 4; ++u) acc[u] = _mm256_fmadd_ps(L::load(w, i + 8 * u), L::load(a.x, i + 8 * u), acc[u]);
+        }
+        const float s = reduce1(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+        a.out[r] = a.accumulate ? a.out[r] + s : s;
+    }
+}
+
 // What build_kernel_table takes from this file (only addresses: no AVX2 code of its own).
 struct isa {
     static constexpr const char * name = "avx2";
@@ -373,6 +411,8 @@ struct isa {
     static constexpr auto silu_f32 = ::silu_f32;
     static constexpr auto f16_to_f32 = ::f16_to_f32;
     static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
+    static constexpr auto mv_f16 = mv_same<ld_f16>, mv_bf16 = mv_same<ld_bf16>;
+    static constexpr auto pack_mv_f16 = ::pack_mv_f16, pack_mv_bf16 = ::pack_mv_bf16;
 };
 
 } // namespace

@@ -24,18 +24,9 @@
 namespace {
 
 using namespace kvg;
+using namespace kvg::avx512;
 
 static_assert(MM_PANEL_BF16_PAIR == 64, "one vector per pair of elements");
-
-// x rounded to bf16 bit for bit as ggml_fp32_to_bf16, in the low half of each lane (integer
-// nearest even: keeps the subnormals vcvtneps2bf16 would flush; NaN made quiet).
-KVG_INLINE __m512i round_bf16(__m512i u) {
-    const __m512i hi = _mm512_srli_epi32(u, 16);
-    const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1)));
-    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    return _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(64));
-}
 
 // v[c] (16 ints of row c) -> v[j] (int j of every row).
 KVG_INLINE void transpose16(__m512i (&v)[16]) {
@@ -157,15 +148,6 @@ template <int R> struct panel_bf16 {
 // weights, 1 thread) this loop reads 25-27 GB/s where the f32 tiles (widened weights, f32
 // activations, two rows and four chains each) read 21-22, and four chains here read 22.
 
-// K (a multiple of MM_MV_GROUP) f32 values -> K bf16
-KVG_TARGET void pack_mv_bf16(const void * f32_row, void * out, int64_t k) {
-    const float * x = (const float *) f32_row;
-    for (int64_t i = 0; i < k; i += 16) {
-        const __m512i r = round_bf16(_mm512_loadu_si512((const void *) (x + i)));
-        _mm256_storeu_si256((__m256i *) ((uint16_t *) out + i), _mm512_cvtepi32_epi16(r));
-    }
-}
-
 // a.n_cols weight rows, one after the other, times the packed row; per row the chains over
 // values [64j, 64j + 32) and [64j + 32, 64j + 64), then their sum
 KVG_TARGET void mv_bf16(const mm_tile_args & a) {
@@ -178,7 +160,7 @@ KVG_TARGET void mv_bf16(const mm_tile_args & a) {
             acc1 = _mm512_dpbf16_ps(acc1, (__m512bh) _mm512_loadu_si512((const void *) (w + i + 64)),
                                     (__m512bh) _mm512_loadu_si512((const void *) (a.x + i + 64)));
         }
-        const float s = avx512::reduce1(_mm512_add_ps(acc0, acc1));
+        const float s = reduce1(_mm512_add_ps(acc0, acc1));
         a.out[r] = a.accumulate ? a.out[r] + s : s;
     }
 }
@@ -198,9 +180,7 @@ cpu_kernels build() {
     m.panel_min = 7;
     m.panel_bf16 = true;
     k.pack_panel_bf16 = pack_panel_bf16;
-    m.mv = mv_bf16; // mv_rows: the AVX-512 table's
-    m.pack_mv = pack_mv_bf16;
-    m.mv_group_bytes = 2 * MM_MV_GROUP;
+    m.mv = mv_bf16; // vdpbf16ps; the packer and mv_rows: the AVX-512 table's
     return k;
 }
 

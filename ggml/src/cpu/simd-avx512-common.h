@@ -24,6 +24,26 @@ KVG_INLINE __m256i q4k_scales_mins(const char * w) {
     return _mm256_cvtepu8_epi16(_mm_ternarylogic_epi32(_mm_and_si128(lo, m_lo), hi, m_hi, 0xF8)); // a | (b & c)
 }
 
+// x rounded to bf16 bit for bit as ggml_fp32_to_bf16, in the low half of each lane (integer
+// nearest even: keeps the subnormals vcvtneps2bf16 would flush; NaN made quiet).
+KVG_INLINE __m512i round_bf16(__m512i u) {
+    const __m512i hi = _mm512_srli_epi32(u, 16);
+    const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1)));
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(64));
+}
+
+// mm_kernel::pack_mv of bf16 weights: K (a multiple of 16) f32 values -> K bf16 (inline: not
+// every including file uses it)
+KVG_TARGET inline void pack_mv_bf16(const void * f32_row, void * out, int64_t k) {
+    const float * x = (const float *) f32_row;
+    for (int64_t i = 0; i < k; i += 16) {
+        const __m512i r = round_bf16(_mm512_loadu_si512((const void *) (x + i)));
+        _mm256_storeu_si256((__m256i *) ((uint16_t *) out + i), _mm512_cvtepi32_epi16(r));
+    }
+}
+
 // One vector's sum with the same pairing as reduce16 (so the bits agree).
 KVG_INLINE float reduce1(__m512 v) {
     const __m256 p = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));

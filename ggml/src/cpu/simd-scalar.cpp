@@ -148,6 +148,8 @@ struct isa {
     static constexpr auto silu_f32 = ::silu_f32;
     static constexpr auto f16_to_f32 = ggml_fp16_to_fp32_row;
     static constexpr auto dequantize_q8_0 = ::dequantize_q8_0;
+    static constexpr mm_tile_fn mv_f16 = nullptr, mv_bf16 = nullptr; // f16/bf16 keep f32 activations
+    static constexpr void (*pack_mv_f16)(const void *, void *, int64_t) = nullptr, (*pack_mv_bf16)(const void *, void *, int64_t) = nullptr;
 };
 
 } // namespace

@@ -73,9 +73,9 @@ struct mm_kernel {
     // packed by pack_mv from its q8_0 (q8_K for the k-quants) form, mv_group_bytes per MM_MV_GROUP values: mv is a
     // tile of up to mv_rows weight rows (n_cols of them) and one activation row whose x is
     // the packed row at the tile's K offset, bit-identical to tile[r][1] (nullptr: none).
-    // f16 and bf16 weights (AVX-512 paths; bf16 on the BF16 one): packed from the f32 row,
-    // rounded to the weights' type (ggml's vec_dot_type), so not tile[r][1]'s bits (its x
-    // stays f32); each row's bits do not depend on n_cols
+    // f16 and bf16 weights (the SIMD paths): packed from the f32 row, rounded to the weights'
+    // type (ggml's vec_dot_type), so not tile[r][1]'s bits (its x stays f32); each row's
+    // bits do not depend on n_cols
     mm_tile_fn mv;
     // matrix-vector tile of float weights (f32 activations, nothing packed): n_cols weight
     // rows (1..mv_rows) times one activation row, each row with the bits of tile[1][1]
@@ -181,6 +181,12 @@ static cpu_kernels build_kernel_table() {
     for (int t : {MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0}) {
         if (Isa::one_row_matvec) k.mm[t].mv_rows = 1;
     }
+    // f16/bf16 weights times one activation row rounded to their type (nullptr: none)
+    k.mm[MM_F16].mv = Isa::mv_f16;
+    k.mm[MM_F16].pack_mv = Isa::pack_mv_f16;
+    k.mm[MM_BF16].mv = Isa::mv_bf16;
+    k.mm[MM_BF16].pack_mv = Isa::pack_mv_bf16;
+    k.mm[MM_F16].mv_group_bytes = k.mm[MM_BF16].mv_group_bytes = 2 * MM_MV_GROUP;
     Isa::add_block_quant_kernels(k);
     k.quantize_q8_0 = Isa::quantize_q8_0;
     k.accum_f32 = Isa::accum_f32;
