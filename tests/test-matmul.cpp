@@ -767,6 +767,34 @@ TEST_CASE("mul_mat: non-contiguous activations (transposed, permuted, strided ro
     }
 }
 
+// The one-row kernels of f16/bf16 weights (K a multiple of 128, activations rounded to the
+// weights' type) on the shapes attention gives them: per-head views of a cache, broadcast
+// over heads, and an activation row whose elements are not adjacent.
+TEST_CASE("mul_mat: one activation row times f16/bf16 weight views (cache heads, broadcast, strided row)") {
+    for (ggml_type t : {GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        const int64_t K = 128;
+        Ctx c;
+        ggml_tensor * cache = ggml_new_tensor_3d(c.ctx, t, K + 16, 16, 4);
+        fill_random(cache);
+        ggml_tensor * a = ggml_view_3d(c.ctx, cache, K, 9, 4, cache->nb[1], cache->nb[2], 2 * cache->nb[1] + 8 * ggml_type_size(t));
+        ggml_tensor * b = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, 1, 8); // two heads of queries per cache head
+        fill_random(b);
+        check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
+        // the activation row: column 1 of a [3, K] tensor, elements 12 bytes apart
+        ggml_tensor * cols = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, 3, K);
+        fill_random(cols);
+        ggml_tensor * x = ggml_transpose(c.ctx, ggml_view_2d(c.ctx, cols, 1, K, cols->nb[1], sizeof(float)));
+        REQUIRE(x->ne[0] == K);
+        REQUIRE(x->ne[1] == 1);
+        REQUIRE(x->nb[0] == 3 * sizeof(float));
+        ggml_tensor * w = ggml_new_tensor_2d(c.ctx, t, K, 37);
+        fill_random(w);
+        check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, w, x));
+    }
+}
+
 TEST_CASE("mul_mat: tasks write disjoint outputs that cover dst") {
     for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_Q4_0}) {
         Ctx c;
