@@ -1,4 +1,4 @@
-// AVX-512 helpers shared by simd-avx512.cpp and simd-avx512-vnni.cpp. Include inside their
+// AVX-512 helpers shared by simd-avx512.cpp, simd-avx512-vnni.cpp and simd-avx512-bf16.cpp. Include inside their
 // x86 section, after defining KVG_TARGET / KVG_INLINE (each file's own target attribute).
 #pragma once
 
