@@ -51,6 +51,13 @@ size_t panel_offset(ggml_type vdt, int64_t k) {
 }
 
 // Validates the node and derives what both phases need; aborts with the reason otherwise.
+// Products of M activation rows that take the weight type's panel tiles, and those that take
+// its matrix-vector kernel (one row in whole groups): inspect and mm_activation_type agree.
+bool takes_panels(const mm_kernel & mk, int64_t M) { return mk.panel_rows > 0 && M >= mk.panel_min; }
+bool takes_mv(const mm_kernel & mk, int64_t M, int64_t K) {
+    return M == 1 && !takes_panels(mk, M) && mk.mv && K % MM_MV_GROUP == 0;
+}
+
 mm_info inspect(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
@@ -79,9 +86,9 @@ mm_info inspect(const ggml_tensor * dst) {
     info.vdt = mm_activation_type(a->type, info.M, info.K);
     info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
-    info.panel = mk.panel_rows > 0 && info.M >= mk.panel_min; // then vdt is the panels' type
+    info.panel = takes_panels(mk, info.M); // then vdt is the panels' type
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
-    info.mv = info.M == 1 && !info.panel && mk.mv && info.K % MM_MV_GROUP == 0; // vdt: the row mv's packer takes
+    info.mv = takes_mv(mk, info.M, info.K); // then vdt is what the row is rounded to before packing
     info.x_stride = info.panel ? panel_offset(info.vdt, info.K)
                   : info.mv    ? GGML_PAD((size_t) (info.K / MM_MV_GROUP) * mk.mv_group_bytes, ALIGN)
                                : GGML_PAD(ggml_row_size(info.vdt, info.K), ALIGN);
@@ -320,12 +327,10 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
 
 ggml_type kvg::mm_activation_type(ggml_type type, int64_t M, int64_t K) {
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(type)];
-    const bool panel = mk.panel_rows > 0 && M >= mk.panel_min;
     // one row times float weights with a matrix-vector kernel: the row rounded to the weights'
     // type, as ggml's vec_dot_type (the SIMD paths)
-    const bool float_mv = M == 1 && !panel && mk.mv && mm_vec_dot_type(type) == GGML_TYPE_F32 && K % MM_MV_GROUP == 0;
-    if (float_mv) return type;
-    return !panel ? mm_vec_dot_type(type) : mk.panel_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_Q8_0;
+    if (takes_mv(mk, M, K) && mm_vec_dot_type(type) == GGML_TYPE_F32) return type;
+    return !takes_panels(mk, M) ? mm_vec_dot_type(type) : mk.panel_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_Q8_0;
 }
 
 // F32 weights times dense F32 rows: no conversion on any path (no panel tiles for F32), so the
