@@ -80,8 +80,10 @@ KVG_INLINE __m512i gather_words(const void * p, int off1, const word_index & idx
                                      _mm512_loadu_si512((const char *) p + off1));
 }
 // f16 words picked from the 64 bytes at p (indices below 32), widened: lane i from word idx[i].
+// A two-source 256-bit permute: only 16 words come out, and on Zen 4 a 512-bit one costs twice.
 KVG_INLINE __m512 gather_scales(const void * p, const word_index & idx) {
-    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_load_si512(idx.w), _mm512_loadu_si512(p))));
+    const __m256i lo = _mm256_loadu_si256((const __m256i *) p), hi = _mm256_loadu_si256((const __m256i *) ((const char *) p + 32));
+    return _mm512_cvtph_ps(_mm256_permutex2var_epi16(lo, _mm256_load_si256((const __m256i *) idx.w), hi));
 }
 // four q4_0 blocks (72 bytes): block k's 16 bytes in 128-bit lane k, scales 4 lanes each
 constexpr word_index Q4X4_QS = make_index(8, [](int t) { return 18 * (t / 8) + 2 + 2 * (t % 8); });
