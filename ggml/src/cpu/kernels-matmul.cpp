@@ -110,12 +110,13 @@ ggml_type packer_input(const mm_info & mi) {
 }
 
 // Floats of per-task scratch: strided src1 rows are gathered there before quantizing; for
-// panels and packed rows, the rows to pack follow (none for BF16 panels of dense rows: the
-// packer reads src1).
+// panels and packed rows, the rows to pack follow (none where the packer reads f32 rows
+// itself: BF16 panels of dense rows, and f16/bf16 matrix-vector rows, gathered or not).
 int64_t gather_floats(const mm_info & mi) {
     const bool dense = ggml_is_contiguous_rows(mi.src1);
     const int64_t gather = (mi.vdt != GGML_TYPE_F32 && !dense) ? GGML_PAD(mi.K, 16) : 0;
-    const int64_t q8_rows = mi.panel ? (mi.vdt == GGML_TYPE_BF16 && dense ? 0 : MM_PANEL_COLS) : mi.mv ? 1 : 0;
+    const bool f32_packer = packer_input(mi) == GGML_TYPE_F32;
+    const int64_t q8_rows = mi.panel ? (f32_packer && dense ? 0 : MM_PANEL_COLS) : mi.mv && !f32_packer ? 1 : 0;
     return gather + (q8_rows ? q8_rows * (int64_t) GGML_PAD(ggml_row_size(packer_input(mi), mi.K), 64) / 4 : 0);
 }
 

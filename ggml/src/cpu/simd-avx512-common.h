@@ -1,5 +1,6 @@
-// AVX-512 helpers shared by simd-avx512.cpp, simd-avx512-vnni.cpp and simd-avx512-bf16.cpp. Include inside their
-// x86 section, after defining KVG_TARGET / KVG_INLINE (each file's own target attribute).
+// AVX-512 helpers shared by simd-avx512.cpp, simd-avx512-vnni.cpp and simd-avx512-bf16.cpp.
+// Include inside their x86 section, after defining KVG_TARGET / KVG_INLINE (each file's own
+// target attribute).
 #pragma once
 
 #include "simd.h"
