@@ -4,6 +4,7 @@
 #include "model-impl.h"
 #include "status.h"
 
+#include "ggml-cpu.h"
 #include "gguf.h"
 
 #include <cerrno>
@@ -122,6 +123,16 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
         bufs.emplace_back(ggml_nbytes(d));
         d->data = bufs.back().data();
         std::vector<float> row(s->ne[0]);
+        // interleaved q4_0 (repacked at load) is read from an unpacked copy
+        ggml_tensor plain;
+        std::vector<uint8_t> plain_bytes;
+        if (s->type == GGML_TYPE_Q4_0_R16) {
+            plain = *s;
+            plain_bytes.assign((const uint8_t *) s->data, (const uint8_t *) s->data + ggml_nbytes(s));
+            plain.data = plain_bytes.data();
+            if (!ggml_kvg_unrepack(&plain)) return fail(err, strfmt("cannot unpack '%s' (q4_0_r16)", s->name));
+            s = &plain;
+        }
         const ggml_type_traits * from = ggml_get_type_traits(s->type);
         const ggml_type_traits * to = ggml_get_type_traits(t);
         for (int64_t i = 0; i < s->ne[1]; ++i) {

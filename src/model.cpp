@@ -5,6 +5,10 @@
 #include "model-impl.h"
 #include "status.h"
 
+#include "ggml-cpu.h"
+
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cinttypes>
@@ -14,6 +18,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace kvg {
@@ -273,6 +278,29 @@ std::unique_ptr<Model> load_model(const std::string & path, const std::string & 
         return m;
     }
     return load_llama2c(path, tokenizer_path, opt, err);
+}
+
+int repack_weights(Model & m) {
+    std::vector<ggml_tensor *> mats;
+    for (const LayerWeights & l : m.layers) {
+        for (ggml_tensor * t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) mats.push_back(t);
+    }
+    if (m.output != m.tok_embd) mats.push_back(m.output);
+    bool any = false;
+    for (const ggml_tensor * t : mats) any |= t->type == GGML_TYPE_Q4_0;
+    if (!any) return 0;
+    FileMapping * f = m.mapping.get();
+    if (f && f->mapped && mprotect(const_cast<uint8_t *>(f->data), f->size, PROT_READ | PROT_WRITE) != 0) return 0;
+    // one matrix at a time per thread (1.1B q4_0 on 2 cores: 70 -> 35 ms)
+    std::atomic<int> next{0}, n{0};
+    auto work = [&] {
+        for (int i; (i = next++) < (int) mats.size();) n += ggml_kvg_repack(mats[i]) ? 1 : 0;
+    };
+    std::vector<std::thread> pool(std::max(1u, std::min(8u, std::thread::hardware_concurrency())) - 1);
+    for (auto & th : pool) th = std::thread(work);
+    work();
+    for (auto & th : pool) th.join();
+    return n;
 }
 
 } // namespace kvg

@@ -82,6 +82,7 @@ struct LoadOptions {
     bool use_mmap = true;
     bool check_tensors = false; // fail on NaN/inf weights or non-finite block scales (see check_tensor_data)
     bool vocab_only = false;    // GGUF: read the tokenizer only (any file, tensors or not)
+    bool repack = true;         // q4_0 matrices into the CPU's interleaved layout (repack_weights)
 };
 
 // Either format, chosen by the file's first bytes ("GGUF" magic or not). tokenizer_path
@@ -97,6 +98,12 @@ std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string 
 // false + "tensor 'NAME' holds a non-finite value (nan) at element I" or "tensor 'NAME' (q8_0):
 // block B (elements ...) has a non-finite scale (inf)".
 bool check_tensor_data(const Model & model, std::string * err);
+
+// Rearranges the q4_0 matrices of the layers and the output (not a tied embedding, which
+// ggml_get_rows reads) into GGML_TYPE_Q4_0_R16 where the CPU path has its kernel
+// (ggml_kvg_repack); a mapped file's pages become private copies as they are written.
+// Returns how many it rearranged.
+int repack_weights(Model & model);
 
 // GGUF v3, llama architecture. Matrices are converted to `type` (f32, f16, q8_0, q4_0;
 // q8_0/q4_0 need rows that are a multiple of 32, else f16 is written); norms stay f32.

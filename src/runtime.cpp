@@ -70,6 +70,7 @@ kvg_model_params kvg_model_default_params(void) {
     p.max_weight_bytes = 0;
     p.check_tensors = false;
     p.vocab_only = false;
+    p.repack = true;
     return p;
 }
 
@@ -84,6 +85,7 @@ kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, kvg_m
     opt.use_mmap = params.use_mmap;
     opt.check_tensors = params.check_tensors;
     opt.vocab_only = params.vocab_only;
+    opt.repack = params.repack;
     std::string e;
     auto m = kvg::load_model(path, tokenizer_path ? tokenizer_path : "", opt, &e);
     if (!m) {

@@ -92,6 +92,7 @@ struct Options {
     int reps = 5, n_pp = 128, n_tg = 128, n_ctx = 0;
     bool kv_write = true;
     bool use_mmap = true; // --mmap 0: weights read into (huge-page) memory, as llama-bench's -mmp 0
+    bool repack = true;   // --repack 0: q4_0 matrices kept as in the file (kvg_model_params.repack)
     bool kv_modes = false, kv_scaling = false, residency = false, only_kv = false;
     int residency_ctx = 32768;
 };
@@ -554,9 +555,9 @@ static double plain_read_ms(const std::string & path) {
     return (now_s() - t0) * 1e3;
 }
 
-// Loads a model and says what loading cost next to a plain read of the file (kvgraph does not
-// repack weights: --mmap 1 maps them, --mmap 0 copies them into huge pages) and the resident
-// memory it added against the file's size.
+// Loads a model and says what loading cost next to a plain read of the file (--mmap 1 maps it,
+// --mmap 0 copies it into huge pages; q4_0 matrices are rearranged unless --repack 0) and the
+// resident memory it added against the file's size.
 static kvg_model * timed_load(const std::string & path, const kvg_model_params & mp, std::string * report, char * err,
                               size_t err_size) {
     plain_read_ms(path); // warm the page cache: both timings below read from it
@@ -586,6 +587,7 @@ static bool bench_table(const std::string & path, const Options & opt) {
     char err[1024];
     kvg_model_params mp = kvg_model_default_params();
     mp.use_mmap = opt.use_mmap;
+    mp.repack = opt.repack;
     std::string load_report;
     model_ptr model(timed_load(path, mp, &load_report, err, sizeof err), kvg_model_free);
     if (!model) {
@@ -665,6 +667,7 @@ int main(int argc, char ** argv) {
         else if (a == "-c" && has) opt.n_ctx = std::max(1, atoi(argv[++i]));
         else if (a == "--no-kv-write") opt.kv_write = false;
         else if (a == "--mmap" && has) opt.use_mmap = atoi(argv[++i]) != 0;
+        else if (a == "--repack" && has) opt.repack = atoi(argv[++i]) != 0;
         else if (a == "--kv-modes") opt.kv_modes = true;
         else if (a == "--kv-scaling") opt.kv_scaling = true;
         else if (a == "--residency") opt.residency = true;
@@ -673,7 +676,7 @@ int main(int argc, char ** argv) {
         else {
             fprintf(stderr,
                     "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16,q8_0] [--attn flash|matmul]\n"
-                    "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write] [--mmap 0|1]\n"
+                    "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write] [--mmap 0|1] [--repack 0|1]\n"
                     "          [--kv-modes] [--kv-scaling] [--residency [--residency-ctx N]] [--only-kv]\n"
                     "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n",
                     argv[0]);

@@ -56,7 +56,9 @@ static void usage(FILE * out, const char * argv0) {
             "  --parallel N      decode N prompts at once (lines of -f; reused in turn if fewer)\n"
             "  --attn A          flash or matmul (default flash)\n"
             "  --no-mmap         read the weights into memory (huge pages where the kernel allows)\n"
-            "                    instead of mapping the file: generation ~25%% faster on large models\n",
+            "                    instead of mapping the file: generation ~25%% faster on large models\n"
+            "  --no-repack       keep q4_0 matrices as in the file (default: rearranged at load for\n"
+            "                    the CPU's interleaved kernel where it has one)\n",
             argv0);
 }
 
@@ -216,6 +218,7 @@ static int parse_args_raw(int argc, char ** argv, options * o) {
         else if (a == "--no-display-prompt") o->display_prompt = false;
         else if (a == "--context-shift") o->context_shift = true;
         else if (a == "--no-mmap") o->use_mmap = false;
+        else if (a == "--no-repack") o->repack = false;
         else if (a == "--kv-static") o->kv_static = true;
         else if (a == "--check-tensors") o->check_tensors = true;
         else if (a == "--kv-type") {
@@ -301,6 +304,7 @@ bool parallel_prompts(const options & o, std::vector<std::string> * prompts) {
 kvg_model_params model_params(const options & o) {
     kvg_model_params mp = kvg_model_default_params();
     mp.use_mmap = o.use_mmap;
+    mp.repack = o.repack;
     mp.max_weight_bytes = mib_to_bytes(o.max_weights_mib);
     mp.check_tensors = o.check_tensors;
     return mp;

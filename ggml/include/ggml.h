@@ -104,6 +104,10 @@ enum ggml_type {
     GGML_TYPE_Q1_0    = 41,
     GGML_TYPE_Q2_0    = 42,
     GGML_TYPE_COUNT = 43,
+    // kvgraph: q4_0 matrices with their rows interleaved by 16 (ggml_kvg_repack in ggml-cpu.h),
+    // an in-memory layout only: past ggml's count, so programs looping over ggml's types do not
+    // meet it, and GGUF readers and writers refuse it (kvgraph's own included)
+    GGML_TYPE_Q4_0_R16 = 43,
 };
 
 #define QK4_0 32

@@ -1,6 +1,7 @@
 // The arena: one block of memory holding tensor structs, their data and graphs;
 // tensor creation, views, names, element access.
 #include "ggml-impl.h"
+#include "types.h"
 
 #include <chrono>
 #include <cinttypes>
@@ -204,7 +205,7 @@ ggml_object * ggml_new_object(ggml_context * ctx, enum ggml_object_type type, si
 
 ggml_tensor * ggml_new_tensor_impl(ggml_context * ctx, enum ggml_type type, int n_dims, const int64_t * ne,
                                    ggml_tensor * view_src, size_t view_offs) {
-    GGML_ASSERT(type >= 0 && type < GGML_TYPE_COUNT && ggml_blck_size(type) > 0);
+    GGML_ASSERT(type >= 0 && type < kvg::TYPE_COUNT && ggml_blck_size(type) > 0);
     GGML_ASSERT(n_dims >= 1 && n_dims <= GGML_MAX_DIMS);
     // views always point at the root that owns the bytes
     if (view_src && view_src->view_src) {

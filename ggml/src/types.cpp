@@ -2,6 +2,9 @@
 #include "types.h"
 
 #include <cmath>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <cstring>
 #include <utility>
 
@@ -129,10 +132,10 @@ static void q8_0_from_float(const float * x, void * y, int64_t k) { quantize_row
 static void q4_0_to_float(const void * x, float * y, int64_t k) { dequantize_row_q4_0((const block_q4_0 *) x, y, k); }
 static void q4_0_from_float(const float * x, void * y, int64_t k) { quantize_row_q4_0_ref(x, (block_q4_0 *) y, k); }
 
-static ggml_type_traits g_traits[GGML_TYPE_COUNT];
+static ggml_type_traits g_traits[kvg::TYPE_COUNT];
 // The names come from init_traits (named_only, the entries below it, extra_block_types): a
 // ggml_type added to the enum must be named there too, and this count updated.
-static_assert(GGML_TYPE_COUNT == 43, "ggml_type changed: name the new types in init_traits");
+static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 44, "ggml_type changed: name the new types in init_traits");
 
 static bool init_traits() {
     for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};
@@ -150,6 +153,8 @@ static bool init_traits() {
     g_traits[GGML_TYPE_BF16] = {"bf16", 1, 0, sizeof(ggml_bf16_t), false, bf16_to_float, bf16_from_float};
     g_traits[GGML_TYPE_Q8_0] = {"q8_0", QK8_0, 0, sizeof(block_q8_0), true, q8_0_to_float, q8_0_from_float};
     g_traits[GGML_TYPE_Q4_0] = {"q4_0", QK4_0, 0, sizeof(block_q4_0), true, q4_0_to_float, q4_0_from_float};
+    // no row conversions: a row is spread over its group of 16 (types.h)
+    g_traits[GGML_TYPE_Q4_0_R16] = {"q4_0_r16", QK4_0, 0, sizeof(block_q4_0), true, nullptr, nullptr};
     g_traits[GGML_TYPE_I8]   = {"i8", 1, 0, 1, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I16]  = {"i16", 1, 0, 2, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};
@@ -163,8 +168,62 @@ static const bool g_traits_ready = init_traits();
 
 const ggml_type_traits * ggml_get_type_traits(enum ggml_type type) {
     (void) g_traits_ready;
-    GGML_ASSERT(type >= 0 && type < GGML_TYPE_COUNT);
+    GGML_ASSERT(type >= 0 && type < kvg::TYPE_COUNT);
     return &g_traits[type];
+}
+
+// 4 x 4 matrix of 32-bit words transposed: out word i of t[j] = in word j of s[i]. q4_0_r16's
+// interleaving is this transposition per block of every 4 rows (its own inverse).
+namespace {
+#ifdef __SSE2__
+void transpose_words(const uint8_t * const s[4], uint8_t * const t[4]) {
+    const __m128i a0 = _mm_loadu_si128((const __m128i *) s[0]), a1 = _mm_loadu_si128((const __m128i *) s[1]);
+    const __m128i a2 = _mm_loadu_si128((const __m128i *) s[2]), a3 = _mm_loadu_si128((const __m128i *) s[3]);
+    const __m128i lo01 = _mm_unpacklo_epi32(a0, a1), lo23 = _mm_unpacklo_epi32(a2, a3);
+    const __m128i hi01 = _mm_unpackhi_epi32(a0, a1), hi23 = _mm_unpackhi_epi32(a2, a3);
+    _mm_storeu_si128((__m128i *) t[0], _mm_unpacklo_epi64(lo01, lo23));
+    _mm_storeu_si128((__m128i *) t[1], _mm_unpackhi_epi64(lo01, lo23));
+    _mm_storeu_si128((__m128i *) t[2], _mm_unpacklo_epi64(hi01, hi23));
+    _mm_storeu_si128((__m128i *) t[3], _mm_unpackhi_epi64(hi01, hi23));
+}
+#else
+void transpose_words(const uint8_t * const s[4], uint8_t * const t[4]) {
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) std::memcpy(t[j] + 4 * i, s[i] + 4 * j, 4);
+}
+#endif
+} // namespace
+
+void kvg::q4_0_r16_pack(const void * rows, size_t row_stride, void * group, int64_t k) {
+    uint8_t * g = (uint8_t *) group;
+    for (int64_t b = 0; b < k / QK4_0; ++b, g += Q4_0_R16_BLOCK) {
+        for (int r0 = 0; r0 < Q4_0_R16_ROWS; r0 += 4) {
+            const uint8_t * s[4];
+            for (int i = 0; i < 4; ++i) {
+                const block_q4_0 & x = ((const block_q4_0 *) ((const char *) rows + (r0 + i) * row_stride))[b];
+                std::memcpy(g + 2 * (r0 + i), &x.d, 2);
+                s[i] = x.qs;
+            }
+            uint8_t * const t[4] = {g + 32 + 4 * r0, g + 96 + 4 * r0, g + 160 + 4 * r0, g + 224 + 4 * r0};
+            transpose_words(s, t);
+        }
+    }
+}
+
+void kvg::q4_0_r16_unpack(const void * group, void * rows, size_t row_stride, int64_t k) {
+    const uint8_t * g = (const uint8_t *) group;
+    for (int64_t b = 0; b < k / QK4_0; ++b, g += Q4_0_R16_BLOCK) {
+        for (int r0 = 0; r0 < Q4_0_R16_ROWS; r0 += 4) {
+            uint8_t * t[4];
+            for (int i = 0; i < 4; ++i) {
+                block_q4_0 & x = ((block_q4_0 *) ((char *) rows + (r0 + i) * row_stride))[b];
+                std::memcpy(&x.d, g + 2 * (r0 + i), 2);
+                t[i] = x.qs;
+            }
+            const uint8_t * const s[4] = {g + 32 + 4 * r0, g + 96 + 4 * r0, g + 160 + 4 * r0, g + 224 + 4 * r0};
+            transpose_words(s, t);
+        }
+    }
 }
 
 ggml_to_float_t kvg::row_decoder(enum ggml_type type) {
@@ -172,7 +231,7 @@ ggml_to_float_t kvg::row_decoder(enum ggml_type type) {
 }
 
 bool ggml_type_is_supported(enum ggml_type type) {
-    return type >= 0 && type < GGML_TYPE_COUNT && g_traits[type].blck_size > 0;
+    return type >= 0 && type < kvg::TYPE_COUNT && g_traits[type].blck_size > 0;
 }
 int64_t ggml_blck_size(enum ggml_type type) { return ggml_get_type_traits(type)->blck_size; }
 size_t ggml_type_size(enum ggml_type type) { return ggml_get_type_traits(type)->type_size; }
@@ -200,6 +259,6 @@ bool ggml_is_contiguous(const ggml_tensor * t) {
     return true;
 }
 const char * ggml_type_name(enum ggml_type type) {
-    return type >= 0 && type < GGML_TYPE_COUNT ? g_traits[type].type_name : "invalid";
+    return type >= 0 && type < kvg::TYPE_COUNT ? g_traits[type].type_name : "invalid";
 }
 bool ggml_is_quantized(enum ggml_type type) { return ggml_get_type_traits(type)->is_quantized; }

@@ -40,6 +40,8 @@ struct mm_info {
     bool convert;       // phase 0 writes src1 as dense vdt rows into wdata
     bool panel;         // ... as activation panels (simd.h) of MM_PANEL_COLS rows
     bool mv;            // ... as the packed row of a matrix-vector kernel (simd.h)
+    bool unpack;        // q4_0_r16 weights without a kernel of theirs: tasks unpack blocks of rows to q4_0
+    mm_type kernel;     // whose kernels run (q4_0's when unpacking)
     size_t x_stride;    // bytes between converted (or packed) rows, or between panels
     int64_t K, N, M;
     int64_t n_panels;   // panels per batch
@@ -77,15 +79,22 @@ mm_info inspect(const ggml_tensor * dst) {
         GGML_ABORT("mul_mat: row length %lld is not a multiple of the %s block size", (long long) a->ne[0], ggml_type_name(a->type));
     }
     if (dst->nb[1] % sizeof(float) != 0) GGML_ABORT("mul_mat: dst row stride must be a multiple of 4");
+    if (a->type == GGML_TYPE_Q4_0_R16 && (a->ne[1] % Q4_0_R16_ROWS != 0 || a->nb[1] != ggml_row_size(a->type, a->ne[0]))) {
+        GGML_ABORT("mul_mat: q4_0_r16 weights need dense rows in groups of 16 (%lld rows, nb[1] = %zu)", (long long) a->ne[1], a->nb[1]);
+    }
     mm_info info;
     info.src0 = a;
     info.src1 = b;
     info.K = a->ne[0];
     info.N = a->ne[1];
     info.M = b->ne[1];
-    info.vdt = mm_activation_type(a->type, info.M, info.K);
+    info.kernel = mm_type_of(a->type);
+    const mm_kernel & r16 = cpu_active_kernels().mm[MM_Q4_0_R16];
+    info.unpack = info.kernel == MM_Q4_0_R16 && !takes_mv(r16, info.M, info.K) && !takes_panels(r16, info.M);
+    if (info.unpack) info.kernel = MM_Q4_0;
+    info.vdt = mm_activation_type(info.unpack ? GGML_TYPE_Q4_0 : a->type, info.M, info.K);
     info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
-    const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
+    const mm_kernel & mk = cpu_active_kernels().mm[info.kernel];
     info.panel = takes_panels(mk, info.M); // then vdt is the panels' type
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
     info.mv = takes_mv(mk, info.M, info.K); // then vdt is what the row is rounded to before packing
@@ -155,7 +164,7 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
     const size_t q_stride = mi.panel ? GGML_PAD(ggml_row_size(packer_input(mi), mi.K), 64) : 0;
     char * qrows = (char *) (tmp + (ggml_is_contiguous_rows(b) ? 0 : GGML_PAD(mi.K, 16)));
     if (!mi.panel) {
-        const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(mi.src0->type)];
+        const mm_kernel & mk = cpu_active_kernels().mm[mi.kernel];
         int64_t r0, r1;
         split(mi.M * b->ne[2] * b->ne[3], params->ith, params->nth, r0, r1);
         for (int64_t r = r0; r < r1; ++r) {
@@ -259,21 +268,46 @@ int64_t dots_rows(const mm_info & mi, int rn_tile, const char * w, const char * 
     return n0 + n;
 }
 
+// Register tile and block shape of a product: RN weight rows x RM activation rows per tile,
+// blocks of BN x BM (multiples of the tile, so tiles stay on a fixed grid; BN a multiple of
+// q4_0_r16's groups).
+struct mm_shape {
+    int RN, RM;
+    int64_t BN, BM;
+    bool mv_float; // matrix-vector products of float weights through mv_float
+};
+
+mm_shape shape_of(const mm_info & mi) {
+    const mm_kernel & mk = cpu_active_kernels().mm[mi.kernel];
+    mm_shape sh;
+    // matrix-vector products use the tile height that streams best from memory (tiles
+    // compute each element the same way, so the result does not change)
+    sh.mv_float = mi.M == 1 && !mi.panel && !mi.mv && mk.mv_float;
+    // (mv_rows may exceed the tiles' height: it is the mv kernels' row count)
+    sh.RN = mi.panel ? mk.panel_rows : mi.mv || sh.mv_float ? mk.mv_rows : mi.M == 1 ? std::min(mk.mv_rows, mk.rows) : mk.rows;
+    sh.RM = mi.panel ? mk.panel_cols : mi.mv ? 1 : mk.cols;
+    sh.BM = mi.M <= sh.RM ? mi.M : sh.RM * ((64 + sh.RM - 1) / sh.RM);
+    int64_t unit = sh.RN;
+    const bool groups = mi.src0->type == GGML_TYPE_Q4_0_R16;
+    if (groups) while (unit % Q4_0_R16_ROWS != 0) unit += sh.RN;
+    sh.BN = mi.M <= sh.RM && !mi.unpack ? 16 : unit * ((64 + unit - 1) / unit);
+    return sh;
+}
+
+// Per-task bytes for the q4_0 rows a task unpacks from q4_0_r16 weights (one block of rows).
+size_t unpack_bytes(const mm_info & mi) {
+    return mi.unpack ? GGML_PAD((size_t) shape_of(mi).BN * mi.src0->nb[1], ALIGN) : 0;
+}
+
 void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor * dst) {
     const ggml_tensor * a = mi.src0;
     const ggml_tensor * b = mi.src1;
-    const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(a->type)];
-    // matrix-vector products use the tile height that streams best from memory (tiles
-    // compute each element the same way, so the result does not change)
-    const bool mv_float = mi.M == 1 && !mi.panel && !mi.mv && mk.mv_float;
-    // (mv_rows may exceed the tiles' height: it is the mv kernels' row count)
-    const int RN = mi.panel ? mk.panel_rows : mi.mv || mv_float ? mk.mv_rows : mi.M == 1 ? std::min(mk.mv_rows, mk.rows) : mk.rows;
-    const int RM = mi.panel ? mk.panel_cols : mk.cols;
-
-    // Block = BN weight rows x BM activation rows, multiples of the tile so tiles stay on
-    // a fixed grid.
-    const int64_t BM = mi.M <= RM ? mi.M : RM * ((64 + RM - 1) / RM);
-    const int64_t BN = mi.M <= RM ? 16 : RN * ((64 + RN - 1) / RN);
+    const mm_kernel & mk = cpu_active_kernels().mm[mi.kernel];
+    const mm_shape sh = shape_of(mi);
+    const int RN = sh.RN, RM = sh.RM;
+    const bool mv_float = sh.mv_float;
+    const int64_t BM = sh.BM, BN = sh.BN;
+    const bool grouped = a->type == GGML_TYPE_Q4_0_R16 && !mi.unpack; // q4_0_r16's own kernels
     const int64_t KC = k_chunk(mi, RM);
     const bool dots = use_dots(mi, RN, KC);
     const int64_t nbn = (mi.N + BN - 1) / BN, nbm = (mi.M + BM - 1) / BM;
@@ -287,6 +321,11 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
     const char * conv = mi.convert ? align_up(params->wdata) : nullptr;
     const size_t x_stride = mi.convert ? mi.x_stride : b->nb[1];
     const int64_t out_stride = (int64_t) (dst->nb[1] / sizeof(float));
+    // q4_0 rows unpacked from q4_0_r16 groups, kept while consecutive blocks share them
+    char * unpacked = mi.unpack ? align_up(params->wdata) + GGML_PAD(conv_bytes(mi), ALIGN) +
+                                  (size_t) params->nth * gather_floats(mi) * sizeof(float) + params->ith * unpack_bytes(mi)
+                                : nullptr;
+    const char * unpacked_from = nullptr;
 
     int64_t u0, u1;
     split(n_batch * nbn * nbm, params->ith, params->nth, u0, u1);
@@ -300,20 +339,34 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
         float * out = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         const int64_t n0 = bn * BN, n1 = std::min(mi.N, n0 + BN);
         const int64_t m0 = bm * BM, m1 = std::min(mi.M, m0 + BM);
+        // weight row i at wr + (i - n0) * nb[1]
+        const char * wr = w + n0 * a->nb[1];
+        if (mi.unpack) {
+            if (unpacked_from != wr) {
+                for (int64_t g = 0; g < n1 - n0; g += Q4_0_R16_ROWS) {
+                    q4_0_r16_unpack(wr + g * a->nb[1], unpacked + g * a->nb[1], a->nb[1], mi.K);
+                }
+                unpacked_from = wr;
+            }
+            wr = unpacked;
+        }
         const int64_t nd = dots ? dots_rows(mi, RN, w, x, out, n0, n1) : n0;
         for (int64_t k0 = 0; nd < n1 && (k0 == 0 || k0 < mi.K); k0 += KC) {
             const int64_t kc = std::min(KC, mi.K - k0);
-            const size_t w_off = k0 * w_elem_num / w_elem_den;
+            const size_t w_off = grouped ? (size_t) (k0 / QK4_0) * Q4_0_R16_BLOCK : k0 * w_elem_num / w_elem_den;
             const size_t x_off = mi.panel ? panel_offset(mi.vdt, k0)
                                : mi.mv    ? k0 / MM_MV_GROUP * mk.mv_group_bytes
                                           : k0 * x_elem_num / x_elem_den;
             for (int64_t i = nd; i < n1; i += RN) {
                 const int rn = (int) std::min<int64_t>(RN, n1 - i);
+                // q4_0_r16's kernels take the group and the row in it
+                const int64_t wi = grouped ? (i - n0) / Q4_0_R16_ROWS * Q4_0_R16_ROWS : i - n0;
                 for (int64_t j = m0; j < m1; j += RM) {
                     const int rm = (int) std::min<int64_t>(RM, m1 - j);
                     const char * xj = x + (mi.panel ? j / MM_PANEL_COLS : j) * x_stride + x_off;
-                    const mm_tile_args args = {kc, w + i * a->nb[1] + w_off, a->nb[1], xj, x_stride,
-                                               out + j * out_stride + i, out_stride, k0 > 0, mi.mv || mv_float ? rn : rm};
+                    const mm_tile_args args = {kc, wr + wi * a->nb[1] + w_off, a->nb[1], xj, x_stride,
+                                               out + j * out_stride + i, out_stride, k0 > 0, mi.mv || mv_float ? rn : rm,
+                                               (int) (i - n0 - wi)};
                     if (mi.panel) mk.panel[rn](args);
                     else if (mi.mv) mk.mv(args);
                     else if (mv_float) mk.mv_float(args);
@@ -328,6 +381,8 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
 
 ggml_type kvg::mm_activation_type(ggml_type type, int64_t M, int64_t K) {
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(type)];
+    // q4_0_r16 weights without their kernel for this product run q4_0's on unpacked rows
+    if (type == GGML_TYPE_Q4_0_R16 && !takes_mv(mk, M, K) && !takes_panels(mk, M)) return mm_activation_type(GGML_TYPE_Q4_0, M, K);
     // one row times float weights with a matrix-vector kernel: the row rounded to the weights'
     // type, as ggml's vec_dot_type (the SIMD paths)
     if (takes_mv(mk, M, K) && mm_vec_dot_type(type) == GGML_TYPE_F32) return type;
@@ -348,7 +403,7 @@ size_t ggml_mul_mat_work_size(const ggml_tensor * dst, int n_tasks) {
     if (plain_f32(dst)) return 0;
     const mm_info mi = inspect(dst);
     if (!mi.convert) return 0;
-    return ALIGN + GGML_PAD(conv_bytes(mi), ALIGN) + (size_t) std::max(n_tasks, 1) * gather_floats(mi) * sizeof(float);
+    return ALIGN + GGML_PAD(conv_bytes(mi), ALIGN) + (size_t) std::max(n_tasks, 1) * (gather_floats(mi) * sizeof(float) + unpack_bytes(mi));
 }
 
 void ggml_compute_forward_mul_mat(const ggml_compute_params * params, ggml_tensor * dst) {

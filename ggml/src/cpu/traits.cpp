@@ -31,6 +31,7 @@ static int mm_index(enum ggml_type type) {
         case GGML_TYPE_Q4_K: return MM_Q4_K;
         case GGML_TYPE_Q5_K: return MM_Q5_K;
         case GGML_TYPE_Q6_K: return MM_Q6_K;
+        case GGML_TYPE_Q4_0_R16: return MM_Q4_0_R16;
         default: return -1;
     }
 }
@@ -43,6 +44,7 @@ mm_type mm_type_of(enum ggml_type type) {
 
 enum ggml_type mm_vec_dot_type(enum ggml_type type) {
     const int i = mm_index(type);
+    if (i == MM_Q4_0_R16) return GGML_TYPE_Q8_0;
     if (i >= MM_Q2_K) return GGML_TYPE_Q8_K;
     if (i >= MM_Q8_0) return GGML_TYPE_Q8_0;
     return GGML_TYPE_F32;
@@ -116,7 +118,7 @@ static void vec_dot_q8_K(int n, float * s, size_t bs, const void * x, size_t bx,
 }
 
 static const ggml_type_traits_cpu * make_cpu_traits() {
-    static ggml_type_traits_cpu t[GGML_TYPE_COUNT] = {};
+    static ggml_type_traits_cpu t[kvg::TYPE_COUNT] = {};
     t[GGML_TYPE_F32]  = {from_f32, vec_dot<MM_F32>, GGML_TYPE_F32, 1};
     t[GGML_TYPE_F16]  = {from_f16, vec_dot_same<ggml_fp16_t, ggml_fp16_to_fp32>, GGML_TYPE_F16, 1};
     t[GGML_TYPE_BF16] = {from_bf16, vec_dot_same<ggml_bf16_t, ggml_bf16_to_fp32>, GGML_TYPE_BF16, 1};
@@ -132,12 +134,13 @@ static const ggml_type_traits_cpu * make_cpu_traits() {
     set_block_type<MM_Q5_K>(t, GGML_TYPE_Q5_K);
     set_block_type<MM_Q6_K>(t, GGML_TYPE_Q6_K);
     t[GGML_TYPE_Q8_K] = {from_q8_K, vec_dot_q8_K, GGML_TYPE_Q8_K, 1};
+    t[GGML_TYPE_Q4_0_R16] = {nullptr, nullptr, GGML_TYPE_Q8_0, 1}; // ggml_mul_mat's weights only
     t[GGML_TYPE_I32]  = {from_i32, nullptr, GGML_TYPE_F32, 1};
     return t;
 }
 
 const ggml_type_traits_cpu * ggml_get_type_traits_cpu(enum ggml_type type) {
     static const ggml_type_traits_cpu * table = make_cpu_traits();
-    if ((int) type < 0 || (int) type >= GGML_TYPE_COUNT) GGML_ABORT("ggml_get_type_traits_cpu: invalid type %d", (int) type);
+    if ((int) type < 0 || (int) type >= kvg::TYPE_COUNT) GGML_ABORT("ggml_get_type_traits_cpu: invalid type %d", (int) type);
     return &table[type];
 }

@@ -1,0 +1,244 @@
+// q4_0_r16 (q4_0 matrices with rows interleaved by 16, ggml_kvg_repack): the layout, the round
+// trip, and ggml_mul_mat over it on every path (its matrix-vector kernel where a path has one,
+// unpacked q4_0 rows elsewhere) against a double-precision loop over the original q4_0 rows.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "ops-common.h"
+#include "test-common.h"
+
+#include "ggml.h"
+#include "gguf.h"
+#include "kvgraph.h"
+#include "ggml-cpu.h"
+#include "cpu/kernels.h"
+#include "cpu/simd.h"
+#include "types.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::mt19937 rng(77);
+float frand() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng); }
+
+ggml_tensor * random_tensor(ggml_context * ctx, ggml_type t, int64_t K, int64_t N) {
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, t, K, N);
+    std::vector<float> row(K);
+    for (int64_t r = 0; r < N; ++r) {
+        for (auto & v : row) v = frand();
+        if (t == GGML_TYPE_F32) std::memcpy((char *) x->data + r * x->nb[1], row.data(), K * sizeof(float));
+        else quantize_row_q4_0_ref(row.data(), (block_q4_0 *) ((char *) x->data + r * x->nb[1]), K);
+    }
+    return x;
+}
+
+// A q4_0_r16 copy of a q4_0 matrix, written here from the layout's description (types.h).
+ggml_tensor * interleaved_copy(ggml_context * ctx, const ggml_tensor * q) {
+    ggml_tensor * t = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0_R16, q->ne[0], q->ne[1]);
+    REQUIRE(t->nb[1] == q->nb[1]);
+    const int64_t nb = q->ne[0] / 32;
+    for (int64_t g = 0; g < q->ne[1] / 16; ++g) {
+        uint8_t * out = (uint8_t *) t->data + g * 16 * t->nb[1];
+        for (int64_t b = 0; b < nb; ++b, out += 288) {
+            for (int r = 0; r < 16; ++r) {
+                const uint8_t * blk = (const uint8_t *) q->data + (g * 16 + r) * q->nb[1] + b * 18;
+                out[2 * r] = blk[0];
+                out[2 * r + 1] = blk[1];
+                for (int j = 0; j < 16; ++j) out[32 + 64 * (j / 4) + 4 * r + j % 4] = blk[2 + j];
+            }
+        }
+    }
+    return t;
+}
+
+// dst[n, m] in double over the q4_0 rows of w and the activation rows rounded through q8_0.
+std::vector<double> reference(const ggml_tensor * w, const ggml_tensor * x, std::vector<double> * mag) {
+    const int64_t K = w->ne[0];
+    std::vector<float> wr(K), xr(K);
+    std::vector<block_q4_0> xq4; // unused: q8_0 below
+    std::vector<block_q8_0> xq(K / 32);
+    std::vector<double> out;
+    for (int64_t m = 0; m < x->ne[1]; ++m) {
+        quantize_row_q8_0_ref((const float *) ((const char *) x->data + m * x->nb[1]), xq.data(), K);
+        dequantize_row_q8_0(xq.data(), xr.data(), K);
+        for (int64_t n = 0; n < w->ne[1]; ++n) {
+            dequantize_row_q4_0((const block_q4_0 *) ((const char *) w->data + n * w->nb[1]), wr.data(), K);
+            double s = 0, a = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                s += (double) wr[k] * xr[k];
+                a += std::fabs((double) wr[k] * xr[k]);
+            }
+            out.push_back(s);
+            mag->push_back(a);
+        }
+    }
+    return out;
+}
+
+std::vector<float> run(ggml_tensor * node, int nth) {
+    std::vector<uint8_t> work(ggml_mul_mat_work_size(node, nth) + 1);
+    std::memset(node->data, 0xff, ggml_nbytes(node)); // NaN: unwritten outputs show up
+    for (int ph = 0; ph < ggml_mul_mat_n_phases(node); ++ph) {
+        for (int ith = 0; ith < nth; ++ith) {
+            ggml_compute_params p = {ith, nth, ph, work.data(), work.size()};
+            ggml_compute_forward_mul_mat(&p, node);
+        }
+    }
+    const float * d = (const float *) node->data;
+    return std::vector<float>(d, d + ggml_nelements(node));
+}
+
+// K x N q4_0 weights times M rows, as q4_0 and as q4_0_r16, on every path and task count.
+void check_product(int64_t K, int64_t N, int64_t M) {
+    CAPTURE(K); CAPTURE(N); CAPTURE(M);
+    Ctx c;
+    ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, K, N);
+    ggml_tensor * w16 = interleaved_copy(c.ctx, w);
+    ggml_tensor * x = random_tensor(c.ctx, GGML_TYPE_F32, K, M);
+    std::vector<double> mag;
+    const std::vector<double> ref = reference(w, x, &mag);
+    ggml_tensor * plain = ggml_mul_mat(c.ctx, w, x), * inter = ggml_mul_mat(c.ctx, w16, x);
+    for (ggml_cpu_features path : available_paths()) {
+        ggml_cpu_set_features_limit(path);
+        CAPTURE(path);
+        const std::vector<float> want = run(plain, 1), got = run(inter, 1);
+        int bad = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            if (!(std::fabs(got[i] - ref[i]) <= 2e-5 * mag[i] + 1e-6) && bad++ < 5) {
+                FAIL_CHECK("element " << i << ": got " << got[i] << " want " << ref[i]);
+            }
+        }
+        CHECK(bad == 0);
+        // without the interleaved kernel (unpacked rows), q4_0's bits
+        const bool own_kernel = M == 1 && K % 128 == 0 && kvg::cpu_active_kernels().mm[kvg::MM_Q4_0_R16].mv;
+        if (!own_kernel) CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        for (int nth = 2; nth <= 3; ++nth) CHECK(std::memcmp(run(inter, nth).data(), got.data(), got.size() * sizeof(float)) == 0);
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
+
+} // namespace
+
+TEST_CASE("q4_0_r16: the library's interleaving is the layout types.h describes, and unpacks back") {
+    Ctx c;
+    ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 256, 32);
+    const ggml_tensor * want = interleaved_copy(c.ctx, w);
+    std::vector<uint8_t> got(ggml_nbytes(w)), back(ggml_nbytes(w));
+    for (int g = 0; g < 2; ++g) kvg::q4_0_r16_pack((const char *) w->data + g * 16 * w->nb[1], w->nb[1], got.data() + g * 16 * w->nb[1], 256);
+    CHECK(std::memcmp(got.data(), want->data, got.size()) == 0);
+    for (int g = 0; g < 2; ++g) kvg::q4_0_r16_unpack(got.data() + g * 16 * w->nb[1], back.data() + g * 16 * w->nb[1], w->nb[1], 256);
+    CHECK(std::memcmp(back.data(), w->data, back.size()) == 0);
+}
+
+TEST_CASE("ggml_kvg_repack: only where the path has the kernel, only fitting matrices; ggml_kvg_unrepack restores the bytes") {
+    Ctx c;
+    ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 384, 48);
+    const std::vector<uint8_t> orig((uint8_t *) w->data, (uint8_t *) w->data + ggml_nbytes(w));
+    for (ggml_cpu_features path : available_paths()) {
+        ggml_cpu_set_features_limit(path);
+        CAPTURE(path);
+        const bool has = kvg::cpu_active_kernels().mm[kvg::MM_Q4_0_R16].mv != nullptr;
+        CHECK(has == (path >= GGML_CPU_FEATURES_AVX512_VNNI));
+        REQUIRE(ggml_kvg_repack(w) == has);
+        CHECK(w->type == (has ? GGML_TYPE_Q4_0_R16 : GGML_TYPE_Q4_0));
+        if (!has) continue;
+        CHECK(std::memcmp(w->data, orig.data(), orig.size()) != 0);
+        CHECK_FALSE(ggml_kvg_repack(w)); // already interleaved
+        REQUIRE(ggml_kvg_unrepack(w));
+        CHECK(w->type == GGML_TYPE_Q4_0);
+        CHECK(std::memcmp(w->data, orig.data(), orig.size()) == 0);
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    if (kvg::cpu_active_kernels().mm[kvg::MM_Q4_0_R16].mv) {
+        CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, GGML_TYPE_Q4_0, 384, 40)));  // rows not a multiple of 16
+        CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, GGML_TYPE_Q4_0, 352, 48)));  // K not a multiple of 128
+        CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, GGML_TYPE_F32, 384, 48)));   // not q4_0
+        ggml_tensor * v = random_tensor(c.ctx, GGML_TYPE_Q4_0, 384, 64);
+        CHECK_FALSE(ggml_kvg_repack(ggml_view_2d(c.ctx, v, 256, 64, v->nb[1], 0)));    // not contiguous
+    }
+}
+
+TEST_CASE("mul_mat: q4_0_r16 weights against the q4_0 rows on every path (matrix-vector, tiles, panels)") {
+    for (int64_t K : {128, 384, 2048}) check_product(K, 48, 1);
+    check_product(96, 32, 1);    // K not a multiple of 128: unpacked rows
+    check_product(256, 64, 3);   // tiles over unpacked rows
+    check_product(256, 80, 20);  // panels over unpacked rows
+    check_product(5632 / 4, 16, 40);
+}
+
+namespace {
+std::vector<char> file_bytes(const std::string & path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(f), {});
+}
+} // namespace
+
+TEST_CASE("a model repacked at load saves the same GGUF file as one kept as q4_0; its logits stay close") {
+    const std::string src = shared_dir() + "/gguf-quant/tiny256-q4_0.gguf";
+    const std::string out[2] = {"/tmp/kvg-test-repack-plain.gguf", "/tmp/kvg-test-repack-r16.gguf"};
+    std::vector<float> logits[2];
+    for (int repack = 0; repack < 2; ++repack) {
+        kvg_model_params mp = kvg_model_default_params();
+        mp.repack = repack;
+        char err[512] = "";
+        kvg_model * m = kvg_model_load(src.c_str(), nullptr, mp, err, sizeof err);
+        REQUIRE_MESSAGE(m, err);
+        const bool interleaved = std::string(kvg_model_desc(m)).find("q4_0_r16") != std::string::npos;
+        CHECK(interleaved == (repack && ggml_kvg_repacks(GGML_TYPE_Q4_0)));
+        REQUIRE_MESSAGE(kvg_model_save_gguf(m, out[repack].c_str(), KVG_FTYPE_Q4_0, false, err, sizeof err), err);
+        kvg_context * c = kvg_context_new(m, kvg_context_default_params(), err, sizeof err);
+        REQUIRE_MESSAGE(c, err);
+        const kvg_token toks[3] = {1, 50, 300};
+        for (int i = 0; i < 3; ++i) {
+            const float * l = kvg_decode(c, toks + i, 1, i, err, sizeof err); // one row: the interleaved kernel
+            REQUIRE_MESSAGE(l, err);
+            logits[repack].insert(logits[repack].end(), l, l + kvg_model_n_vocab(m));
+        }
+        kvg_context_free(c);
+        kvg_model_free(m);
+    }
+    CHECK(file_bytes(out[0]) == file_bytes(out[1]));
+    CHECK(file_bytes(out[0]).size() > 100000);
+    double d = 0, n = 0;
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+        d += (logits[0][i] - logits[1][i]) * (logits[0][i] - logits[1][i]);
+        n += logits[0][i] * logits[0][i];
+    }
+    CHECK(std::sqrt(d / n) < 1e-4); // the same products, summed in another order
+    for (const std::string & p : out) std::remove(p.c_str());
+}
+
+TEST_CASE("GGUF: a tensor of type q4_0_r16 is refused by name, on reading and on writing") {
+    Ctx c;
+    ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 128, 16);
+    ggml_set_name(w, "w");
+    gguf_context * g = gguf_init_empty();
+    gguf_add_tensor(g, w);
+    const std::string path = "/tmp/kvg-test-repack-type.gguf";
+    REQUIRE(gguf_write_to_file(g, path.c_str(), false));
+    gguf_free(g);
+    std::vector<char> bytes = file_bytes(path);
+    // the tensor info: name "w" (u64 length 1, 'w'), n_dims, ne[2], then the type (u32 2 = q4_0)
+    const char key[] = {1, 0, 0, 0, 0, 0, 0, 0, 'w'};
+    auto at = std::search(bytes.begin(), bytes.end(), key, key + sizeof key);
+    REQUIRE(at != bytes.end());
+    const size_t type_at = (size_t) (at - bytes.begin()) + sizeof key + 4 + 2 * 8;
+    REQUIRE(bytes[type_at] == GGML_TYPE_Q4_0);
+    bytes[type_at] = (char) GGML_TYPE_Q4_0_R16;
+    std::ofstream(path, std::ios::binary).write(bytes.data(), (std::streamsize) bytes.size());
+    char err[512] = "";
+    ggml_context * meta = nullptr;
+    gguf_init_params gp = {true, &meta};
+    CHECK(gguf_init_from_file_ex(path.c_str(), gp, err, sizeof err) == nullptr);
+    CHECK(std::string(err).find("q4_0_r16") != std::string::npos);
+    std::remove(path.c_str());
+}
