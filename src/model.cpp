@@ -99,16 +99,30 @@ bool FileMapping::open(const std::string & path, bool use_mmap, std::string * er
     }
     if (!small) madvise(copy, copy_size, MADV_HUGEPAGE); // a hint: without transparent huge pages it does nothing
     uint8_t * dst = (uint8_t *) copy + lead;
-    size_t got = 0;
-    while (got < size) {
-        const ssize_t n = ::read(fd, dst + got, size - got);
-        if (n <= 0) {
-            ::close(fd);
-            return fail(err, KVG_STATUS_IO, strfmt("'%s': read failed at offset %zu", path.c_str(), got));
+    // large files in parallel slices: the page faults of fresh memory (zeroing, and finding
+    // huge pages) cost more than the copy, and they run on every core
+    const size_t slice_min = (size_t) 64 << 20;
+    const unsigned n_slices = (unsigned) std::max<size_t>(1, std::min<size_t>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())), size / slice_min));
+    std::vector<size_t> failed_at(n_slices, SIZE_MAX);
+    auto read_slice = [&](unsigned i) {
+        const size_t begin = size / n_slices * i, end = i + 1 == n_slices ? size : size / n_slices * (i + 1);
+        for (size_t at = begin; at < end;) {
+            const ssize_t n = ::pread(fd, dst + at, end - at, (off_t) at);
+            if (n <= 0) {
+                failed_at[i] = at;
+                return;
+            }
+            at += (size_t) n;
         }
-        got += (size_t) n;
-    }
+    };
+    std::vector<std::thread> readers;
+    for (unsigned i = 1; i < n_slices; ++i) readers.emplace_back(read_slice, i);
+    read_slice(0);
+    for (auto & t : readers) t.join();
     ::close(fd);
+    for (size_t at : failed_at) {
+        if (at != SIZE_MAX) return fail(err, KVG_STATUS_IO, strfmt("'%s': read failed at offset %zu", path.c_str(), at));
+    }
     data = dst;
     return true;
 }
