@@ -242,3 +242,45 @@ TEST_CASE("GGUF: a tensor of type q4_0_r16 is refused by name, on reading and on
     CHECK(std::string(err).find("q4_0_r16") != std::string::npos);
     std::remove(path.c_str());
 }
+
+TEST_CASE("mul_mat: q4_0_r16 weights broadcast over dims 2 and 3 give the q4_0 products") {
+    Ctx c;
+    const int64_t K = 256, N = 32;
+    for (int64_t M : {1, 3, 12}) {
+        CAPTURE(M);
+        ggml_tensor * w = ggml_new_tensor_4d(c.ctx, GGML_TYPE_Q4_0, K, N, 2, 1);
+        ggml_tensor * x = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, K, M, 4, 2);
+        std::vector<float> row(K);
+        for (int64_t r = 0; r < N * 2; ++r) {
+            for (auto & v : row) v = frand();
+            quantize_row_q4_0_ref(row.data(), (block_q4_0 *) ((char *) w->data + r * w->nb[1]), K);
+        }
+        for (int64_t i = 0; i < ggml_nelements(x); ++i) ((float *) x->data)[i] = frand();
+        ggml_tensor * w16 = ggml_dup_tensor(c.ctx, w);
+        std::memcpy(w16->data, w->data, ggml_nbytes(w));
+        for (ggml_cpu_features path : available_paths()) {
+            ggml_cpu_set_features_limit(path);
+            CAPTURE(path);
+            std::memcpy(w16->data, w->data, ggml_nbytes(w));
+            w16->type = GGML_TYPE_Q4_0;
+            if (!ggml_kvg_repack(w16)) { // paths without the kernel: written here
+                for (int m = 0; m < 2; ++m) {
+                    kvg::q4_0_r16_pack((char *) w->data + m * w->nb[2], w->nb[1], (char *) w16->data + m * w->nb[2], K);
+                    kvg::q4_0_r16_pack((char *) w->data + m * w->nb[2] + 16 * w->nb[1], w->nb[1],
+                                       (char *) w16->data + m * w->nb[2] + 16 * w->nb[1], K);
+                }
+                w16->type = GGML_TYPE_Q4_0_R16;
+            }
+            const std::vector<float> want = run(ggml_mul_mat(c.ctx, w, x), 2), got = run(ggml_mul_mat(c.ctx, w16, x), 2);
+            REQUIRE(got.size() == (size_t) (N * M * 8));
+            int bad = 0, nonzero = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+                bad += !(std::fabs(got[i] - want[i]) < 1e-3); // |products| ~ 10: float sums in another order at most
+                nonzero += std::fabs(want[i]) > 0.1f;
+            }
+            CHECK(bad == 0);
+            CHECK(nonzero > (int) got.size() / 2);
+        }
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
