@@ -114,7 +114,7 @@ struct kvg_model_params {
     // tensors, e.g. llama.cpp's vocab-only files. kvg_tokenize / kvg_detokenize work on the
     // model; creating a context from it fails (default false).
     bool   vocab_only;
-    // Rearrange q4_0 matrices at load into the CPU's row-interleaved layout where it has the
+    // Rearrange q4_0 and q8_0 matrices at load into the CPU's row-interleaved layouts where it has the
     // kernel (AVX-512 VNNI; ggml_kvg_repack): faster generation, the same products summed in
     // another order; a mapped file's weight pages become private copies (default true).
     bool   repack;

@@ -126,11 +126,11 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
         // interleaved q4_0 (repacked at load) is read from an unpacked copy
         ggml_tensor plain;
         std::vector<uint8_t> plain_bytes;
-        if (s->type == GGML_TYPE_Q4_0_R16) {
+        if (s->type == GGML_TYPE_Q4_0_R16 || s->type == GGML_TYPE_Q8_0_R16) {
             plain = *s;
             plain_bytes.assign((const uint8_t *) s->data, (const uint8_t *) s->data + ggml_nbytes(s));
             plain.data = plain_bytes.data();
-            if (!ggml_kvg_unrepack(&plain)) return fail(err, strfmt("cannot unpack '%s' (q4_0_r16)", s->name));
+            if (!ggml_kvg_unrepack(&plain)) return fail(err, strfmt("cannot unpack '%s' (%s)", s->name, ggml_type_name(s->type)));
             s = &plain;
         }
         const ggml_type_traits * from = ggml_get_type_traits(s->type);

@@ -301,7 +301,7 @@ int repack_weights(Model & m) {
     }
     if (m.output != m.tok_embd) mats.push_back(m.output);
     bool any = false;
-    for (const ggml_tensor * t : mats) any |= t->type == GGML_TYPE_Q4_0;
+    for (const ggml_tensor * t : mats) any |= ggml_kvg_repacks(t->type);
     if (!any) return 0;
     FileMapping * f = m.mapping.get();
     if (f && f->mapped && mprotect(const_cast<uint8_t *>(f->data), f->size, PROT_READ | PROT_WRITE) != 0) return 0;

@@ -1,6 +1,7 @@
-// q4_0_r16 (q4_0 matrices with rows interleaved by 16, ggml_kvg_repack): the layout, the round
-// trip, and ggml_mul_mat over it on every path (its matrix-vector kernel where a path has one,
-// unpacked q4_0 rows elsewhere) against a double-precision loop over the original q4_0 rows.
+// q4_0_r16 and q8_0_r16 (q4_0 / q8_0 matrices with rows interleaved by 16, ggml_kvg_repack): the
+// layout, the round trip, and ggml_mul_mat over them on every path (their matrix-vector and
+// panel kernels where a path has them, unpacked rows elsewhere) against a double-precision loop
+// over the original rows.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -36,42 +37,44 @@ ggml_tensor * random_tensor(ggml_context * ctx, ggml_type t, int64_t K, int64_t 
     for (int64_t r = 0; r < N; ++r) {
         for (auto & v : row) v = frand();
         if (t == GGML_TYPE_F32) std::memcpy((char *) x->data + r * x->nb[1], row.data(), K * sizeof(float));
-        else quantize_row_q4_0_ref(row.data(), (block_q4_0 *) ((char *) x->data + r * x->nb[1]), K);
+        else ggml_get_type_traits(t)->from_float_ref(row.data(), (char *) x->data + r * x->nb[1], K);
     }
     return x;
 }
 
-// A q4_0_r16 copy of a q4_0 matrix, written here from the layout's description (types.h).
+ggml_type interleaved(ggml_type plain) { return plain == GGML_TYPE_Q4_0 ? GGML_TYPE_Q4_0_R16 : GGML_TYPE_Q8_0_R16; }
+
+// An interleaved copy of a q4_0 or q8_0 matrix, written here from the layout's description (types.h).
 ggml_tensor * interleaved_copy(ggml_context * ctx, const ggml_tensor * q) {
-    ggml_tensor * t = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0_R16, q->ne[0], q->ne[1]);
+    ggml_tensor * t = ggml_new_tensor_2d(ctx, interleaved(q->type), q->ne[0], q->ne[1]);
     REQUIRE(t->nb[1] == q->nb[1]);
     const int64_t nb = q->ne[0] / 32;
+    const size_t bb = ggml_type_size(q->type), qs = bb - 2; // 18 / 34 bytes, 16 / 32 of quants
     for (int64_t g = 0; g < q->ne[1] / 16; ++g) {
         uint8_t * out = (uint8_t *) t->data + g * 16 * t->nb[1];
-        for (int64_t b = 0; b < nb; ++b, out += 288) {
+        for (int64_t b = 0; b < nb; ++b, out += 16 * bb) {
             for (int r = 0; r < 16; ++r) {
-                const uint8_t * blk = (const uint8_t *) q->data + (g * 16 + r) * q->nb[1] + b * 18;
+                const uint8_t * blk = (const uint8_t *) q->data + (g * 16 + r) * q->nb[1] + b * bb;
                 out[2 * r] = blk[0];
                 out[2 * r + 1] = blk[1];
-                for (int j = 0; j < 16; ++j) out[32 + 64 * (j / 4) + 4 * r + j % 4] = blk[2 + j];
+                for (size_t j = 0; j < qs; ++j) out[32 + 64 * (j / 4) + 4 * r + j % 4] = blk[2 + j];
             }
         }
     }
     return t;
 }
 
-// dst[n, m] in double over the q4_0 rows of w and the activation rows rounded through q8_0.
+// dst[n, m] in double over the rows of w and the activation rows rounded through q8_0.
 std::vector<double> reference(const ggml_tensor * w, const ggml_tensor * x, std::vector<double> * mag) {
     const int64_t K = w->ne[0];
     std::vector<float> wr(K), xr(K);
-    std::vector<block_q4_0> xq4; // unused: q8_0 below
     std::vector<block_q8_0> xq(K / 32);
     std::vector<double> out;
     for (int64_t m = 0; m < x->ne[1]; ++m) {
         quantize_row_q8_0_ref((const float *) ((const char *) x->data + m * x->nb[1]), xq.data(), K);
         dequantize_row_q8_0(xq.data(), xr.data(), K);
         for (int64_t n = 0; n < w->ne[1]; ++n) {
-            dequantize_row_q4_0((const block_q4_0 *) ((const char *) w->data + n * w->nb[1]), wr.data(), K);
+            ggml_get_type_traits(w->type)->to_float((const char *) w->data + n * w->nb[1], wr.data(), K);
             double s = 0, a = 0;
             for (int64_t k = 0; k < K; ++k) {
                 s += (double) wr[k] * xr[k];
@@ -97,20 +100,22 @@ std::vector<float> run(ggml_tensor * node, int nth) {
     return std::vector<float>(d, d + ggml_nelements(node));
 }
 
-// K x N q4_0 weights times M rows, as q4_0 and as q4_0_r16, on every path and task count.
-void check_product(int64_t K, int64_t N, int64_t M) {
+// K x N weights of type plain times M rows, as they are and interleaved, on every path and task count.
+void check_product(ggml_type plain, int64_t K, int64_t N, int64_t M) {
     CAPTURE(K); CAPTURE(N); CAPTURE(M);
+    const std::string type = ggml_type_name(plain);
+    CAPTURE(type);
     Ctx c;
-    ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, K, N);
+    ggml_tensor * w = random_tensor(c.ctx, plain, K, N);
     ggml_tensor * w16 = interleaved_copy(c.ctx, w);
     ggml_tensor * x = random_tensor(c.ctx, GGML_TYPE_F32, K, M);
     std::vector<double> mag;
     const std::vector<double> ref = reference(w, x, &mag);
-    ggml_tensor * plain = ggml_mul_mat(c.ctx, w, x), * inter = ggml_mul_mat(c.ctx, w16, x);
+    ggml_tensor * direct = ggml_mul_mat(c.ctx, w, x), * inter = ggml_mul_mat(c.ctx, w16, x);
     for (ggml_cpu_features path : available_paths()) {
         ggml_cpu_set_features_limit(path);
         CAPTURE(path);
-        const std::vector<float> want = run(plain, 1), got = run(inter, 1);
+        const std::vector<float> want = run(direct, 1), got = run(inter, 1);
         int bad = 0;
         for (size_t i = 0; i < ref.size(); ++i) {
             if (!(std::fabs(got[i] - ref[i]) <= 2e-5 * mag[i] + 1e-6) && bad++ < 5) {
@@ -118,8 +123,8 @@ void check_product(int64_t K, int64_t N, int64_t M) {
             }
         }
         CHECK(bad == 0);
-        // without the interleaved kernel (unpacked rows), q4_0's bits
-        const bool own_kernel = M == 1 && K % 128 == 0 && kvg::cpu_active_kernels().mm[kvg::MM_Q4_0_R16].mv;
+        // except for the matrix-vector kernel (blocks summed in another order), the plain type's bits
+        const bool own_kernel = M == 1 && K % 128 == 0 && kvg::cpu_active_kernels().mm[kvg::mm_type_of(interleaved(plain))].mv;
         if (!own_kernel) CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
         for (int nth = 2; nth <= 3; ++nth) CHECK(std::memcmp(run(inter, nth).data(), got.data(), got.size() * sizeof(float)) == 0);
     }
@@ -128,51 +133,62 @@ void check_product(int64_t K, int64_t N, int64_t M) {
 
 } // namespace
 
-TEST_CASE("q4_0_r16: the library's interleaving is the layout types.h describes, and unpacks back") {
-    Ctx c;
-    ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 256, 32);
-    const ggml_tensor * want = interleaved_copy(c.ctx, w);
-    std::vector<uint8_t> got(ggml_nbytes(w)), back(ggml_nbytes(w));
-    for (int g = 0; g < 2; ++g) kvg::q4_0_r16_pack((const char *) w->data + g * 16 * w->nb[1], w->nb[1], got.data() + g * 16 * w->nb[1], 256);
-    CHECK(std::memcmp(got.data(), want->data, got.size()) == 0);
-    for (int g = 0; g < 2; ++g) kvg::q4_0_r16_unpack(got.data() + g * 16 * w->nb[1], back.data() + g * 16 * w->nb[1], w->nb[1], 256);
-    CHECK(std::memcmp(back.data(), w->data, back.size()) == 0);
+TEST_CASE("q4_0_r16, q8_0_r16: the library's interleaving is the layout types.h describes, and unpacks back") {
+    for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+        Ctx c;
+        ggml_tensor * w = random_tensor(c.ctx, plain, 256, 32);
+        const ggml_tensor * want = interleaved_copy(c.ctx, w);
+        std::vector<uint8_t> got(ggml_nbytes(w)), back(ggml_nbytes(w));
+        const size_t group = 16 * w->nb[1];
+        for (int g = 0; g < 2; ++g) kvg::r16_pack(plain, (const char *) w->data + g * group, w->nb[1], got.data() + g * group, 256);
+        CHECK(std::memcmp(got.data(), want->data, got.size()) == 0);
+        for (int g = 0; g < 2; ++g) kvg::r16_unpack(plain, got.data() + g * group, back.data() + g * group, w->nb[1], 256);
+        CHECK(std::memcmp(back.data(), w->data, back.size()) == 0);
+    }
 }
 
 TEST_CASE("ggml_kvg_repack: only where the path has the kernel, only fitting matrices; ggml_kvg_unrepack restores the bytes") {
-    Ctx c;
-    ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 384, 48);
-    const std::vector<uint8_t> orig((uint8_t *) w->data, (uint8_t *) w->data + ggml_nbytes(w));
-    for (ggml_cpu_features path : available_paths()) {
-        ggml_cpu_set_features_limit(path);
-        CAPTURE(path);
-        const bool has = kvg::cpu_active_kernels().mm[kvg::MM_Q4_0_R16].mv != nullptr;
-        CHECK(has == (path >= GGML_CPU_FEATURES_AVX512_VNNI));
-        REQUIRE(ggml_kvg_repack(w) == has);
-        CHECK(w->type == (has ? GGML_TYPE_Q4_0_R16 : GGML_TYPE_Q4_0));
-        if (!has) continue;
-        CHECK(std::memcmp(w->data, orig.data(), orig.size()) != 0);
-        CHECK_FALSE(ggml_kvg_repack(w)); // already interleaved
-        REQUIRE(ggml_kvg_unrepack(w));
-        CHECK(w->type == GGML_TYPE_Q4_0);
-        CHECK(std::memcmp(w->data, orig.data(), orig.size()) == 0);
+    for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+        const std::string type = ggml_type_name(plain);
+        CAPTURE(type);
+        Ctx c;
+        ggml_tensor * w = random_tensor(c.ctx, plain, 384, 48);
+        const std::vector<uint8_t> orig((uint8_t *) w->data, (uint8_t *) w->data + ggml_nbytes(w));
+        for (ggml_cpu_features path : available_paths()) {
+            ggml_cpu_set_features_limit(path);
+            CAPTURE(path);
+            const bool has = kvg::cpu_active_kernels().mm[kvg::mm_type_of(interleaved(plain))].mv != nullptr;
+            CHECK(has == (path >= GGML_CPU_FEATURES_AVX512_VNNI));
+            CHECK(ggml_kvg_repacks(plain) == has);
+            REQUIRE(ggml_kvg_repack(w) == has);
+            CHECK(w->type == (has ? interleaved(plain) : plain));
+            if (!has) continue;
+            CHECK(std::memcmp(w->data, orig.data(), orig.size()) != 0);
+            CHECK_FALSE(ggml_kvg_repack(w)); // already interleaved
+            REQUIRE(ggml_kvg_unrepack(w));
+            CHECK(w->type == plain);
+            CHECK(std::memcmp(w->data, orig.data(), orig.size()) == 0);
+        }
+        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+        if (ggml_kvg_repacks(plain)) {
+            CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, plain, 384, 40)));  // rows not a multiple of 16
+            CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, plain, 352, 48)));  // K not a multiple of 128
+            ggml_tensor * v = random_tensor(c.ctx, plain, 384, 64);
+            CHECK_FALSE(ggml_kvg_repack(ggml_view_2d(c.ctx, v, 256, 64, v->nb[1], 0))); // not contiguous
+        }
     }
-    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
-    if (kvg::cpu_active_kernels().mm[kvg::MM_Q4_0_R16].mv) {
-        CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, GGML_TYPE_Q4_0, 384, 40)));  // rows not a multiple of 16
-        CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, GGML_TYPE_Q4_0, 352, 48)));  // K not a multiple of 128
-        CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, GGML_TYPE_F32, 384, 48)));   // not q4_0
-        ggml_tensor * v = random_tensor(c.ctx, GGML_TYPE_Q4_0, 384, 64);
-        CHECK_FALSE(ggml_kvg_repack(ggml_view_2d(c.ctx, v, 256, 64, v->nb[1], 0)));    // not contiguous
-    }
+    CHECK_FALSE(ggml_kvg_repacks(GGML_TYPE_F32));
+    CHECK_FALSE(ggml_kvg_repacks(GGML_TYPE_Q4_K));
 }
 
-TEST_CASE("mul_mat: q4_0_r16 weights against the q4_0 rows on every path (matrix-vector, tiles, panels)") {
-    for (int64_t K : {128, 384, 2048}) check_product(K, 48, 1);
-    check_product(96, 32, 1);    // K not a multiple of 128: unpacked rows
-    check_product(256, 64, 3);   // tiles over unpacked rows
-    check_product(256, 80, 20);  // panels over unpacked rows
-    check_product(5632 / 4, 16, 40);
+TEST_CASE("mul_mat: interleaved weights against their plain rows on every path (matrix-vector, tiles, panels)") {
+    for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+        for (int64_t K : {128, 384, 2048}) check_product(plain, K, 48, 1);
+        check_product(plain, 96, 32, 1);    // K not a multiple of 128: unpacked rows
+        check_product(plain, 256, 64, 3);   // tiles over unpacked rows
+        check_product(plain, 256, 80, 20);  // panels
+        check_product(plain, 5632 / 4, 16, 40);
+    }
 }
 
 namespace {
@@ -243,17 +259,18 @@ TEST_CASE("GGUF: a tensor of type q4_0_r16 is refused by name, on reading and on
     std::remove(path.c_str());
 }
 
-TEST_CASE("mul_mat: q4_0_r16 weights broadcast over dims 2 and 3 give the q4_0 products") {
+TEST_CASE("mul_mat: interleaved weights broadcast over dims 2 and 3 give the plain products") {
     Ctx c;
     const int64_t K = 256, N = 32;
+    for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0})
     for (int64_t M : {1, 3, 12}) {
         CAPTURE(M);
-        ggml_tensor * w = ggml_new_tensor_4d(c.ctx, GGML_TYPE_Q4_0, K, N, 2, 1);
+        ggml_tensor * w = ggml_new_tensor_4d(c.ctx, plain, K, N, 2, 1);
         ggml_tensor * x = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, K, M, 4, 2);
         std::vector<float> row(K);
         for (int64_t r = 0; r < N * 2; ++r) {
             for (auto & v : row) v = frand();
-            quantize_row_q4_0_ref(row.data(), (block_q4_0 *) ((char *) w->data + r * w->nb[1]), K);
+            ggml_get_type_traits(plain)->from_float_ref(row.data(), (char *) w->data + r * w->nb[1], K);
         }
         for (int64_t i = 0; i < ggml_nelements(x); ++i) ((float *) x->data)[i] = frand();
         ggml_tensor * w16 = ggml_dup_tensor(c.ctx, w);
@@ -262,14 +279,12 @@ TEST_CASE("mul_mat: q4_0_r16 weights broadcast over dims 2 and 3 give the q4_0 p
             ggml_cpu_set_features_limit(path);
             CAPTURE(path);
             std::memcpy(w16->data, w->data, ggml_nbytes(w));
-            w16->type = GGML_TYPE_Q4_0;
+            w16->type = plain;
             if (!ggml_kvg_repack(w16)) { // paths without the kernel: written here
-                for (int m = 0; m < 2; ++m) {
-                    kvg::q4_0_r16_pack((char *) w->data + m * w->nb[2], w->nb[1], (char *) w16->data + m * w->nb[2], K);
-                    kvg::q4_0_r16_pack((char *) w->data + m * w->nb[2] + 16 * w->nb[1], w->nb[1],
-                                       (char *) w16->data + m * w->nb[2] + 16 * w->nb[1], K);
+                for (int g = 0; g < 4; ++g) { // 2 matrices of 2 groups
+                    kvg::r16_pack(plain, (char *) w->data + g * 16 * w->nb[1], w->nb[1], (char *) w16->data + g * 16 * w->nb[1], K);
                 }
-                w16->type = GGML_TYPE_Q4_0_R16;
+                w16->type = interleaved(plain);
             }
             const std::vector<float> want = run(ggml_mul_mat(c.ctx, w, x), 2), got = run(ggml_mul_mat(c.ctx, w16, x), 2);
             REQUIRE(got.size() == (size_t) (N * M * 8));

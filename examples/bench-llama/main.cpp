@@ -92,7 +92,7 @@ struct Options {
     int reps = 5, n_pp = 128, n_tg = 128, n_ctx = 0;
     bool kv_write = true;
     bool use_mmap = true; // --mmap 0: weights read into (huge-page) memory, as llama-bench's -mmp 0
-    bool repack = true;   // --repack 0: q4_0 matrices kept as in the file (kvg_model_params.repack)
+    bool repack = true;   // --repack 0: q4_0/q8_0 matrices kept as in the file (kvg_model_params.repack)
     bool kv_modes = false, kv_scaling = false, residency = false, only_kv = false;
     int residency_ctx = 32768;
 };

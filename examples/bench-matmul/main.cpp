@@ -217,9 +217,9 @@ mm_result time_mul_mat(ggml_type t, int64_t K, int64_t N, int64_t M, int n_threa
         std::exit(1);
     }
     std::vector<ggml_tensor *> w(copies);
-    // q4_0_r16: q4_0 rows, rearranged below
-    const bool interleave = t == GGML_TYPE_Q4_0_R16;
-    if (interleave) t = GGML_TYPE_Q4_0;
+    // q4_0_r16 / q8_0_r16: q4_0 / q8_0 rows, rearranged below
+    const bool interleave = t == GGML_TYPE_Q4_0_R16 || t == GGML_TYPE_Q8_0_R16;
+    if (interleave) t = t == GGML_TYPE_Q4_0_R16 ? GGML_TYPE_Q4_0 : GGML_TYPE_Q8_0;
     for (int c = 0; c < copies; ++c) w[c] = ggml_new_tensor_2d(ctx, t, K, N);
     {
         std::vector<float> row(K);
@@ -232,7 +232,7 @@ mm_result time_mul_mat(ggml_type t, int64_t K, int64_t N, int64_t M, int n_threa
         for (int c = 1; c < copies; ++c) std::memcpy(w[c]->data, w[0]->data, wbytes);
         for (int c = 0; c < copies && interleave; ++c) {
             if (!ggml_kvg_repack(w[c])) {
-                std::fprintf(stderr, "q4_0_r16: this path has no kernel for it, or K %% 128 / N %% 16 is not 0\n");
+                std::fprintf(stderr, "%s_r16: this path has no kernel for it, or K %% 128 / N %% 16 is not 0\n", ggml_type_name(t));
                 std::exit(1);
             }
         }
@@ -285,7 +285,9 @@ const char * pct(double f, char * buf) {
 }
 
 ggml_type type_by_name(const std::string & s) {
-    if (s == ggml_type_name(GGML_TYPE_Q4_0_R16)) return GGML_TYPE_Q4_0_R16; // past ggml's types
+    for (ggml_type t : {GGML_TYPE_Q4_0_R16, GGML_TYPE_Q8_0_R16}) {
+        if (s == ggml_type_name(t)) return t; // past ggml's types
+    }
     for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
         const char * n = ggml_type_name((ggml_type) t);
         if (n && s == n && ggml_type_size((ggml_type) t) > 0) return (ggml_type) t;

@@ -57,7 +57,7 @@ static void usage(FILE * out, const char * argv0) {
             "  --attn A          flash or matmul (default flash)\n"
             "  --no-mmap         read the weights into memory (huge pages where the kernel allows)\n"
             "                    instead of mapping the file: generation ~25%% faster on large models\n"
-            "  --no-repack       keep q4_0 matrices as in the file (default: rearranged at load for\n"
+            "  --no-repack       keep q4_0/q8_0 matrices as in the file (default: rearranged at load for\n"
             "                    the CPU's interleaved kernel where it has one)\n",
             argv0);
 }

@@ -277,9 +277,9 @@ void read_tensor_info(gguf_reader & r, gguf_context & ctx, std::unordered_set<st
 
     const uint64_t type_at = r.pos();
     const uint32_t type_id = r.read<uint32_t>("tensor type");
-    if (type_id == GGML_TYPE_Q4_0_R16) {
-        r.fail("tensor type %" PRIu32 " at offset %" PRIu64 " is q4_0_r16, kvgraph's in-memory layout of q4_0, never a file's",
-               type_id, type_at);
+    if (type_id == GGML_TYPE_Q4_0_R16 || type_id == GGML_TYPE_Q8_0_R16) {
+        r.fail("tensor type %" PRIu32 " at offset %" PRIu64 " is %s, kvgraph's in-memory layout, never a file's", type_id, type_at,
+               ggml_type_name((ggml_type) type_id));
     }
     if (type_id >= GGML_TYPE_COUNT) r.fail("invalid tensor type %" PRIu32 " at offset %" PRIu64, type_id, type_at);
     const ggml_type type = (ggml_type) type_id;
@@ -729,7 +729,9 @@ void gguf_add_tensor(gguf_context * ctx, const ggml_tensor * tensor) {
     if (gguf_find_tensor(ctx, tensor->name) >= 0) GGML_ABORT("gguf_add_tensor: duplicate tensor name '%s'", tensor->name);
     if (tensor->name[0] == '\0') GGML_ABORT("gguf_add_tensor: tensor has no name");
     GGML_ASSERT(ggml_type_is_supported(tensor->type));
-    if (tensor->type == GGML_TYPE_Q4_0_R16) GGML_ABORT("gguf_add_tensor: '%s' is q4_0_r16, an in-memory layout (ggml_kvg_unrepack it)", tensor->name);
+    if (tensor->type == GGML_TYPE_Q4_0_R16 || tensor->type == GGML_TYPE_Q8_0_R16) {
+        GGML_ABORT("gguf_add_tensor: '%s' is %s, an in-memory layout (ggml_kvg_unrepack it)", tensor->name, ggml_type_name(tensor->type));
+    }
     GGML_ASSERT(ggml_is_contiguous(tensor) && "gguf_add_tensor: tensor must be contiguous");
     gguf_tensor_info ti;
     std::memset((void *) &ti.t, 0, sizeof(ti.t));

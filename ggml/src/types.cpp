@@ -135,7 +135,7 @@ static void q4_0_from_float(const float * x, void * y, int64_t k) { quantize_row
 static ggml_type_traits g_traits[kvg::TYPE_COUNT];
 // The names come from init_traits (named_only, the entries below it, extra_block_types): a
 // ggml_type added to the enum must be named there too, and this count updated.
-static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 44, "ggml_type changed: name the new types in init_traits");
+static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 45, "ggml_type changed: name the new types in init_traits");
 
 static bool init_traits() {
     for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};
@@ -155,6 +155,7 @@ static bool init_traits() {
     g_traits[GGML_TYPE_Q4_0] = {"q4_0", QK4_0, 0, sizeof(block_q4_0), true, q4_0_to_float, q4_0_from_float};
     // no row conversions: a row is spread over its group of 16 (types.h)
     g_traits[GGML_TYPE_Q4_0_R16] = {"q4_0_r16", QK4_0, 0, sizeof(block_q4_0), true, nullptr, nullptr};
+    g_traits[GGML_TYPE_Q8_0_R16] = {"q8_0_r16", QK8_0, 0, sizeof(block_q8_0), true, nullptr, nullptr};
     g_traits[GGML_TYPE_I8]   = {"i8", 1, 0, 1, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I16]  = {"i16", 1, 0, 2, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};
@@ -172,8 +173,7 @@ const ggml_type_traits * ggml_get_type_traits(enum ggml_type type) {
     return &g_traits[type];
 }
 
-// 4 x 4 matrix of 32-bit words transposed: out word i of t[j] = in word j of s[i]. q4_0_r16's
-// interleaving is this transposition per block of every 4 rows (its own inverse).
+// 4 x 4 matrix of 32-bit words transposed: out word i of t[j] = in word j of s[i].
 namespace {
 #ifdef __SSE2__
 void transpose_words(const uint8_t * const s[4], uint8_t * const t[4]) {
@@ -194,36 +194,38 @@ void transpose_words(const uint8_t * const s[4], uint8_t * const t[4]) {
 #endif
 } // namespace
 
-void kvg::q4_0_r16_pack(const void * rows, size_t row_stride, void * group, int64_t k) {
-    uint8_t * g = (uint8_t *) group;
-    for (int64_t b = 0; b < k / QK4_0; ++b, g += Q4_0_R16_BLOCK) {
-        for (int r0 = 0; r0 < Q4_0_R16_ROWS; r0 += 4) {
-            const uint8_t * s[4];
+namespace {
+// Block b of 16 rows <-> block b of a group: per 4 rows and 16 bytes of quants, one
+// transposition of 4 x 4 words (its own inverse).
+template <bool PACK>
+void r16_convert(ggml_type plain, uint8_t * group, uint8_t * rows, size_t row_stride, int64_t k) {
+    const size_t bb = ggml_type_size(plain), chunks = (bb - 2) / 16;
+    for (int64_t b = 0; b < k / QK4_0; ++b, group += kvg::R16_ROWS * bb) {
+        for (int r0 = 0; r0 < kvg::R16_ROWS; r0 += 4) {
+            uint8_t * blk[4];
             for (int i = 0; i < 4; ++i) {
-                const block_q4_0 & x = ((const block_q4_0 *) ((const char *) rows + (r0 + i) * row_stride))[b];
-                std::memcpy(g + 2 * (r0 + i), &x.d, 2);
-                s[i] = x.qs;
+                blk[i] = rows + (r0 + i) * row_stride + b * bb;
+                if (PACK) std::memcpy(group + 2 * (r0 + i), blk[i], 2);
+                else std::memcpy(blk[i], group + 2 * (r0 + i), 2);
             }
-            uint8_t * const t[4] = {g + 32 + 4 * r0, g + 96 + 4 * r0, g + 160 + 4 * r0, g + 224 + 4 * r0};
-            transpose_words(s, t);
+            for (size_t c = 0; c < chunks; ++c) {
+                uint8_t * q[4] = {blk[0] + 2 + 16 * c, blk[1] + 2 + 16 * c, blk[2] + 2 + 16 * c, blk[3] + 2 + 16 * c};
+                uint8_t * g[4];
+                for (int j = 0; j < 4; ++j) g[j] = group + 32 + 64 * (4 * c + j) + 4 * r0;
+                if (PACK) transpose_words(q, g);
+                else transpose_words(g, q);
+            }
         }
     }
 }
+} // namespace
 
-void kvg::q4_0_r16_unpack(const void * group, void * rows, size_t row_stride, int64_t k) {
-    const uint8_t * g = (const uint8_t *) group;
-    for (int64_t b = 0; b < k / QK4_0; ++b, g += Q4_0_R16_BLOCK) {
-        for (int r0 = 0; r0 < Q4_0_R16_ROWS; r0 += 4) {
-            uint8_t * t[4];
-            for (int i = 0; i < 4; ++i) {
-                block_q4_0 & x = ((block_q4_0 *) ((char *) rows + (r0 + i) * row_stride))[b];
-                std::memcpy(&x.d, g + 2 * (r0 + i), 2);
-                t[i] = x.qs;
-            }
-            const uint8_t * const s[4] = {g + 32 + 4 * r0, g + 96 + 4 * r0, g + 160 + 4 * r0, g + 224 + 4 * r0};
-            transpose_words(s, t);
-        }
-    }
+void kvg::r16_pack(ggml_type plain, const void * rows, size_t row_stride, void * group, int64_t k) {
+    r16_convert<true>(plain, (uint8_t *) group, (uint8_t *) const_cast<void *>(rows), row_stride, k);
+}
+
+void kvg::r16_unpack(ggml_type plain, const void * group, void * rows, size_t row_stride, int64_t k) {
+    r16_convert<false>(plain, (uint8_t *) const_cast<void *>(group), (uint8_t *) rows, row_stride, k);
 }
 
 ggml_to_float_t kvg::row_decoder(enum ggml_type type) {

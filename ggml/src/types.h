@@ -107,24 +107,33 @@ struct block_type_info {
     void (*from_float)(const float * x, void * y, int64_t k); // nullptr: not encoded
 };
 const block_type_info * extra_block_types(int * n);
-// GGML_TYPE_Q4_0_R16: a q4_0 matrix whose rows are interleaved by 16, so one vpdpbusd multiplies
-// 4 bytes of 16 rows by the same 4 activation bytes and each 32-bit lane ends a block with one
-// row's exact integer dot (no reduction across lanes, no per-block scale shuffles). The
-// matrix-vector kernel then streams weights at the memory's rate where the q4_0 one is bound
-// by its shuffles (Zen 4, 1 thread: 34.8 vs 24.6 GB/s). A group of 16 rows takes the bytes of
-// those 16 rows, and holds per block b of 32 values (288 bytes, blocks in order):
+// GGML_TYPE_Q4_0_R16 / GGML_TYPE_Q8_0_R16: a q4_0 / q8_0 matrix whose rows are interleaved by
+// 16, so one vpdpbusd multiplies 4 bytes of 16 rows by the same 4 activation bytes and each
+// 32-bit lane ends a block with one row's exact integer dot (no reduction across lanes, no
+// per-block scale shuffles). The matrix-vector kernel then streams weights at the memory's
+// rate where the q4_0 one is bound by its shuffles (Zen 4, 1 thread: 34.8 vs 24.6 GB/s). A
+// group of 16 rows takes the bytes of those 16 rows, and holds per block b of 32 values
+// (16 times the plain block: 288 / 544 bytes, blocks in order):
 //   d[16]          row r's f16 scale
-//   qs[4][16][4]   qs[j][r] = bytes 4j..4j+3 of row r's q4_0 qs (values 4j.. in the low
-//                  nibbles, 16 + 4j.. in the high ones)
+//   qs[G][16][4]   qs[j][r] = bytes 4j..4j+3 of row r's qs (G = 4 for q4_0: values 4j.. in the
+//                  low nibbles, 16 + 4j.. in the high ones; G = 8 for q8_0: values 4j..4j+3)
 // Rows are a multiple of 16; row r of the matrix is row r % 16 of group r / 16.
-constexpr int64_t Q4_0_R16_ROWS = 16;
+constexpr int64_t R16_ROWS = 16;
 // ggml's types and kvgraph's own (past GGML_TYPE_COUNT): the size of tables indexed by type
-constexpr int TYPE_COUNT = GGML_TYPE_Q4_0_R16 + 1;
-constexpr size_t Q4_0_R16_BLOCK = Q4_0_R16_ROWS * sizeof(block_q4_0);
-// Group of 16 q4_0 rows (k values each, the first at rows, row_stride bytes apart) -> group.
-void q4_0_r16_pack(const void * rows, size_t row_stride, void * group, int64_t k);
-// group (k values per row) -> 16 q4_0 rows at rows, row_stride bytes apart.
-void q4_0_r16_unpack(const void * group, void * rows, size_t row_stride, int64_t k);
+constexpr int TYPE_COUNT = GGML_TYPE_Q8_0_R16 + 1;
+inline bool is_r16(ggml_type t) { return t == GGML_TYPE_Q4_0_R16 || t == GGML_TYPE_Q8_0_R16; }
+// the plain type of an interleaved one, and the interleaved type of a plain one (t itself: none;
+// GGML_TYPE_COUNT is q4_0_r16's value, no sentinel)
+inline ggml_type r16_plain(ggml_type t) { return t == GGML_TYPE_Q8_0_R16 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0; }
+inline ggml_type r16_of(ggml_type t) {
+    return t == GGML_TYPE_Q4_0 ? GGML_TYPE_Q4_0_R16 : t == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0_R16 : t;
+}
+// bytes of one block of a group
+inline size_t r16_block_bytes(ggml_type t) { return R16_ROWS * (t == GGML_TYPE_Q8_0_R16 ? sizeof(block_q8_0) : sizeof(block_q4_0)); }
+// Group of 16 rows of plain type (q4_0 or q8_0; k values each, the first at rows, row_stride
+// bytes apart) -> group, and back.
+void r16_pack(ggml_type plain, const void * rows, size_t row_stride, void * group, int64_t k);
+void r16_unpack(ggml_type plain, const void * group, void * rows, size_t row_stride, int64_t k);
 // Row decoder of a type: its to_float, and for F32 a copy (ggml's traits, and so
 // ggml_get_type_traits, have no to_float for F32). NULL for types kvgraph cannot read.
 ggml_to_float_t row_decoder(ggml_type type);

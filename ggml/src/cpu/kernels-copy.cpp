@@ -50,7 +50,7 @@ inline void store_f32(ggml_type t, char * p, float v) {
 
 void check_convertible(const ggml_tensor * t, const char * op) {
     if (ggml_is_quantized(t->type)) {
-        if (!kvg::row_decoder(t->type)) { // q4_0_r16: rows spread over groups, for ggml_mul_mat only
+        if (!kvg::row_decoder(t->type)) { // interleaved (r16) types: rows spread over groups, for ggml_mul_mat only
             GGML_ABORT("%s: tensor '%s' is %s, which has no row conversion", op, t->name, ggml_type_name(t->type));
         }
         if (!row_is_dense(t)) {

@@ -141,7 +141,7 @@ mmid_info mmid_inspect(const ggml_tensor * dst) {
     m.b = dst->src[1];
     m.ids = dst->src[2];
     mm_type_of(m.as->type); // aborts for weight types without a matmul kernel
-    if (m.as->type == GGML_TYPE_Q4_0_R16) GGML_ABORT("mul_mat_id: q4_0_r16 weights are for ggml_mul_mat only");
+    if (is_r16(m.as->type)) GGML_ABORT("mul_mat_id: %s weights are for ggml_mul_mat only", ggml_type_name(m.as->type));
     GGML_ASSERT(m.b->type == GGML_TYPE_F32 && m.ids->type == GGML_TYPE_I32 && dst->type == GGML_TYPE_F32);
     GGML_ASSERT(m.as->nb[0] == ggml_type_size(m.as->type) && dst->nb[0] == sizeof(float));
     m.K = m.as->ne[0];

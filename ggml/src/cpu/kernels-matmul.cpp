@@ -40,8 +40,8 @@ struct mm_info {
     bool convert;       // phase 0 writes src1 as dense vdt rows into wdata
     bool panel;         // ... as activation panels (simd.h) of MM_PANEL_COLS rows
     bool mv;            // ... as the packed row of a matrix-vector kernel (simd.h)
-    bool unpack;        // q4_0_r16 weights without a kernel of theirs: tasks unpack blocks of rows to q4_0
-    mm_type kernel;     // whose kernels run (q4_0's when unpacking)
+    bool unpack;        // interleaved (r16) weights without a kernel of theirs: tasks unpack blocks of rows
+    mm_type kernel;     // whose kernels run (the plain type's when unpacking)
     size_t x_stride;    // bytes between converted (or packed) rows, or between panels
     int64_t K, N, M;
     int64_t n_panels;   // panels per batch
@@ -79,8 +79,9 @@ mm_info inspect(const ggml_tensor * dst) {
         GGML_ABORT("mul_mat: row length %lld is not a multiple of the %s block size", (long long) a->ne[0], ggml_type_name(a->type));
     }
     if (dst->nb[1] % sizeof(float) != 0) GGML_ABORT("mul_mat: dst row stride must be a multiple of 4");
-    if (a->type == GGML_TYPE_Q4_0_R16 && (a->ne[1] % Q4_0_R16_ROWS != 0 || a->nb[1] != ggml_row_size(a->type, a->ne[0]))) {
-        GGML_ABORT("mul_mat: q4_0_r16 weights need dense rows in groups of 16 (%lld rows, nb[1] = %zu)", (long long) a->ne[1], a->nb[1]);
+    if (is_r16(a->type) && (a->ne[1] % R16_ROWS != 0 || a->nb[1] != ggml_row_size(a->type, a->ne[0]))) {
+        GGML_ABORT("mul_mat: %s weights need dense rows in groups of 16 (%lld rows, nb[1] = %zu)", ggml_type_name(a->type),
+                   (long long) a->ne[1], a->nb[1]);
     }
     mm_info info;
     info.src0 = a;
@@ -89,10 +90,10 @@ mm_info inspect(const ggml_tensor * dst) {
     info.N = a->ne[1];
     info.M = b->ne[1];
     info.kernel = mm_type_of(a->type);
-    const mm_kernel & r16 = cpu_active_kernels().mm[MM_Q4_0_R16];
-    info.unpack = info.kernel == MM_Q4_0_R16 && !takes_mv(r16, info.M, info.K) && !takes_panels(r16, info.M);
-    if (info.unpack) info.kernel = MM_Q4_0;
-    info.vdt = mm_activation_type(info.unpack ? GGML_TYPE_Q4_0 : a->type, info.M, info.K);
+    const mm_kernel & own = cpu_active_kernels().mm[info.kernel];
+    info.unpack = is_r16(a->type) && !takes_mv(own, info.M, info.K) && !takes_panels(own, info.M);
+    if (info.unpack) info.kernel = mm_type_of(r16_plain(a->type));
+    info.vdt = mm_activation_type(info.unpack ? r16_plain(a->type) : a->type, info.M, info.K);
     info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
     const mm_kernel & mk = cpu_active_kernels().mm[info.kernel];
     info.panel = takes_panels(mk, info.M); // then vdt is the panels' type
@@ -270,7 +271,7 @@ int64_t dots_rows(const mm_info & mi, int rn_tile, const char * w, const char * 
 
 // Register tile and block shape of a product: RN weight rows x RM activation rows per tile,
 // blocks of BN x BM (multiples of the tile, so tiles stay on a fixed grid; BN a multiple of
-// q4_0_r16's groups).
+// the groups of interleaved (r16) weights).
 struct mm_shape {
     int RN, RM;
     int64_t BN, BM;
@@ -288,13 +289,12 @@ mm_shape shape_of(const mm_info & mi) {
     sh.RM = mi.panel ? mk.panel_cols : mi.mv ? 1 : mk.cols;
     sh.BM = mi.M <= sh.RM ? mi.M : sh.RM * ((64 + sh.RM - 1) / sh.RM);
     int64_t unit = sh.RN;
-    const bool groups = mi.src0->type == GGML_TYPE_Q4_0_R16;
-    if (groups) while (unit % Q4_0_R16_ROWS != 0) unit += sh.RN;
+    if (is_r16(mi.src0->type)) while (unit % R16_ROWS != 0) unit += sh.RN;
     sh.BN = mi.M <= sh.RM && !mi.unpack ? 16 : unit * ((64 + unit - 1) / unit);
     return sh;
 }
 
-// Per-task bytes for the q4_0 rows a task unpacks from q4_0_r16 weights (one block of rows).
+// Per-task bytes for the plain rows a task unpacks from interleaved weights (one block of rows).
 size_t unpack_bytes(const mm_info & mi) {
     return mi.unpack ? GGML_PAD((size_t) shape_of(mi).BN * mi.src0->nb[1], ALIGN) : 0;
 }
@@ -307,7 +307,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
     const int RN = sh.RN, RM = sh.RM;
     const bool mv_float = sh.mv_float;
     const int64_t BM = sh.BM, BN = sh.BN;
-    const bool grouped = a->type == GGML_TYPE_Q4_0_R16 && !mi.unpack; // q4_0_r16's own kernels
+    const bool grouped = is_r16(a->type) && !mi.unpack; // the interleaved layouts' own kernels
     const int64_t KC = k_chunk(mi, RM);
     const bool dots = use_dots(mi, RN, KC);
     const int64_t nbn = (mi.N + BN - 1) / BN, nbm = (mi.M + BM - 1) / BM;
@@ -321,7 +321,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
     const char * conv = mi.convert ? align_up(params->wdata) : nullptr;
     const size_t x_stride = mi.convert ? mi.x_stride : b->nb[1];
     const int64_t out_stride = (int64_t) (dst->nb[1] / sizeof(float));
-    // q4_0 rows unpacked from q4_0_r16 groups, kept while consecutive blocks share them
+    // plain rows unpacked from interleaved groups, kept while consecutive blocks share them
     char * unpacked = mi.unpack ? align_up(params->wdata) + GGML_PAD(conv_bytes(mi), ALIGN) +
                                   (size_t) params->nth * gather_floats(mi) * sizeof(float) + params->ith * unpack_bytes(mi)
                                 : nullptr;
@@ -343,8 +343,8 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
         const char * wr = w + n0 * a->nb[1];
         if (mi.unpack) {
             if (unpacked_from != wr) {
-                for (int64_t g = 0; g < n1 - n0; g += Q4_0_R16_ROWS) {
-                    q4_0_r16_unpack(wr + g * a->nb[1], unpacked + g * a->nb[1], a->nb[1], mi.K);
+                for (int64_t g = 0; g < n1 - n0; g += R16_ROWS) {
+                    r16_unpack(r16_plain(a->type), wr + g * a->nb[1], unpacked + g * a->nb[1], a->nb[1], mi.K);
                 }
                 unpacked_from = wr;
             }
@@ -353,14 +353,14 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
         const int64_t nd = dots ? dots_rows(mi, RN, w, x, out, n0, n1) : n0;
         for (int64_t k0 = 0; nd < n1 && (k0 == 0 || k0 < mi.K); k0 += KC) {
             const int64_t kc = std::min(KC, mi.K - k0);
-            const size_t w_off = grouped ? (size_t) (k0 / QK4_0) * Q4_0_R16_BLOCK : k0 * w_elem_num / w_elem_den;
+            const size_t w_off = grouped ? (size_t) (k0 / QK4_0) * r16_block_bytes(a->type) : k0 * w_elem_num / w_elem_den;
             const size_t x_off = mi.panel ? panel_offset(mi.vdt, k0)
                                : mi.mv    ? k0 / MM_MV_GROUP * mk.mv_group_bytes
                                           : k0 * x_elem_num / x_elem_den;
             for (int64_t i = nd; i < n1; i += RN) {
                 const int rn = (int) std::min<int64_t>(RN, n1 - i);
-                // q4_0_r16's kernels take the group and the row in it
-                const int64_t wi = grouped ? (i - n0) / Q4_0_R16_ROWS * Q4_0_R16_ROWS : i - n0;
+                // the interleaved layouts' kernels take the group and the row in it
+                const int64_t wi = grouped ? (i - n0) / R16_ROWS * R16_ROWS : i - n0;
                 for (int64_t j = m0; j < m1; j += RM) {
                     const int rm = (int) std::min<int64_t>(RM, m1 - j);
                     const char * xj = x + (mi.panel ? j / MM_PANEL_COLS : j) * x_stride + x_off;
@@ -381,8 +381,8 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
 
 ggml_type kvg::mm_activation_type(ggml_type type, int64_t M, int64_t K) {
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(type)];
-    // q4_0_r16 weights without their kernel for this product run q4_0's on unpacked rows
-    if (type == GGML_TYPE_Q4_0_R16 && !takes_mv(mk, M, K) && !takes_panels(mk, M)) return mm_activation_type(GGML_TYPE_Q4_0, M, K);
+    // interleaved weights without their kernel for this product run the plain type's on unpacked rows
+    if (is_r16(type) && !takes_mv(mk, M, K) && !takes_panels(mk, M)) return mm_activation_type(r16_plain(type), M, K);
     // one row times float weights with a matrix-vector kernel: the row rounded to the weights'
     // type, as ggml's vec_dot_type (the SIMD paths)
     if (takes_mv(mk, M, K) && mm_vec_dot_type(type) == GGML_TYPE_F32) return type;

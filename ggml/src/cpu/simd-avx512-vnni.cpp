@@ -54,17 +54,19 @@ void pack_panel(const void * const * rows, int n, void * panel, int64_t k) {
     }
 }
 
-// Weight layouts of the panel tiles: q8_0 and q4_0 rows, and q4_0_r16 groups (types.h; the
-// tile's a.w is its group at the K offset, a.w_row0 its first row in the group).
-enum panel_w { PW_Q8, PW_Q4, PW_Q4_R16 };
+// Weight layouts of the panel tiles: q8_0 and q4_0 rows, and their groups of 16 interleaved
+// rows (types.h; the tile's a.w is its group at the K offset, a.w_row0 its first row in it).
+enum panel_w { PW_Q8, PW_Q4, PW_Q4_R16, PW_Q8_R16 };
+constexpr bool pw_r16(panel_w w) { return w == PW_Q4_R16 || w == PW_Q8_R16; }
+constexpr bool pw_q8(panel_w w) { return w == PW_Q8 || w == PW_Q8_R16; }
 // Where block b of tile row r keeps its f16 scale and its 4-byte quant groups (group h at
 // q + h * q_step).
 template <panel_w W> struct wblock {
     const char * d, * q;
     size_t q_step;
     KVG_INLINE wblock(const mm_tile_args & a, int r, int64_t b) {
-        if (W == PW_Q4_R16) {
-            const char * g = a.w + b * Q4_0_R16_BLOCK;
+        if (pw_r16(W)) {
+            const char * g = a.w + b * (int64_t) R16_ROWS * (pw_q8(W) ? sizeof(block_q8_0) : sizeof(block_q4_0));
             d = g + 2 * (a.w_row0 + r);
             q = g + 32 + 4 * (a.w_row0 + r);
             q_step = 64;
@@ -81,7 +83,7 @@ template <panel_w W> struct wblock {
 template <panel_w W, int P>
 KVG_INLINE void block_dots(const wblock<W> & wb, const __m512i (*xv)[8], const __m512i * corr, __m512i * s) {
     for (int p = 0; p < P; ++p) s[p] = corr[p];
-    if (W != PW_Q8) {
+    if (!pw_q8(W)) {
         const __m512i low4 = _mm512_set1_epi8(0x0F);
         for (int h = 0; h < 4; ++h) {
             int32_t v;
@@ -126,9 +128,9 @@ KVG_INLINE void panel_tile(const mm_tile_args & a) {
             const char * xp = a.x + p * a.x_stride + b * MM_PANEL_BLOCK;
             for (int g = 0; g < 8; ++g) xv[p][g] = _mm512_load_si512((const void *) (xp + 64 * g));
             xd[p] = _mm512_load_ps((const float *) (xp + MM_PANEL_D));
-            corr[p] = _mm512_load_si512((const void *) (xp + (W != PW_Q8 ? MM_PANEL_C8 : MM_PANEL_C128)));
+            corr[p] = _mm512_load_si512((const void *) (xp + (pw_q8(W) ? MM_PANEL_C128 : MM_PANEL_C8)));
         }
-        if constexpr (W == PW_Q4_R16) {
+        if constexpr (pw_r16(W)) {
             // unrolled, so acc stays in registers (GCC left this loop rolled, acc on the stack;
             // Zen 4, M = 128, K = 5632: 291-294 -> 297-306 GFLOP/s); q8_0 lost 2-4% unrolled
 #pragma GCC unroll 8
@@ -151,6 +153,7 @@ template <panel_w W> struct panel_of {
 template <int R> using panel_q8_0 = panel_of<PW_Q8>::tile<R>;
 template <int R> using panel_q4_0 = panel_of<PW_Q4>::tile<R>;
 template <int R> using panel_q4_0_r16 = panel_of<PW_Q4_R16>::tile<R>;
+template <int R> using panel_q8_0_r16 = panel_of<PW_Q8_R16>::tile<R>;
 
 // ---- matrix-vector products over a packed activation row ---------------------------------------
 // The AVX-512 tiles' lanes exactly (so the sums are the same bits), with the activation side
@@ -255,12 +258,14 @@ KVG_TARGET void mv_q8(const mm_tile_args & a) {
     store1(a, a.out, acc);
 }
 
-// q4_0_r16 (types.h) times one row: per block, 16 rows' integer dots in the 16 lanes (8
-// vpdpbusd with the row's 4-byte groups broadcast), then one scale and FMA for all 16 rows.
-// The packed row, per block: its 32 q8_0 quants, f32 scale, -8 * the sum of its quants (int32).
+// Interleaved weights (types.h) times one row: per block, 16 rows' integer dots in the 16
+// lanes (vpdpbusd with the row's 4-byte groups broadcast), then one scale and FMA for all 16
+// rows. q8_0's weights are made unsigned by +128, as in the panel tiles. The packed row, per
+// block: its 32 q8_0 quants, f32 scale, -BIAS * the sum of its quants (int32).
 constexpr size_t MV_R16_BLOCK = 40, MV_R16_BYTES = 4 * MV_R16_BLOCK;
 
-void pack_mv_q4_r16(const void * row, void * out, int64_t k) {
+template <int BIAS>
+void pack_mv_r16(const void * row, void * out, int64_t k) {
     const block_q8_0 * x = (const block_q8_0 *) row;
     for (int64_t b = 0; b < k / QK8_0; ++b) {
         char * o = (char *) out + b * MV_R16_BLOCK;
@@ -268,7 +273,7 @@ void pack_mv_q4_r16(const void * row, void * out, int64_t k) {
         const float d = ggml_fp16_to_fp32(x[b].d);
         int32_t sum = 0;
         for (int j = 0; j < 32; ++j) sum += x[b].qs[j];
-        sum *= -8;
+        sum *= -BIAS;
         std::memcpy(o + 32, &d, 4);
         std::memcpy(o + 36, &sum, 4);
     }
@@ -276,27 +281,38 @@ void pack_mv_q4_r16(const void * row, void * out, int64_t k) {
 
 // No software prefetch: a group's blocks are one sequential stream, which the hardware
 // prefetchers follow (Zen 4, 1 thread: 34.8 GB/s without, 23-24 with prefetcht1 4-32 KiB ahead).
-KVG_TARGET void mv_q4_r16(const mm_tile_args & a) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
+template <bool Q8>
+KVG_INLINE void mv_r16(const mm_tile_args & a) {
+    constexpr size_t BLOCK = R16_ROWS * (Q8 ? sizeof(block_q8_0) : sizeof(block_q4_0));
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bias = _mm512_set1_epi8((char) 0x80);
     __m512 acc = _mm512_setzero_ps();
     const char * w = a.w, * x = a.x;
-    for (int64_t b = 0; b < a.k / QK4_0; ++b, w += Q4_0_R16_BLOCK, x += MV_R16_BLOCK) {
+    for (int64_t b = 0; b < a.k / QK8_0; ++b, w += BLOCK, x += MV_R16_BLOCK) {
         int32_t xq[10];
         std::memcpy(xq, x, sizeof(xq));
-        __m512i lo_sum = _mm512_set1_epi32(xq[9]), hi_sum = _mm512_setzero_si512();
+        __m512i s0 = _mm512_set1_epi32(xq[9]), s1 = _mm512_setzero_si512();
         for (int j = 0; j < 4; ++j) {
-            const __m512i q = _mm512_loadu_si512((const void *) (w + 32 + 64 * j));
-            lo_sum = _mm512_dpbusd_epi32(lo_sum, _mm512_and_si512(q, low4), _mm512_set1_epi32(xq[j]));
-            hi_sum = _mm512_dpbusd_epi32(hi_sum, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4), _mm512_set1_epi32(xq[4 + j]));
+            if (Q8) {
+                const __m512i q0 = _mm512_loadu_si512((const void *) (w + 32 + 64 * j));
+                const __m512i q1 = _mm512_loadu_si512((const void *) (w + 32 + 64 * (4 + j)));
+                s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(q0, bias), _mm512_set1_epi32(xq[j]));
+                s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(q1, bias), _mm512_set1_epi32(xq[4 + j]));
+            } else {
+                const __m512i q = _mm512_loadu_si512((const void *) (w + 32 + 64 * j));
+                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(q, low4), _mm512_set1_epi32(xq[j]));
+                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4), _mm512_set1_epi32(xq[4 + j]));
+            }
         }
         float xd;
         std::memcpy(&xd, x + 32, 4);
         const __m512 scale = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) w)), _mm512_set1_ps(xd));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo_sum, hi_sum)), scale, acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc);
     }
     if (a.accumulate) acc = _mm512_add_ps(acc, _mm512_loadu_ps(a.out));
     _mm512_storeu_ps(a.out, acc);
 }
+KVG_TARGET void mv_q4_r16(const mm_tile_args & a) { mv_r16<false>(a); }
+KVG_TARGET void mv_q8_r16(const mm_tile_args & a) { mv_r16<true>(a); }
 
 constexpr int PANEL_ROWS = 8;
 static_assert(PANEL_ROWS <= MM_MAX_ROWS, "panel rows fit the table");
@@ -307,12 +323,15 @@ cpu_kernels build() {
     mm_fill_panel<panel_q8_0, PANEL_ROWS>(k.mm[MM_Q8_0]);
     mm_fill_panel<panel_q4_0, PANEL_ROWS>(k.mm[MM_Q4_0]);
     mm_fill_panel<panel_q4_0_r16, PANEL_ROWS>(k.mm[MM_Q4_0_R16]); // rows within a group of 16
-    static_assert(Q4_0_R16_ROWS % PANEL_ROWS == 0, "panel tiles stay within a q4_0_r16 group");
-    k.mm[MM_Q8_0].panel_rows = k.mm[MM_Q4_0].panel_rows = k.mm[MM_Q4_0_R16].panel_rows = PANEL_ROWS;
-    k.mm[MM_Q8_0].panel_cols = k.mm[MM_Q4_0].panel_cols = k.mm[MM_Q4_0_R16].panel_cols = 2 * MM_PANEL_COLS;
+    mm_fill_panel<panel_q8_0_r16, PANEL_ROWS>(k.mm[MM_Q8_0_R16]);
+    static_assert(R16_ROWS % PANEL_ROWS == 0, "panel tiles stay within a group of interleaved rows");
+    for (int t : {MM_Q8_0, MM_Q4_0, MM_Q4_0_R16, MM_Q8_0_R16}) {
+        k.mm[t].panel_rows = PANEL_ROWS;
+        k.mm[t].panel_cols = 2 * MM_PANEL_COLS;
+    }
     // where panels beat the tiles despite zero rows (Zen 4: q8_0 from 6 rows, 1.6x at 6;
     // q4_0 from 8, 1.2x at 8)
-    k.mm[MM_Q8_0].panel_min = 6;
+    k.mm[MM_Q8_0].panel_min = k.mm[MM_Q8_0_R16].panel_min = 6;
     k.mm[MM_Q4_0].panel_min = k.mm[MM_Q4_0_R16].panel_min = 8;
     k.pack_panel = pack_panel;
     k.mm[MM_Q4_0].mv = mv_q4;
@@ -326,9 +345,13 @@ cpu_kernels build() {
     k.mm[MM_IQ4_NL].mv_group_bytes = MV_Q4_BYTES;
     k.mm[MM_Q4_0].mv_rows = k.mm[MM_IQ4_NL].mv_rows = MV_NIBBLE_ROWS;
     k.mm[MM_Q4_0_R16].mv = mv_q4_r16;
-    k.mm[MM_Q4_0_R16].pack_mv = pack_mv_q4_r16;
-    k.mm[MM_Q4_0_R16].mv_group_bytes = MV_R16_BYTES;
-    k.mm[MM_Q4_0_R16].mv_rows = (int) Q4_0_R16_ROWS;
+    k.mm[MM_Q4_0_R16].pack_mv = pack_mv_r16<8>;
+    k.mm[MM_Q8_0_R16].mv = mv_q8_r16;
+    k.mm[MM_Q8_0_R16].pack_mv = pack_mv_r16<128>;
+    for (int t : {MM_Q4_0_R16, MM_Q8_0_R16}) {
+        k.mm[t].mv_group_bytes = MV_R16_BYTES;
+        k.mm[t].mv_rows = (int) R16_ROWS;
+    }
     add_panel_kernels_vnni(k);
     add_matvec_kernels_vnni(k);
     return k;

@@ -28,7 +28,7 @@ struct mm_tile_args {
     int64_t out_stride;  // floats between output rows (one per activation row)
     bool accumulate;     // add to out instead of overwriting it
     int n_cols = 0;      // panel tiles: activation rows to write (1..panel_cols); mv: weight rows (1..mv_rows)
-    int w_row0 = 0;      // q4_0_r16 panel tiles: w is the group (at the K offset), this its first row in it
+    int w_row0 = 0;      // interleaved (r16) panel tiles: w is the group (at the K offset), this its first row in it
 };
 typedef void (*mm_tile_fn)(const mm_tile_args & a);
 
@@ -38,8 +38,9 @@ enum mm_type {
     MM_F32 = 0, MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0,
     MM_Q4_1, MM_Q5_0, MM_Q5_1, MM_IQ4_NL,              // 32-value blocks, q8_0 activations
     MM_Q2_K, MM_Q3_K, MM_Q4_K, MM_Q5_K, MM_Q6_K,      // 256-value super-blocks, q8_K activations
-    MM_Q4_0_R16, // q4_0 rows interleaved by 16 (types.h): matrix-vector and panel kernels only, where
-                 // a path has them; other products unpack the rows to q4_0 for MM_Q4_0's kernels
+    MM_Q4_0_R16, MM_Q8_0_R16, // rows interleaved by 16 (types.h): matrix-vector and panel kernels
+                              // only, where a path has them; other products unpack the rows to
+                              // q4_0 / q8_0 for their kernels
     MM_TYPE_COUNT
 };
 
