@@ -198,8 +198,11 @@ std::vector<char> file_bytes(const std::string & path) {
 }
 } // namespace
 
-TEST_CASE("a model repacked at load saves the same GGUF file as one kept as q4_0; its logits stay close") {
-    const std::string src = shared_dir() + "/gguf-quant/tiny256-q4_0.gguf";
+TEST_CASE("a model repacked at load saves the same GGUF file as one kept as it was; its logits stay close") {
+  for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+    const std::string type = ggml_type_name(plain);
+    CAPTURE(type);
+    const std::string src = shared_dir() + "/gguf-quant/tiny256-" + type + ".gguf";
     const std::string out[2] = {"/tmp/kvg-test-repack-plain.gguf", "/tmp/kvg-test-repack-r16.gguf"};
     std::vector<float> logits[2];
     for (int repack = 0; repack < 2; ++repack) {
@@ -208,9 +211,10 @@ TEST_CASE("a model repacked at load saves the same GGUF file as one kept as q4_0
         char err[512] = "";
         kvg_model * m = kvg_model_load(src.c_str(), nullptr, mp, err, sizeof err);
         REQUIRE_MESSAGE(m, err);
-        const bool interleaved = std::string(kvg_model_desc(m)).find("q4_0_r16") != std::string::npos;
-        CHECK(interleaved == (repack && ggml_kvg_repacks(GGML_TYPE_Q4_0)));
-        REQUIRE_MESSAGE(kvg_model_save_gguf(m, out[repack].c_str(), KVG_FTYPE_Q4_0, false, err, sizeof err), err);
+        const bool interleaved = std::string(kvg_model_desc(m)).find(type + "_r16") != std::string::npos;
+        CHECK(interleaved == (repack && ggml_kvg_repacks(plain)));
+        const kvg_ftype ft = plain == GGML_TYPE_Q4_0 ? KVG_FTYPE_Q4_0 : KVG_FTYPE_Q8_0;
+        REQUIRE_MESSAGE(kvg_model_save_gguf(m, out[repack].c_str(), ft, false, err, sizeof err), err);
         kvg_context * c = kvg_context_new(m, kvg_context_default_params(), err, sizeof err);
         REQUIRE_MESSAGE(c, err);
         const kvg_token toks[3] = {1, 50, 300};
@@ -231,9 +235,11 @@ TEST_CASE("a model repacked at load saves the same GGUF file as one kept as q4_0
     }
     CHECK(std::sqrt(d / n) < 1e-4); // the same products, summed in another order
     for (const std::string & p : out) std::remove(p.c_str());
+  }
 }
 
-TEST_CASE("GGUF: a tensor of type q4_0_r16 is refused by name, on reading and on writing") {
+TEST_CASE("GGUF: a tensor of an interleaved type is refused by name on reading") {
+  for (ggml_type r16 : {GGML_TYPE_Q4_0_R16, GGML_TYPE_Q8_0_R16}) {
     Ctx c;
     ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 128, 16);
     ggml_set_name(w, "w");
@@ -249,14 +255,15 @@ TEST_CASE("GGUF: a tensor of type q4_0_r16 is refused by name, on reading and on
     REQUIRE(at != bytes.end());
     const size_t type_at = (size_t) (at - bytes.begin()) + sizeof key + 4 + 2 * 8;
     REQUIRE(bytes[type_at] == GGML_TYPE_Q4_0);
-    bytes[type_at] = (char) GGML_TYPE_Q4_0_R16;
+    bytes[type_at] = (char) r16;
     std::ofstream(path, std::ios::binary).write(bytes.data(), (std::streamsize) bytes.size());
     char err[512] = "";
     ggml_context * meta = nullptr;
     gguf_init_params gp = {true, &meta};
     CHECK(gguf_init_from_file_ex(path.c_str(), gp, err, sizeof err) == nullptr);
-    CHECK(std::string(err).find("q4_0_r16") != std::string::npos);
+    CHECK(std::string(err).find(ggml_type_name(r16)) != std::string::npos);
     std::remove(path.c_str());
+  }
 }
 
 TEST_CASE("mul_mat: interleaved weights broadcast over dims 2 and 3 give the plain products") {
