@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <system_error>
 #include <thread>
 #include <unistd.h>
 
@@ -102,7 +103,8 @@ bool FileMapping::open(const std::string & path, bool use_mmap, std::string * er
     // large files in parallel slices: the page faults of fresh memory (zeroing, and finding
     // huge pages) cost more than the copy, and they run on every core
     const size_t slice_min = (size_t) 64 << 20;
-    const unsigned n_slices = (unsigned) std::max<size_t>(1, std::min<size_t>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())), size / slice_min));
+    const size_t cores = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
+    const unsigned n_slices = (unsigned) std::max<size_t>(1, std::min(cores, size / slice_min));
     std::vector<size_t> failed_at(n_slices, SIZE_MAX);
     auto read_slice = [&](unsigned i) {
         const size_t begin = size / n_slices * i, end = i + 1 == n_slices ? size : size / n_slices * (i + 1);
@@ -116,7 +118,13 @@ bool FileMapping::open(const std::string & path, bool use_mmap, std::string * er
         }
     };
     std::vector<std::thread> readers;
-    for (unsigned i = 1; i < n_slices; ++i) readers.emplace_back(read_slice, i);
+    for (unsigned i = 1; i < n_slices; ++i) {
+        try {
+            readers.emplace_back(read_slice, i);
+        } catch (const std::system_error &) {
+            read_slice(i); // no thread to be had: this one reads the slice
+        }
+    }
     read_slice(0);
     for (auto & t : readers) t.join();
     ::close(fd);
@@ -310,8 +318,14 @@ int repack_weights(Model & m) {
     auto work = [&] {
         for (int i; (i = next++) < (int) mats.size();) n += ggml_kvg_repack(mats[i]) ? 1 : 0;
     };
-    std::vector<std::thread> pool(std::max(1u, std::min(8u, std::thread::hardware_concurrency())) - 1);
-    for (auto & th : pool) th = std::thread(work);
+    std::vector<std::thread> pool;
+    for (unsigned i = 1; i < std::min(8u, std::thread::hardware_concurrency()); ++i) {
+        try {
+            pool.emplace_back(work);
+        } catch (const std::system_error &) {
+            break; // fewer threads: the ones running take the rest
+        }
+    }
     work();
     for (auto & th : pool) th.join();
     return n;
