@@ -59,6 +59,11 @@ bool takes_panels(const mm_kernel & mk, int64_t M) { return mk.panel_rows > 0 &&
 bool takes_mv(const mm_kernel & mk, int64_t M, int64_t K) {
     return M == 1 && !takes_panels(mk, M) && mk.mv && K % MM_MV_GROUP == 0;
 }
+// Interleaved (r16) weights that take neither of their kernels: the product unpacks them.
+bool unpacks(ggml_type type, int64_t M, int64_t K) {
+    const mm_kernel & own = cpu_active_kernels().mm[mm_type_of(type)];
+    return is_r16(type) && !takes_mv(own, M, K) && !takes_panels(own, M);
+}
 
 mm_info inspect(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
@@ -90,8 +95,7 @@ mm_info inspect(const ggml_tensor * dst) {
     info.N = a->ne[1];
     info.M = b->ne[1];
     info.kernel = mm_type_of(a->type);
-    const mm_kernel & own = cpu_active_kernels().mm[info.kernel];
-    info.unpack = is_r16(a->type) && !takes_mv(own, info.M, info.K) && !takes_panels(own, info.M);
+    info.unpack = unpacks(a->type, info.M, info.K);
     if (info.unpack) info.kernel = mm_type_of(r16_plain(a->type));
     info.vdt = mm_activation_type(info.unpack ? r16_plain(a->type) : a->type, info.M, info.K);
     info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
@@ -382,7 +386,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
 ggml_type kvg::mm_activation_type(ggml_type type, int64_t M, int64_t K) {
     const mm_kernel & mk = cpu_active_kernels().mm[mm_type_of(type)];
     // interleaved weights without their kernel for this product run the plain type's on unpacked rows
-    if (is_r16(type) && !takes_mv(mk, M, K) && !takes_panels(mk, M)) return mm_activation_type(r16_plain(type), M, K);
+    if (unpacks(type, M, K)) return mm_activation_type(r16_plain(type), M, K);
     // one row times float weights with a matrix-vector kernel: the row rounded to the weights'
     // type, as ggml's vec_dot_type (the SIMD paths)
     if (takes_mv(mk, M, K) && mm_vec_dot_type(type) == GGML_TYPE_F32) return type;
