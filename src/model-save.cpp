@@ -123,10 +123,10 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
         bufs.emplace_back(ggml_nbytes(d));
         d->data = bufs.back().data();
         std::vector<float> row(s->ne[0]);
-        // interleaved q4_0 (repacked at load) is read from an unpacked copy
+        // interleaved rows (kvgraph's types past ggml's, repacked at load) are read from an unpacked copy
         ggml_tensor plain;
         std::vector<uint8_t> plain_bytes;
-        if (s->type == GGML_TYPE_Q4_0_R16 || s->type == GGML_TYPE_Q8_0_R16) {
+        if (s->type >= GGML_TYPE_COUNT) {
             plain = *s;
             plain_bytes.assign((const uint8_t *) s->data, (const uint8_t *) s->data + ggml_nbytes(s));
             plain.data = plain_bytes.data();

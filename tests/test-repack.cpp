@@ -1,4 +1,5 @@
-// q4_0_r16 and q8_0_r16 (q4_0 / q8_0 matrices with rows interleaved by 16, ggml_kvg_repack): the
+// q4_0_r16, q8_0_r16 and q4_K_r16 (q4_0 / q8_0 / q4_K matrices with rows interleaved by 16,
+// ggml_kvg_repack): the
 // layout, the round trip, and ggml_mul_mat over them on every path (their matrix-vector and
 // panel kernels where a path has them, unpacked rows elsewhere) against a double-precision loop
 // over the original rows.
@@ -42,14 +43,50 @@ ggml_tensor * random_tensor(ggml_context * ctx, ggml_type t, int64_t K, int64_t 
     return x;
 }
 
-ggml_type interleaved(ggml_type plain) { return plain == GGML_TYPE_Q4_0 ? GGML_TYPE_Q4_0_R16 : GGML_TYPE_Q8_0_R16; }
+const ggml_type PLAIN_TYPES[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K};
 
-// An interleaved copy of a q4_0 or q8_0 matrix, written here from the layout's description (types.h).
+ggml_type interleaved(ggml_type plain) {
+    return plain == GGML_TYPE_Q4_0 ? GGML_TYPE_Q4_0_R16 : plain == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0_R16 : GGML_TYPE_Q4_K_R16;
+}
+
+// q4_K's 6-bit scale and min of sub-block j from its 12 bytes (ggml's layout: j < 4 in the low 6
+// bits of bytes j and j + 4; j >= 4 in the nibbles of byte j + 4 and the top 2 bits of j - 4, j)
+void q4k_scale_min(const uint8_t * p, int j, int & sc, int & mn) {
+    const int lo = p[j < 4 ? j : j + 4];
+    sc = j < 4 ? lo & 63 : (lo & 15) | (p[j - 4] >> 6) << 4;
+    mn = j < 4 ? p[j + 4] & 63 : (lo >> 4) | (p[j] >> 6) << 4;
+}
+
+// Group block bytes of 16 q4_K super-blocks (blk[r]: row r's), from types.h's description.
+void interleave_q4_k(const uint8_t * const blk[16], uint8_t * out) {
+    for (int r = 0; r < 16; ++r) {
+        std::memcpy(out + 2 * r, blk[r], 2);           // d
+        std::memcpy(out + 32 + 2 * r, blk[r] + 2, 2);  // dmin
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; ++j) q4k_scale_min(blk[r] + 4, j, sc[j], mn[j]);
+        uint8_t * col = out + 64 + r;
+        for (int j = 0; j < 8; ++j) col[16 * j] = (uint8_t) (sc[j] + 64 * (mn[j] % 4));
+        for (int i = 0; i < 4; ++i) col[16 * (8 + i)] = (uint8_t) (mn[2 * i] / 4 + 16 * (mn[2 * i + 1] / 4));
+        for (int j = 0; j < 128; ++j) out[256 + 64 * (j / 4) + 4 * r + j % 4] = blk[r][16 + j];
+    }
+}
+
+// An interleaved copy of a q4_0, q8_0 or q4_K matrix, written here from the layout's description (types.h).
 ggml_tensor * interleaved_copy(ggml_context * ctx, const ggml_tensor * q) {
     ggml_tensor * t = ggml_new_tensor_2d(ctx, interleaved(q->type), q->ne[0], q->ne[1]);
     REQUIRE(t->nb[1] == q->nb[1]);
-    const int64_t nb = q->ne[0] / 32;
+    const int64_t nb = q->ne[0] / ggml_blck_size(q->type);
     const size_t bb = ggml_type_size(q->type), qs = bb - 2; // 18 / 34 bytes, 16 / 32 of quants
+    if (q->type == GGML_TYPE_Q4_K) {
+        for (int64_t g = 0; g < q->ne[1] / 16; ++g) {
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t * blk[16];
+                for (int r = 0; r < 16; ++r) blk[r] = (const uint8_t *) q->data + (g * 16 + r) * q->nb[1] + b * bb;
+                interleave_q4_k(blk, (uint8_t *) t->data + g * 16 * t->nb[1] + b * 16 * bb);
+            }
+        }
+        return t;
+    }
     for (int64_t g = 0; g < q->ne[1] / 16; ++g) {
         uint8_t * out = (uint8_t *) t->data + g * 16 * t->nb[1];
         for (int64_t b = 0; b < nb; ++b, out += 16 * bb) {
@@ -64,15 +101,17 @@ ggml_tensor * interleaved_copy(ggml_context * ctx, const ggml_tensor * q) {
     return t;
 }
 
-// dst[n, m] in double over the rows of w and the activation rows rounded through q8_0.
+// dst[n, m] in double over the rows of w and the activation rows rounded through the type the
+// path in use quantizes them to for w's type (q8_0; q8_K for the k-quants outside panel tiles).
 std::vector<double> reference(const ggml_tensor * w, const ggml_tensor * x, std::vector<double> * mag) {
     const int64_t K = w->ne[0];
     std::vector<float> wr(K), xr(K);
-    std::vector<block_q8_0> xq(K / 32);
+    const ggml_type vdt = kvg::mm_activation_type(w->type, x->ne[1], K);
+    std::vector<uint8_t> xq(ggml_row_size(vdt, K));
     std::vector<double> out;
     for (int64_t m = 0; m < x->ne[1]; ++m) {
-        quantize_row_q8_0_ref((const float *) ((const char *) x->data + m * x->nb[1]), xq.data(), K);
-        dequantize_row_q8_0(xq.data(), xr.data(), K);
+        ggml_get_type_traits(vdt)->from_float_ref((const float *) ((const char *) x->data + m * x->nb[1]), xq.data(), K);
+        ggml_get_type_traits(vdt)->to_float(xq.data(), xr.data(), K);
         for (int64_t n = 0; n < w->ne[1]; ++n) {
             ggml_get_type_traits(w->type)->to_float((const char *) w->data + n * w->nb[1], wr.data(), K);
             double s = 0, a = 0;
@@ -109,12 +148,12 @@ void check_product(ggml_type plain, int64_t K, int64_t N, int64_t M) {
     ggml_tensor * w = random_tensor(c.ctx, plain, K, N);
     ggml_tensor * w16 = interleaved_copy(c.ctx, w);
     ggml_tensor * x = random_tensor(c.ctx, GGML_TYPE_F32, K, M);
-    std::vector<double> mag;
-    const std::vector<double> ref = reference(w, x, &mag);
     ggml_tensor * direct = ggml_mul_mat(c.ctx, w, x), * inter = ggml_mul_mat(c.ctx, w16, x);
     for (ggml_cpu_features path : available_paths()) {
         ggml_cpu_set_features_limit(path);
         CAPTURE(path);
+        std::vector<double> mag;
+        const std::vector<double> ref = reference(w, x, &mag);
         const std::vector<float> want = run(direct, 1), got = run(inter, 1);
         int bad = 0;
         for (size_t i = 0; i < ref.size(); ++i) {
@@ -133,26 +172,27 @@ void check_product(ggml_type plain, int64_t K, int64_t N, int64_t M) {
 
 } // namespace
 
-TEST_CASE("q4_0_r16, q8_0_r16: the library's interleaving is the layout types.h describes, and unpacks back") {
-    for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+TEST_CASE("q4_0_r16, q8_0_r16, q4_K_r16: the library's interleaving is the layout types.h describes, and unpacks back") {
+    for (ggml_type plain : PLAIN_TYPES) {
         Ctx c;
-        ggml_tensor * w = random_tensor(c.ctx, plain, 256, 32);
+        ggml_tensor * w = random_tensor(c.ctx, plain, 512, 32);
         const ggml_tensor * want = interleaved_copy(c.ctx, w);
         std::vector<uint8_t> got(ggml_nbytes(w)), back(ggml_nbytes(w));
         const size_t group = 16 * w->nb[1];
-        for (int g = 0; g < 2; ++g) kvg::r16_pack(plain, (const char *) w->data + g * group, w->nb[1], got.data() + g * group, 256);
+        for (int g = 0; g < 2; ++g) kvg::r16_pack(plain, (const char *) w->data + g * group, w->nb[1], got.data() + g * group, 512);
         CHECK(std::memcmp(got.data(), want->data, got.size()) == 0);
-        for (int g = 0; g < 2; ++g) kvg::r16_unpack(plain, got.data() + g * group, back.data() + g * group, w->nb[1], 256);
+        for (int g = 0; g < 2; ++g) kvg::r16_unpack(plain, got.data() + g * group, back.data() + g * group, w->nb[1], 512);
         CHECK(std::memcmp(back.data(), w->data, back.size()) == 0);
     }
 }
 
 TEST_CASE("ggml_kvg_repack: only where the path has the kernel, only fitting matrices; ggml_kvg_unrepack restores the bytes") {
-    for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+    for (ggml_type plain : PLAIN_TYPES) {
         const std::string type = ggml_type_name(plain);
         CAPTURE(type);
         Ctx c;
-        ggml_tensor * w = random_tensor(c.ctx, plain, 384, 48);
+        const int64_t K = plain == GGML_TYPE_Q4_K ? 512 : 384;
+        ggml_tensor * w = random_tensor(c.ctx, plain, K, 48);
         const std::vector<uint8_t> orig((uint8_t *) w->data, (uint8_t *) w->data + ggml_nbytes(w));
         for (ggml_cpu_features path : available_paths()) {
             ggml_cpu_set_features_limit(path);
@@ -171,14 +211,14 @@ TEST_CASE("ggml_kvg_repack: only where the path has the kernel, only fitting mat
         }
         ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
         if (ggml_kvg_repacks(plain)) {
-            CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, plain, 384, 40)));  // rows not a multiple of 16
-            CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, plain, 352, 48)));  // K not a multiple of 128
-            ggml_tensor * v = random_tensor(c.ctx, plain, 384, 64);
+            CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, plain, K, 40)));  // rows not a multiple of 16
+            if (plain != GGML_TYPE_Q4_K) CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, plain, 352, 48)));  // K not a multiple of 128
+            ggml_tensor * v = random_tensor(c.ctx, plain, K, 64);
             CHECK_FALSE(ggml_kvg_repack(ggml_view_2d(c.ctx, v, 256, 64, v->nb[1], 0))); // not contiguous
         }
     }
     CHECK_FALSE(ggml_kvg_repacks(GGML_TYPE_F32));
-    CHECK_FALSE(ggml_kvg_repacks(GGML_TYPE_Q4_K));
+    CHECK_FALSE(ggml_kvg_repacks(GGML_TYPE_Q6_K));
 }
 
 TEST_CASE("mul_mat: interleaved weights against their plain rows on every path (matrix-vector, tiles, panels)") {
@@ -189,6 +229,10 @@ TEST_CASE("mul_mat: interleaved weights against their plain rows on every path (
         check_product(plain, 256, 80, 20);  // panels
         check_product(plain, 5632 / 4, 16, 40);
     }
+    for (int64_t K : {256, 512, 2048}) check_product(GGML_TYPE_Q4_K, K, 48, 1);
+    check_product(GGML_TYPE_Q4_K, 256, 64, 3);
+    check_product(GGML_TYPE_Q4_K, 512, 80, 20);
+    check_product(GGML_TYPE_Q4_K, 5632, 16, 40);
 }
 
 namespace {
@@ -199,10 +243,11 @@ std::vector<char> file_bytes(const std::string & path) {
 } // namespace
 
 TEST_CASE("a model repacked at load saves the same GGUF file as one kept as it was; its logits stay close") {
-  for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+  for (ggml_type plain : PLAIN_TYPES) {
     const std::string type = ggml_type_name(plain);
     CAPTURE(type);
-    const std::string src = shared_dir() + "/gguf-quant/tiny256-" + type + ".gguf";
+    // the q4_K file is llama.cpp's Q4_K_M mix (q4_K and q6_K matrices)
+    const std::string src = shared_dir() + "/gguf-quant/tiny256-" + (plain == GGML_TYPE_Q4_K ? "q4_k_m" : type) + ".gguf";
     const std::string out[2] = {"/tmp/kvg-test-repack-plain.gguf", "/tmp/kvg-test-repack-r16.gguf"};
     std::vector<float> logits[2];
     for (int repack = 0; repack < 2; ++repack) {
@@ -213,7 +258,7 @@ TEST_CASE("a model repacked at load saves the same GGUF file as one kept as it w
         REQUIRE_MESSAGE(m, err);
         const bool interleaved = std::string(kvg_model_desc(m)).find(type + "_r16") != std::string::npos;
         CHECK(interleaved == (repack && ggml_kvg_repacks(plain)));
-        const kvg_ftype ft = plain == GGML_TYPE_Q4_0 ? KVG_FTYPE_Q4_0 : KVG_FTYPE_Q8_0;
+        const kvg_ftype ft = plain == GGML_TYPE_Q4_0 ? KVG_FTYPE_Q4_0 : KVG_FTYPE_Q8_0; // q4_K: read through its unpacked copy
         REQUIRE_MESSAGE(kvg_model_save_gguf(m, out[repack].c_str(), ft, false, err, sizeof err), err);
         kvg_context * c = kvg_context_new(m, kvg_context_default_params(), err, sizeof err);
         REQUIRE_MESSAGE(c, err);
@@ -239,7 +284,7 @@ TEST_CASE("a model repacked at load saves the same GGUF file as one kept as it w
 }
 
 TEST_CASE("GGUF: a tensor of an interleaved type is refused by name on reading") {
-  for (ggml_type r16 : {GGML_TYPE_Q4_0_R16, GGML_TYPE_Q8_0_R16}) {
+  for (ggml_type r16 : {GGML_TYPE_Q4_0_R16, GGML_TYPE_Q8_0_R16, GGML_TYPE_Q4_K_R16}) {
     Ctx c;
     ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 128, 16);
     ggml_set_name(w, "w");
@@ -269,7 +314,7 @@ TEST_CASE("GGUF: a tensor of an interleaved type is refused by name on reading")
 TEST_CASE("mul_mat: interleaved weights broadcast over dims 2 and 3 give the plain products") {
     Ctx c;
     const int64_t K = 256, N = 32;
-    for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0})
+    for (ggml_type plain : PLAIN_TYPES)
     for (int64_t M : {1, 3, 12}) {
         CAPTURE(M);
         ggml_tensor * w = ggml_new_tensor_4d(c.ctx, plain, K, N, 2, 1);

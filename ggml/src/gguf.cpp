@@ -277,7 +277,7 @@ void read_tensor_info(gguf_reader & r, gguf_context & ctx, std::unordered_set<st
 
     const uint64_t type_at = r.pos();
     const uint32_t type_id = r.read<uint32_t>("tensor type");
-    if (type_id == GGML_TYPE_Q4_0_R16 || type_id == GGML_TYPE_Q8_0_R16) {
+    if (type_id >= GGML_TYPE_COUNT && type_id < (uint32_t) kvg::TYPE_COUNT) {
         r.fail("tensor type %" PRIu32 " at offset %" PRIu64 " is %s, kvgraph's in-memory layout, never a file's", type_id, type_at,
                ggml_type_name((ggml_type) type_id));
     }
@@ -729,7 +729,7 @@ void gguf_add_tensor(gguf_context * ctx, const ggml_tensor * tensor) {
     if (gguf_find_tensor(ctx, tensor->name) >= 0) GGML_ABORT("gguf_add_tensor: duplicate tensor name '%s'", tensor->name);
     if (tensor->name[0] == '\0') GGML_ABORT("gguf_add_tensor: tensor has no name");
     GGML_ASSERT(ggml_type_is_supported(tensor->type));
-    if (tensor->type == GGML_TYPE_Q4_0_R16 || tensor->type == GGML_TYPE_Q8_0_R16) {
+    if (kvg::is_r16(tensor->type)) {
         GGML_ABORT("gguf_add_tensor: '%s' is %s, an in-memory layout (ggml_kvg_unrepack it)", tensor->name, ggml_type_name(tensor->type));
     }
     GGML_ASSERT(ggml_is_contiguous(tensor) && "gguf_add_tensor: tensor must be contiguous");

@@ -135,7 +135,7 @@ static void q4_0_from_float(const float * x, void * y, int64_t k) { quantize_row
 static ggml_type_traits g_traits[kvg::TYPE_COUNT];
 // The names come from init_traits (named_only, the entries below it, extra_block_types): a
 // ggml_type added to the enum must be named there too, and this count updated.
-static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 45, "ggml_type changed: name the new types in init_traits");
+static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 46, "ggml_type changed: name the new types in init_traits");
 
 static bool init_traits() {
     for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};
@@ -156,6 +156,7 @@ static bool init_traits() {
     // no row conversions: a row is spread over its group of 16 (types.h)
     g_traits[GGML_TYPE_Q4_0_R16] = {"q4_0_r16", QK4_0, 0, sizeof(block_q4_0), true, nullptr, nullptr};
     g_traits[GGML_TYPE_Q8_0_R16] = {"q8_0_r16", QK8_0, 0, sizeof(block_q8_0), true, nullptr, nullptr};
+    g_traits[GGML_TYPE_Q4_K_R16] = {"q4_K_r16", QK_K, 0, sizeof(block_q4_K), true, nullptr, nullptr};
     g_traits[GGML_TYPE_I8]   = {"i8", 1, 0, 1, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I16]  = {"i16", 1, 0, 2, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};
@@ -195,23 +196,61 @@ void transpose_words(const uint8_t * const s[4], uint8_t * const t[4]) {
 } // namespace
 
 namespace {
+// q4_K's 12 bytes of scales and mins (types.h's block_q4_K) <-> a row's column of the group's
+// sc[12][16] (bytes 16 apart, types.h).
+void q4k_scales_to_r16(const uint8_t * p, uint8_t * col) {
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) {
+        sc[j] = j < 4 ? p[j] & 63 : (p[j + 4] & 0x0F) | (p[j - 4] >> 6) << 4;
+        mn[j] = j < 4 ? p[j + 4] & 63 : (p[j + 4] >> 4) | (p[j] >> 6) << 4;
+    }
+    for (int j = 0; j < 8; ++j) col[16 * j] = (uint8_t) (sc[j] | (mn[j] & 3) << 6);
+    for (int i = 0; i < 4; ++i) col[16 * (8 + i)] = (uint8_t) (mn[2 * i] >> 2 | (mn[2 * i + 1] >> 2) << 4);
+}
+void q4k_scales_from_r16(const uint8_t * col, uint8_t * p) {
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) {
+        sc[j] = col[16 * j] & 63;
+        mn[j] = col[16 * j] >> 6 | ((col[16 * (8 + j / 2)] >> (4 * (j % 2))) & 0x0F) << 2;
+    }
+    for (int j = 0; j < 4; ++j) {
+        p[j] = (uint8_t) (sc[j] | (sc[j + 4] >> 4) << 6);
+        p[j + 4] = (uint8_t) (mn[j] | (mn[j + 4] >> 4) << 6);
+        p[j + 8] = (uint8_t) ((sc[j + 4] & 0x0F) | (mn[j + 4] & 0x0F) << 4);
+    }
+}
+
+// Row r's bytes before its quants (q4_0, q8_0: d; q4_K: d, dmin, scales) <-> their places in
+// the group's block.
+template <bool PACK>
+void r16_head(bool k4, uint8_t * group, uint8_t * blk, int r) {
+    const int n = k4 ? 4 : 2; // f16 scales
+    for (int i = 0; i < n / 2; ++i) {
+        if (PACK) std::memcpy(group + 32 * i + 2 * r, blk + 2 * i, 2);
+        else std::memcpy(blk + 2 * i, group + 32 * i + 2 * r, 2);
+    }
+    if (k4 && PACK) q4k_scales_to_r16(blk + 4, group + 64 + r);
+    if (k4 && !PACK) q4k_scales_from_r16(group + 64 + r, blk + 4);
+}
+
 // Block b of 16 rows <-> block b of a group: per 4 rows and 16 bytes of quants, one
 // transposition of 4 x 4 words (its own inverse).
 template <bool PACK>
 void r16_convert(ggml_type plain, uint8_t * group, uint8_t * rows, size_t row_stride, int64_t k) {
-    const size_t bb = ggml_type_size(plain), chunks = (bb - 2) / 16;
-    for (int64_t b = 0; b < k / QK4_0; ++b, group += kvg::R16_ROWS * bb) {
+    const bool k4 = plain == GGML_TYPE_Q4_K;
+    const size_t bb = ggml_type_size(plain), head = k4 ? 16 : 2, chunks = (bb - head) / 16;
+    const size_t group_head = kvg::R16_ROWS * head; // bytes before the group's quants
+    for (int64_t b = 0; b < k / ggml_blck_size(plain); ++b, group += kvg::R16_ROWS * bb) {
         for (int r0 = 0; r0 < kvg::R16_ROWS; r0 += 4) {
             uint8_t * blk[4];
             for (int i = 0; i < 4; ++i) {
                 blk[i] = rows + (r0 + i) * row_stride + b * bb;
-                if (PACK) std::memcpy(group + 2 * (r0 + i), blk[i], 2);
-                else std::memcpy(blk[i], group + 2 * (r0 + i), 2);
+                r16_head<PACK>(k4, group, blk[i], r0 + i);
             }
             for (size_t c = 0; c < chunks; ++c) {
-                uint8_t * q[4] = {blk[0] + 2 + 16 * c, blk[1] + 2 + 16 * c, blk[2] + 2 + 16 * c, blk[3] + 2 + 16 * c};
+                uint8_t * q[4] = {blk[0] + head + 16 * c, blk[1] + head + 16 * c, blk[2] + head + 16 * c, blk[3] + head + 16 * c};
                 uint8_t * g[4];
-                for (int j = 0; j < 4; ++j) g[j] = group + 32 + 64 * (4 * c + j) + 4 * r0;
+                for (int j = 0; j < 4; ++j) g[j] = group + group_head + 64 * (4 * c + j) + 4 * r0;
                 if (PACK) transpose_words(q, g);
                 else transpose_words(g, q);
             }

@@ -117,21 +117,33 @@ const block_type_info * extra_block_types(int * n);
 //   d[16]          row r's f16 scale
 //   qs[G][16][4]   qs[j][r] = bytes 4j..4j+3 of row r's qs (G = 4 for q4_0: values 4j.. in the
 //                  low nibbles, 16 + 4j.. in the high ones; G = 8 for q8_0: values 4j..4j+3)
+// GGML_TYPE_Q4_K_R16: a q4_K matrix the same way, per super-block b of 256 values (16 times the
+// plain block: 2304 bytes, super-blocks in order):
+//   d[16], dmin[16]  row r's f16 scales
+//   sc[12][16]       row r's 8 sub-block scales s_j and 8 mins m_j (6 bits each), re-encoded so
+//                    each takes few vector steps: byte j < 8 = s_j | (m_j & 3) << 6; byte 8 + i
+//                    = (m_2i >> 2) | (m_2i+1 >> 2) << 4
+//   qs[32][16][4]    qs[g][r] = bytes 4g..4g+3 of row r's qs (plain q4_K order: low nibbles of
+//                    bytes 32c.. hold sub-block 2c, high ones sub-block 2c + 1)
 // Rows are a multiple of 16; row r of the matrix is row r % 16 of group r / 16.
 constexpr int64_t R16_ROWS = 16;
 // ggml's types and kvgraph's own (past GGML_TYPE_COUNT): the size of tables indexed by type
-constexpr int TYPE_COUNT = GGML_TYPE_Q8_0_R16 + 1;
-inline bool is_r16(ggml_type t) { return t == GGML_TYPE_Q4_0_R16 || t == GGML_TYPE_Q8_0_R16; }
+constexpr int TYPE_COUNT = GGML_TYPE_Q4_K_R16 + 1;
+inline bool is_r16(ggml_type t) { return t == GGML_TYPE_Q4_0_R16 || t == GGML_TYPE_Q8_0_R16 || t == GGML_TYPE_Q4_K_R16; }
 // the plain type of an interleaved one, and the interleaved type of a plain one (t itself: none;
 // GGML_TYPE_COUNT is q4_0_r16's value, no sentinel)
-inline ggml_type r16_plain(ggml_type t) { return t == GGML_TYPE_Q8_0_R16 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0; }
+inline ggml_type r16_plain(ggml_type t) {
+    return t == GGML_TYPE_Q8_0_R16 ? GGML_TYPE_Q8_0 : t == GGML_TYPE_Q4_K_R16 ? GGML_TYPE_Q4_K : GGML_TYPE_Q4_0;
+}
 inline ggml_type r16_of(ggml_type t) {
-    return t == GGML_TYPE_Q4_0 ? GGML_TYPE_Q4_0_R16 : t == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0_R16 : t;
+    return t == GGML_TYPE_Q4_0 ? GGML_TYPE_Q4_0_R16 : t == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0_R16 : t == GGML_TYPE_Q4_K ? GGML_TYPE_Q4_K_R16 : t;
 }
 // bytes of one block of a group
-inline size_t r16_block_bytes(ggml_type t) { return R16_ROWS * (t == GGML_TYPE_Q8_0_R16 ? sizeof(block_q8_0) : sizeof(block_q4_0)); }
-// Group of 16 rows of plain type (q4_0 or q8_0; k values each, the first at rows, row_stride
-// bytes apart) -> group, and back.
+inline size_t r16_block_bytes(ggml_type t) {
+    return R16_ROWS * (t == GGML_TYPE_Q8_0_R16 ? sizeof(block_q8_0) : t == GGML_TYPE_Q4_K_R16 ? sizeof(block_q4_K) : sizeof(block_q4_0));
+}
+// Group of 16 rows of plain type (q4_0, q8_0 or q4_K; k values each, the first at rows,
+// row_stride bytes apart) -> group, and back.
 void r16_pack(ggml_type plain, const void * rows, size_t row_stride, void * group, int64_t k);
 void r16_unpack(ggml_type plain, const void * group, void * rows, size_t row_stride, int64_t k);
 // Row decoder of a type: its to_float, and for F32 a copy (ggml's traits, and so

@@ -357,7 +357,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
         const int64_t nd = dots ? dots_rows(mi, RN, w, x, out, n0, n1) : n0;
         for (int64_t k0 = 0; nd < n1 && (k0 == 0 || k0 < mi.K); k0 += KC) {
             const int64_t kc = std::min(KC, mi.K - k0);
-            const size_t w_off = grouped ? (size_t) (k0 / QK4_0) * r16_block_bytes(a->type) : k0 * w_elem_num / w_elem_den;
+            const size_t w_off = grouped ? (size_t) (k0 / w_elem_den) * r16_block_bytes(a->type) : k0 * w_elem_num / w_elem_den;
             const size_t x_off = mi.panel ? panel_offset(mi.vdt, k0)
                                : mi.mv    ? k0 / MM_MV_GROUP * mk.mv_group_bytes
                                           : k0 * x_elem_num / x_elem_den;

@@ -210,6 +210,63 @@ KVG_TARGET void mv_q6_k(const mm_tile_args & a) {
     for (int r = 0; r < a.n_cols; ++r) mv_q6_k_row(a, a.w + r * a.w_stride, a.out + r);
 }
 
+// q4_K with rows interleaved by 16 (GGML_TYPE_Q4_K_R16, types.h) times one row: each lane
+// holds one row's exact integer sums, as in simd-avx512-vnni.cpp's mv_r16; per sub-block one
+// vpmulld applies the 16 rows' scales and one vpdpwssd adds their mins times its activation
+// sum. The packed row, per super-block: its 256 quants in element order, the 8 sub-block
+// sums (int32, each within int16: 32 x 127), the f32 scale.
+constexpr size_t K4R_BSUMS = 256, K4R_D = 288;
+
+void pack_q4_k_r16(const void * row, void * out, int64_t k) {
+    const block_q8_K * x = (const block_q8_K *) row;
+    for (int64_t b = 0; b < k / QK_K; ++b) {
+        char * o = (char *) out + b * PSB_BYTES;
+        std::memcpy(o, x[b].qs, QK_K);
+        int32_t bs[8];
+        for (int j = 0; j < 8; ++j) bs[j] = x[b].bsums[2 * j] + x[b].bsums[2 * j + 1];
+        std::memcpy(o + K4R_BSUMS, bs, sizeof(bs));
+        std::memcpy(o + K4R_D, &x[b].d, sizeof(float));
+        std::memset(o + K4R_D + 4, 0, PSB_BYTES - K4R_D - 4);
+    }
+}
+
+KVG_INLINE __m512i bytes_to_lanes(const char * p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) p)); }
+
+KVG_TARGET void mv_q4_k_r16(const mm_tile_args & a) {
+    constexpr size_t GROUP = R16_ROWS * sizeof(block_q4_K), SC = 64, QS = 256;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi32(63);
+    __m512 acc = _mm512_setzero_ps();
+    const char * w = a.w, * x = a.x;
+    for (int64_t b = 0; b < a.k / QK_K; ++b, w += GROUP, x += PSB_BYTES) {
+        __m512i isum = _mm512_setzero_si512(), msum = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) { // sub-blocks 2c (low nibbles) and 2c + 1 (high)
+            __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+            for (int t = 0; t < 8; ++t) {
+                const __m512i q = _mm512_loadu_si512((const void *) (w + QS + 64 * (8 * c + t)));
+                s[0] = _mm512_dpbusd_epi32(s[0], _mm512_and_si512(q, m4), _mm512_set1_epi32((int) u32_at(x + 64 * c + 4 * t)));
+                s[1] = _mm512_dpbusd_epi32(s[1], _mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
+                                           _mm512_set1_epi32((int) u32_at(x + 64 * c + 32 + 4 * t)));
+            }
+            const __m512i mhi = bytes_to_lanes(w + SC + 16 * (8 + c)); // top 4 bits of both mins
+            for (int h = 0; h < 2; ++h) {
+                const __m512i sm = bytes_to_lanes(w + SC + 16 * (2 * c + h));
+                const __m512i mn = _mm512_or_si512(_mm512_srli_epi32(sm, 6),
+                                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mhi, 4 * h), _mm512_set1_epi32(15)), 2));
+                isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(s[h], _mm512_and_si512(sm, m6)));
+                msum = _mm512_dpwssd_epi32(msum, mn, _mm512_set1_epi32((int) u32_at(x + K4R_BSUMS + 4 * (2 * c + h))));
+            }
+        }
+        float xd;
+        std::memcpy(&xd, x + K4R_D, 4);
+        const __m512 fd = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) w)), _mm512_set1_ps(xd));
+        const __m512 fm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (w + 32))), _mm512_set1_ps(xd));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fd, acc);
+        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), fm, acc);
+    }
+    if (a.accumulate) acc = _mm512_add_ps(acc, _mm512_loadu_ps(a.out));
+    _mm512_storeu_ps(a.out, acc);
+}
+
 } // namespace
 
 void kvg::add_matvec_kernels_vnni(cpu_kernels & k) {
@@ -221,9 +278,11 @@ void kvg::add_matvec_kernels_vnni(cpu_kernels & k) {
     k.mm[MM_Q5_K].pack_mv = pack_q4_k; // same nibble order
     k.mm[MM_Q6_K].mv = mv_q6_k;
     k.mm[MM_Q6_K].pack_mv = pack_q6_k;
-    for (int t : {MM_Q4_K, MM_Q5_K, MM_Q6_K}) {
+    k.mm[MM_Q4_K_R16].mv = mv_q4_k_r16;
+    k.mm[MM_Q4_K_R16].pack_mv = pack_q4_k_r16;
+    for (int t : {MM_Q4_K, MM_Q5_K, MM_Q6_K, MM_Q4_K_R16}) {
         k.mm[t].mv_group_bytes = PSB_BYTES / 2;
-        k.mm[t].mv_rows = MV_ROWS;
+        k.mm[t].mv_rows = t == MM_Q4_K_R16 ? (int) R16_ROWS : MV_ROWS;
     }
 }
 
