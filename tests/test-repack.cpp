@@ -1,5 +1,5 @@
-// q4_0_r16, q8_0_r16 and q4_K_r16 (q4_0 / q8_0 / q4_K matrices with rows interleaved by 16,
-// ggml_kvg_repack): the
+// q4_0_r16, q8_0_r16, q4_K_r16 and q6_K_r16 (q4_0 / q8_0 / q4_K / q6_K matrices with rows
+// interleaved by 16, ggml_kvg_repack): the
 // layout, the round trip, and ggml_mul_mat over them on every path (their matrix-vector and
 // panel kernels where a path has them, unpacked rows elsewhere) against a double-precision loop
 // over the original rows.
@@ -43,11 +43,17 @@ ggml_tensor * random_tensor(ggml_context * ctx, ggml_type t, int64_t K, int64_t 
     return x;
 }
 
-const ggml_type PLAIN_TYPES[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K};
+const ggml_type PLAIN_TYPES[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
 
 ggml_type interleaved(ggml_type plain) {
-    return plain == GGML_TYPE_Q4_0 ? GGML_TYPE_Q4_0_R16 : plain == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0_R16 : GGML_TYPE_Q4_K_R16;
+    switch (plain) {
+        case GGML_TYPE_Q4_0: return GGML_TYPE_Q4_0_R16;
+        case GGML_TYPE_Q8_0: return GGML_TYPE_Q8_0_R16;
+        case GGML_TYPE_Q4_K: return GGML_TYPE_Q4_K_R16;
+        default: return GGML_TYPE_Q6_K_R16;
+    }
 }
+bool k_quant(ggml_type plain) { return plain == GGML_TYPE_Q4_K || plain == GGML_TYPE_Q6_K; }
 
 // q4_K's 6-bit scale and min of sub-block j from its 12 bytes (ggml's layout: j < 4 in the low 6
 // bits of bytes j and j + 4; j >= 4 in the nibbles of byte j + 4 and the top 2 bits of j - 4, j)
@@ -71,18 +77,36 @@ void interleave_q4_k(const uint8_t * const blk[16], uint8_t * out) {
     }
 }
 
-// An interleaved copy of a q4_0, q8_0 or q4_K matrix, written here from the layout's description (types.h).
+// ... of 16 q6_K super-blocks: d (bytes 208-209), scales (192-207), then per half h and k < 8
+// the words of qh (bytes 128..191) 8h + k, of ql (0..127) 16h + k and 16h + 8 + k
+void interleave_q6_k(const uint8_t * const blk[16], uint8_t * out) {
+    for (int r = 0; r < 16; ++r) {
+        std::memcpy(out + 2 * r, blk[r] + 208, 2);
+        for (int i = 0; i < 16; ++i) out[32 + 16 * i + r] = blk[r][192 + i];
+        int slot = 0;
+        for (int h = 0; h < 2; ++h)
+            for (int k = 0; k < 8; ++k)
+                for (int src : {128 + 4 * (8 * h + k), 4 * (16 * h + k), 4 * (16 * h + 8 + k)}) {
+                    std::memcpy(out + 288 + 64 * slot + 4 * r, blk[r] + src, 4);
+                    ++slot;
+                }
+    }
+}
+
+// An interleaved copy of a q4_0, q8_0, q4_K or q6_K matrix, written here from the layout's description (types.h).
 ggml_tensor * interleaved_copy(ggml_context * ctx, const ggml_tensor * q) {
     ggml_tensor * t = ggml_new_tensor_2d(ctx, interleaved(q->type), q->ne[0], q->ne[1]);
     REQUIRE(t->nb[1] == q->nb[1]);
     const int64_t nb = q->ne[0] / ggml_blck_size(q->type);
     const size_t bb = ggml_type_size(q->type), qs = bb - 2; // 18 / 34 bytes, 16 / 32 of quants
-    if (q->type == GGML_TYPE_Q4_K) {
+    if (k_quant(q->type)) {
         for (int64_t g = 0; g < q->ne[1] / 16; ++g) {
             for (int64_t b = 0; b < nb; ++b) {
                 const uint8_t * blk[16];
                 for (int r = 0; r < 16; ++r) blk[r] = (const uint8_t *) q->data + (g * 16 + r) * q->nb[1] + b * bb;
-                interleave_q4_k(blk, (uint8_t *) t->data + g * 16 * t->nb[1] + b * 16 * bb);
+                uint8_t * out = (uint8_t *) t->data + g * 16 * t->nb[1] + b * 16 * bb;
+                if (q->type == GGML_TYPE_Q4_K) interleave_q4_k(blk, out);
+                else interleave_q6_k(blk, out);
             }
         }
         return t;
@@ -191,7 +215,7 @@ TEST_CASE("ggml_kvg_repack: only where the path has the kernel, only fitting mat
         const std::string type = ggml_type_name(plain);
         CAPTURE(type);
         Ctx c;
-        const int64_t K = plain == GGML_TYPE_Q4_K ? 512 : 384;
+        const int64_t K = k_quant(plain) ? 512 : 384;
         ggml_tensor * w = random_tensor(c.ctx, plain, K, 48);
         const std::vector<uint8_t> orig((uint8_t *) w->data, (uint8_t *) w->data + ggml_nbytes(w));
         for (ggml_cpu_features path : available_paths()) {
@@ -212,13 +236,13 @@ TEST_CASE("ggml_kvg_repack: only where the path has the kernel, only fitting mat
         ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
         if (ggml_kvg_repacks(plain)) {
             CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, plain, K, 40)));  // rows not a multiple of 16
-            if (plain != GGML_TYPE_Q4_K) CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, plain, 352, 48)));  // K not a multiple of 128
+            if (!k_quant(plain)) CHECK_FALSE(ggml_kvg_repack(random_tensor(c.ctx, plain, 352, 48)));  // K not a multiple of 128
             ggml_tensor * v = random_tensor(c.ctx, plain, K, 64);
             CHECK_FALSE(ggml_kvg_repack(ggml_view_2d(c.ctx, v, 256, 64, v->nb[1], 0))); // not contiguous
         }
     }
     CHECK_FALSE(ggml_kvg_repacks(GGML_TYPE_F32));
-    CHECK_FALSE(ggml_kvg_repacks(GGML_TYPE_Q6_K));
+    CHECK_FALSE(ggml_kvg_repacks(GGML_TYPE_Q5_K));
 }
 
 TEST_CASE("mul_mat: interleaved weights against their plain rows on every path (matrix-vector, tiles, panels)") {
@@ -229,10 +253,12 @@ TEST_CASE("mul_mat: interleaved weights against their plain rows on every path (
         check_product(plain, 256, 80, 20);  // panels
         check_product(plain, 5632 / 4, 16, 40);
     }
-    for (int64_t K : {256, 512, 2048}) check_product(GGML_TYPE_Q4_K, K, 48, 1);
-    check_product(GGML_TYPE_Q4_K, 256, 64, 3);
-    check_product(GGML_TYPE_Q4_K, 512, 80, 20);
-    check_product(GGML_TYPE_Q4_K, 5632, 16, 40);
+    for (ggml_type plain : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+        for (int64_t K : {256, 512, 2048}) check_product(plain, K, 48, 1);
+        check_product(plain, 256, 64, 3);
+        check_product(plain, 512, 80, 20);
+        check_product(plain, 5632, 16, 40);
+    }
 }
 
 namespace {
@@ -247,7 +273,7 @@ TEST_CASE("a model repacked at load saves the same GGUF file as one kept as it w
     const std::string type = ggml_type_name(plain);
     CAPTURE(type);
     // the q4_K file is llama.cpp's Q4_K_M mix (q4_K and q6_K matrices)
-    const std::string src = shared_dir() + "/gguf-quant/tiny256-" + (plain == GGML_TYPE_Q4_K ? "q4_k_m" : type) + ".gguf";
+    const std::string src = shared_dir() + "/gguf-quant/tiny256-" + (plain == GGML_TYPE_Q4_K ? "q4_k_m" : plain == GGML_TYPE_Q6_K ? "q6_k" : type) + ".gguf";
     const std::string out[2] = {"/tmp/kvg-test-repack-plain.gguf", "/tmp/kvg-test-repack-r16.gguf"};
     std::vector<float> logits[2];
     for (int repack = 0; repack < 2; ++repack) {
@@ -284,7 +310,7 @@ TEST_CASE("a model repacked at load saves the same GGUF file as one kept as it w
 }
 
 TEST_CASE("GGUF: a tensor of an interleaved type is refused by name on reading") {
-  for (ggml_type r16 : {GGML_TYPE_Q4_0_R16, GGML_TYPE_Q8_0_R16, GGML_TYPE_Q4_K_R16}) {
+  for (ggml_type r16 : {GGML_TYPE_Q4_0_R16, GGML_TYPE_Q8_0_R16, GGML_TYPE_Q4_K_R16, GGML_TYPE_Q6_K_R16}) {
     Ctx c;
     ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 128, 16);
     ggml_set_name(w, "w");

@@ -5,6 +5,7 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
@@ -135,7 +136,7 @@ static void q4_0_from_float(const float * x, void * y, int64_t k) { quantize_row
 static ggml_type_traits g_traits[kvg::TYPE_COUNT];
 // The names come from init_traits (named_only, the entries below it, extra_block_types): a
 // ggml_type added to the enum must be named there too, and this count updated.
-static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 46, "ggml_type changed: name the new types in init_traits");
+static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 47, "ggml_type changed: name the new types in init_traits");
 
 static bool init_traits() {
     for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};
@@ -157,6 +158,7 @@ static bool init_traits() {
     g_traits[GGML_TYPE_Q4_0_R16] = {"q4_0_r16", QK4_0, 0, sizeof(block_q4_0), true, nullptr, nullptr};
     g_traits[GGML_TYPE_Q8_0_R16] = {"q8_0_r16", QK8_0, 0, sizeof(block_q8_0), true, nullptr, nullptr};
     g_traits[GGML_TYPE_Q4_K_R16] = {"q4_K_r16", QK_K, 0, sizeof(block_q4_K), true, nullptr, nullptr};
+    g_traits[GGML_TYPE_Q6_K_R16] = {"q6_K_r16", QK_K, 0, sizeof(block_q6_K), true, nullptr, nullptr};
     g_traits[GGML_TYPE_I8]   = {"i8", 1, 0, 1, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I16]  = {"i16", 1, 0, 2, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};
@@ -220,15 +222,40 @@ void q4k_scales_from_r16(const uint8_t * col, uint8_t * p) {
     }
 }
 
-// Row r's bytes before its quants (q4_0, q8_0: d; q4_K: d, dmin, scales) <-> their places in
-// the group's block.
-template <bool PACK>
-void r16_head(bool k4, uint8_t * group, uint8_t * blk, int r) {
-    const int n = k4 ? 4 : 2; // f16 scales
-    for (int i = 0; i < n / 2; ++i) {
-        if (PACK) std::memcpy(group + 32 * i + 2 * r, blk + 2 * i, 2);
-        else std::memcpy(blk + 2 * i, group + 32 * i + 2 * r, 2);
+template <bool PACK> void copy_to(uint8_t * group_at, uint8_t * blk_at, size_t n) {
+    if (PACK) std::memcpy(group_at, blk_at, n);
+    else std::memcpy(blk_at, group_at, n);
+}
+
+// Where a plain block keeps its quants (the bytes transposed as words), and how many.
+struct r16_quants {
+    size_t at, bytes;
+};
+r16_quants quants_of(ggml_type plain) {
+    switch (plain) {
+        case GGML_TYPE_Q4_K: return {4 + 12, QK_K / 2};
+        case GGML_TYPE_Q6_K: return {0, QK_K / 2 + QK_K / 4};
+        default: return {2, ggml_type_size(plain) - 2};
     }
+}
+// The group word that holds a row's quant word w (types.h: q6_K's in reading order).
+size_t word_pos(ggml_type plain, size_t w) {
+    if (plain != GGML_TYPE_Q6_K) return w;
+    if (w >= 32) return 24 * ((w - 32) / 8) + 3 * ((w - 32) % 8);  // qh
+    return 24 * (w / 16) + 3 * (w % 8) + 1 + (w % 16) / 8;           // ql
+}
+
+// Row r's other bytes (q4_0, q8_0: d; q4_K: d, dmin, scales; q6_K: scales, d) <-> their
+// places in the group's block (types.h).
+template <bool PACK>
+void r16_head(ggml_type plain, uint8_t * group, uint8_t * blk, int r) {
+    if (plain == GGML_TYPE_Q6_K) {
+        copy_to<PACK>(group + 2 * r, blk + offsetof(block_q6_K, d), 2);
+        for (int i = 0; i < 16; ++i) copy_to<PACK>(group + 32 + 16 * i + r, blk + offsetof(block_q6_K, scales) + i, 1);
+        return;
+    }
+    const bool k4 = plain == GGML_TYPE_Q4_K;
+    for (int i = 0; i < (k4 ? 2 : 1); ++i) copy_to<PACK>(group + 32 * i + 2 * r, blk + 2 * i, 2); // f16 scales
     if (k4 && PACK) q4k_scales_to_r16(blk + 4, group + 64 + r);
     if (k4 && !PACK) q4k_scales_from_r16(group + 64 + r, blk + 4);
 }
@@ -237,20 +264,20 @@ void r16_head(bool k4, uint8_t * group, uint8_t * blk, int r) {
 // transposition of 4 x 4 words (its own inverse).
 template <bool PACK>
 void r16_convert(ggml_type plain, uint8_t * group, uint8_t * rows, size_t row_stride, int64_t k) {
-    const bool k4 = plain == GGML_TYPE_Q4_K;
-    const size_t bb = ggml_type_size(plain), head = k4 ? 16 : 2, chunks = (bb - head) / 16;
-    const size_t group_head = kvg::R16_ROWS * head; // bytes before the group's quants
+    const size_t bb = ggml_type_size(plain);
+    const r16_quants qs = quants_of(plain);
+    const size_t chunks = qs.bytes / 16, group_head = kvg::R16_ROWS * (bb - qs.bytes); // bytes before the group's quants
     for (int64_t b = 0; b < k / ggml_blck_size(plain); ++b, group += kvg::R16_ROWS * bb) {
         for (int r0 = 0; r0 < kvg::R16_ROWS; r0 += 4) {
             uint8_t * blk[4];
             for (int i = 0; i < 4; ++i) {
                 blk[i] = rows + (r0 + i) * row_stride + b * bb;
-                r16_head<PACK>(k4, group, blk[i], r0 + i);
+                r16_head<PACK>(plain, group, blk[i], r0 + i);
             }
             for (size_t c = 0; c < chunks; ++c) {
-                uint8_t * q[4] = {blk[0] + head + 16 * c, blk[1] + head + 16 * c, blk[2] + head + 16 * c, blk[3] + head + 16 * c};
+                uint8_t * q[4] = {blk[0] + qs.at + 16 * c, blk[1] + qs.at + 16 * c, blk[2] + qs.at + 16 * c, blk[3] + qs.at + 16 * c};
                 uint8_t * g[4];
-                for (int j = 0; j < 4; ++j) g[j] = group + group_head + 64 * (4 * c + j) + 4 * r0;
+                for (int j = 0; j < 4; ++j) g[j] = group + group_head + 64 * word_pos(plain, 4 * c + j) + 4 * r0;
                 if (PACK) transpose_words(q, g);
                 else transpose_words(g, q);
             }
@@ -258,6 +285,8 @@ void r16_convert(ggml_type plain, uint8_t * group, uint8_t * rows, size_t row_st
     }
 }
 } // namespace
+
+size_t kvg::r16_block_bytes(ggml_type t) { return R16_ROWS * ggml_type_size(r16_plain(t)); }
 
 void kvg::r16_pack(ggml_type plain, const void * rows, size_t row_stride, void * group, int64_t k) {
     r16_convert<true>(plain, (uint8_t *) group, (uint8_t *) const_cast<void *>(rows), row_stride, k);

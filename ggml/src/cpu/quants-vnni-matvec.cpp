@@ -267,6 +267,74 @@ KVG_TARGET void mv_q4_k_r16(const mm_tile_args & a) {
     _mm512_storeu_ps(a.out, acc);
 }
 
+// q6_K with rows interleaved by 16 (GGML_TYPE_Q6_K_R16, types.h) times one row, the same way:
+// per 16 values one vpmulld applies the 16 rows' scales to dots started at -32 x the
+// activations' sum (q6_K's offset). The packed row, per super-block: its 256 quants in element
+// order, -32 x each 16-value sum (int32), the f32 scale, padding to whole cache lines.
+constexpr size_t Q6R_BYTES = 384, Q6R_CORR = 256, Q6R_D = 320;
+
+void pack_q6_k_r16(const void * row, void * out, int64_t k) {
+    const block_q8_K * x = (const block_q8_K *) row;
+    for (int64_t b = 0; b < k / QK_K; ++b) {
+        char * o = (char *) out + b * Q6R_BYTES;
+        std::memcpy(o, x[b].qs, QK_K);
+        int32_t corr[16];
+        for (int i = 0; i < 16; ++i) corr[i] = -32 * x[b].bsums[i];
+        std::memcpy(o + Q6R_CORR, corr, sizeof(corr));
+        std::memcpy(o + Q6R_D, &x[b].d, sizeof(float));
+        std::memset(o + Q6R_D + 4, 0, Q6R_BYTES - Q6R_D - 4);
+    }
+}
+
+// Bits 2s, 2s + 1 of each byte moved to bits 4-5 (the top of a 6-bit quant).
+KVG_INLINE __m512i q6_top(__m512i qh, int s) {
+    const __m512i v = s == 0 ? _mm512_slli_epi16(qh, 4) : s == 1 ? _mm512_slli_epi16(qh, 2) : s == 2 ? qh : _mm512_srli_epi16(qh, 2);
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x30));
+}
+
+KVG_TARGET void mv_q6_k_r16(const mm_tile_args & a) {
+    // q6_K half h, values 128 h + 32 s + 4 k (k < 8): ql word 16 h + 8 (s % 2) + k (low nibbles
+    // for s < 2), qh word 8 h + k, bits 2 s; scale 8 h + 2 s + k / 4. The group holds the qh
+    // word then the two ql words for each (h, k) (types.h).
+    constexpr size_t GROUP = R16_ROWS * sizeof(block_q6_K), SC = 32, Q = 288;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    const char * w = a.w, * x = a.x;
+    for (int64_t b = 0; b < a.k / QK_K; ++b, w += GROUP, x += Q6R_BYTES) {
+        __m512i isum = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+            __m512i d[4][2]; // [s][k / 4]
+            for (int s = 0; s < 4; ++s)
+                for (int i = 0; i < 2; ++i) d[s][i] = _mm512_set1_epi32((int) u32_at(x + Q6R_CORR + 4 * (8 * h + 2 * s + i)));
+            // unrolled, so d stays in registers (GCC kept it on the stack: 8-10 GB/s instead of ~30)
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) {
+                const char * q = w + Q + 64 * (24 * h + 3 * k);
+                const __m512i qh = _mm512_loadu_si512((const void *) q);
+#pragma GCC unroll 2
+                for (int sp = 0; sp < 2; ++sp) {
+                    const __m512i ql = _mm512_loadu_si512((const void *) (q + 64 * (1 + sp)));
+                    const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, m4), q6_top(qh, sp));
+                    const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), q6_top(qh, sp + 2));
+                    d[sp][k / 4] = _mm512_dpbusd_epi32(d[sp][k / 4], lo, _mm512_set1_epi32((int) u32_at(x + 128 * h + 32 * sp + 4 * k)));
+                    d[sp + 2][k / 4] = _mm512_dpbusd_epi32(d[sp + 2][k / 4], hi, _mm512_set1_epi32((int) u32_at(x + 128 * h + 32 * (sp + 2) + 4 * k)));
+                }
+            }
+            for (int s = 0; s < 4; ++s)
+                for (int i = 0; i < 2; ++i) {
+                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *) (w + SC + 16 * (8 * h + 2 * s + i))));
+                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(d[s][i], sc));
+                }
+        }
+        float xd;
+        std::memcpy(&xd, x + Q6R_D, 4);
+        const __m512 fd = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) w)), _mm512_set1_ps(xd));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), fd, acc);
+    }
+    if (a.accumulate) acc = _mm512_add_ps(acc, _mm512_loadu_ps(a.out));
+    _mm512_storeu_ps(a.out, acc);
+}
+
 } // namespace
 
 void kvg::add_matvec_kernels_vnni(cpu_kernels & k) {
@@ -280,10 +348,12 @@ void kvg::add_matvec_kernels_vnni(cpu_kernels & k) {
     k.mm[MM_Q6_K].pack_mv = pack_q6_k;
     k.mm[MM_Q4_K_R16].mv = mv_q4_k_r16;
     k.mm[MM_Q4_K_R16].pack_mv = pack_q4_k_r16;
-    for (int t : {MM_Q4_K, MM_Q5_K, MM_Q6_K, MM_Q4_K_R16}) {
-        k.mm[t].mv_group_bytes = PSB_BYTES / 2;
-        k.mm[t].mv_rows = t == MM_Q4_K_R16 ? (int) R16_ROWS : MV_ROWS;
-    }
+    for (int t : {MM_Q4_K, MM_Q5_K, MM_Q6_K, MM_Q4_K_R16}) k.mm[t].mv_group_bytes = PSB_BYTES / 2;
+    for (int t : {MM_Q4_K, MM_Q5_K, MM_Q6_K}) k.mm[t].mv_rows = MV_ROWS;
+    k.mm[MM_Q6_K_R16].mv = mv_q6_k_r16;
+    k.mm[MM_Q6_K_R16].pack_mv = pack_q6_k_r16;
+    k.mm[MM_Q6_K_R16].mv_group_bytes = Q6R_BYTES / 2;
+    for (int t : {MM_Q4_K_R16, MM_Q6_K_R16}) k.mm[t].mv_rows = (int) R16_ROWS;
 }
 
 #else
