@@ -136,7 +136,7 @@ static void q4_0_from_float(const float * x, void * y, int64_t k) { quantize_row
 static ggml_type_traits g_traits[kvg::TYPE_COUNT];
 // The names come from init_traits (named_only, the entries below it, extra_block_types): a
 // ggml_type added to the enum must be named there too, and this count updated.
-static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 47, "ggml_type changed: name the new types in init_traits");
+static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 48, "ggml_type changed: name the new types in init_traits");
 
 static bool init_traits() {
     for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};
@@ -159,6 +159,7 @@ static bool init_traits() {
     g_traits[GGML_TYPE_Q8_0_R16] = {"q8_0_r16", QK8_0, 0, sizeof(block_q8_0), true, nullptr, nullptr};
     g_traits[GGML_TYPE_Q4_K_R16] = {"q4_K_r16", QK_K, 0, sizeof(block_q4_K), true, nullptr, nullptr};
     g_traits[GGML_TYPE_Q6_K_R16] = {"q6_K_r16", QK_K, 0, sizeof(block_q6_K), true, nullptr, nullptr};
+    g_traits[GGML_TYPE_IQ4_NL_R16] = {"iq4_nl_r16", 32, 0, sizeof(block_iq4_nl), true, nullptr, nullptr};
     g_traits[GGML_TYPE_I8]   = {"i8", 1, 0, 1, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I16]  = {"i16", 1, 0, 2, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};

@@ -281,9 +281,11 @@ void pack_mv_r16(const void * row, void * out, int64_t k) {
 
 // No software prefetch: a group's blocks are one sequential stream, which the hardware
 // prefetchers follow (Zen 4, 1 thread: 34.8 GB/s without, 23-24 with prefetcht1 4-32 KiB ahead).
-template <bool Q8>
+// W: q4_0's nibbles, q8_0's bytes, or iq4_nl's nibbles looked up as its levels + 128.
+template <wquant W>
 KVG_INLINE void mv_r16(const mm_tile_args & a) {
-    constexpr size_t BLOCK = R16_ROWS * (Q8 ? sizeof(block_q8_0) : sizeof(block_q4_0));
+    constexpr bool Q8 = W == W_Q8;
+    constexpr size_t BLOCK = R16_ROWS * wblock_bytes(W);
     const __m512i low4 = _mm512_set1_epi8(0x0F), bias = _mm512_set1_epi8((char) 0x80);
     __m512 acc = _mm512_setzero_ps();
     const char * w = a.w, * x = a.x;
@@ -299,8 +301,10 @@ KVG_INLINE void mv_r16(const mm_tile_args & a) {
                 s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(q1, bias), _mm512_set1_epi32(xq[4 + j]));
             } else {
                 const __m512i q = _mm512_loadu_si512((const void *) (w + 32 + 64 * j));
-                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(q, low4), _mm512_set1_epi32(xq[j]));
-                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4), _mm512_set1_epi32(xq[4 + j]));
+                __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+                if (W == W_IQ4) lo = _mm512_shuffle_epi8(iq4nl_table<128>(), lo), hi = _mm512_shuffle_epi8(iq4nl_table<128>(), hi);
+                s0 = _mm512_dpbusd_epi32(s0, lo, _mm512_set1_epi32(xq[j]));
+                s1 = _mm512_dpbusd_epi32(s1, hi, _mm512_set1_epi32(xq[4 + j]));
             }
         }
         float xd;
@@ -311,8 +315,9 @@ KVG_INLINE void mv_r16(const mm_tile_args & a) {
     if (a.accumulate) acc = _mm512_add_ps(acc, _mm512_loadu_ps(a.out));
     _mm512_storeu_ps(a.out, acc);
 }
-KVG_TARGET void mv_q4_r16(const mm_tile_args & a) { mv_r16<false>(a); }
-KVG_TARGET void mv_q8_r16(const mm_tile_args & a) { mv_r16<true>(a); }
+KVG_TARGET void mv_q4_r16(const mm_tile_args & a) { mv_r16<W_Q4>(a); }
+KVG_TARGET void mv_q8_r16(const mm_tile_args & a) { mv_r16<W_Q8>(a); }
+KVG_TARGET void mv_iq4_nl_r16(const mm_tile_args & a) { mv_r16<W_IQ4>(a); }
 
 constexpr int PANEL_ROWS = 8;
 static_assert(PANEL_ROWS <= MM_MAX_ROWS, "panel rows fit the table");
@@ -348,7 +353,9 @@ cpu_kernels build() {
     k.mm[MM_Q4_0_R16].pack_mv = pack_mv_r16<8>;
     k.mm[MM_Q8_0_R16].mv = mv_q8_r16;
     k.mm[MM_Q8_0_R16].pack_mv = pack_mv_r16<128>;
-    for (int t : {MM_Q4_0_R16, MM_Q8_0_R16}) {
+    k.mm[MM_IQ4_NL_R16].mv = mv_iq4_nl_r16;
+    k.mm[MM_IQ4_NL_R16].pack_mv = pack_mv_r16<128>; // levels + 128: corrected by -128 * sum
+    for (int t : {MM_Q4_0_R16, MM_Q8_0_R16, MM_IQ4_NL_R16}) {
         k.mm[t].mv_group_bytes = MV_R16_BYTES;
         k.mm[t].mv_rows = (int) R16_ROWS;
     }

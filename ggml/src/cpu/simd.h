@@ -38,7 +38,7 @@ enum mm_type {
     MM_F32 = 0, MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0,
     MM_Q4_1, MM_Q5_0, MM_Q5_1, MM_IQ4_NL,              // 32-value blocks, q8_0 activations
     MM_Q2_K, MM_Q3_K, MM_Q4_K, MM_Q5_K, MM_Q6_K,      // 256-value super-blocks, q8_K activations
-    MM_Q4_0_R16, MM_Q8_0_R16, MM_Q4_K_R16, MM_Q6_K_R16, // rows interleaved by 16 (types.h): matrix-vector
+    MM_Q4_0_R16, MM_Q8_0_R16, MM_Q4_K_R16, MM_Q6_K_R16, MM_IQ4_NL_R16, // rows interleaved by 16 (types.h): matrix-vector
                               // (and for the first two panel) kernels only, where a path has them;
                               // other products unpack the rows to the plain type for its kernels
     MM_TYPE_COUNT
