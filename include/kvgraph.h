@@ -114,7 +114,7 @@ struct kvg_model_params {
     // tensors, e.g. llama.cpp's vocab-only files. kvg_tokenize / kvg_detokenize work on the
     // model; creating a context from it fails (default false).
     bool   vocab_only;
-    // Rearrange q4_0, q8_0, q4_K and q6_K matrices at load into the CPU's row-interleaved layouts
+    // Rearrange q4_0, q8_0, q4_K, q6_K and iq4_nl matrices at load into the CPU's row-interleaved layouts
     // where it has the kernel (AVX-512 VNNI; ggml_kvg_repack): faster generation, the same
     // products summed in another order; a GGUF file holding such matrices is then read into
     // memory instead of mapped (default true).

@@ -82,7 +82,7 @@ struct LoadOptions {
     bool use_mmap = true;
     bool check_tensors = false; // fail on NaN/inf weights or non-finite block scales (see check_tensor_data)
     bool vocab_only = false;    // GGUF: read the tokenizer only (any file, tensors or not)
-    bool repack = true;         // q4_0/q8_0/q4_K/q6_K matrices into the CPU's interleaved layouts (repack_weights)
+    bool repack = true;         // q4_0/q8_0/q4_K/q6_K/iq4_nl matrices into the CPU's interleaved layouts (repack_weights)
 };
 
 // Either format, chosen by the file's first bytes ("GGUF" magic or not). tokenizer_path
@@ -99,7 +99,7 @@ std::unique_ptr<Model> load_llama2c(const std::string & path, const std::string 
 // block B (elements ...) has a non-finite scale (inf)".
 bool check_tensor_data(const Model & model, std::string * err);
 
-// Rearranges the q4_0, q8_0, q4_K and q6_K matrices of the layers and the output (not a tied
+// Rearranges the q4_0, q8_0, q4_K, q6_K and iq4_nl matrices of the layers and the output (not a tied
 // embedding, which ggml_get_rows reads) into their interleaved layouts where the CPU path has
 // the kernels (ggml_kvg_repack); weights in a read-only mapping are left as they are.
 // Returns how many it rearranged.

@@ -136,8 +136,8 @@ GGML_API enum ggml_cpu_features ggml_cpu_set_features_limit(enum ggml_cpu_featur
 // The path in use (work sizes of a plan depend on it).
 GGML_API enum ggml_cpu_features ggml_cpu_get_features(void);
 
-// kvgraph: rearranges a Q4_0, Q8_0, Q4_K or Q6_K matrix in place into GGML_TYPE_Q4_0_R16 /
-// Q8_0_R16 / Q4_K_R16 / Q6_K_R16 (rows interleaved by 16; layouts in ggml/src/types.h) when the
+// kvgraph: rearranges a Q4_0, Q8_0, Q4_K, Q6_K or IQ4_NL matrix in place into GGML_TYPE_Q4_0_R16
+// / Q8_0_R16 / Q4_K_R16 / Q6_K_R16 / IQ4_NL_R16 (rows interleaved by 16; layouts in ggml/src/types.h) when the
 // CPU path in use has a matrix-vector kernel for it (AVX-512 VNNI) and the tensor is
 // contiguous, with rows a multiple of 128 long and a multiple of 16 per matrix; returns
 // whether it did (false: left as it was). t->data must be writable. The tensor may then only
