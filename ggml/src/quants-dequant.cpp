@@ -23,6 +23,20 @@
 #include <cstdint>
 #include <cstring>
 
+// q4_K / q5_K: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min packed in 12 bytes:
+// sub-blocks 0..3 in the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 in the
+// nibbles of bytes 8..11 plus the top 2 bits of bytes 0..3 (scales) and 4..7 (mins). Also
+// used by the r16 conversion (types.h).
+void kvg::k4_scale_min(const uint8_t * p, int j, int * sc, int * mn) {
+    if (j < 4) {
+        *sc = p[j] & 63;
+        *mn = p[j + 4] & 63;
+    } else {
+        *sc = (p[j + 4] & 0x0F) | (p[j - 4] >> 6) << 4;
+        *mn = (p[j + 4] >> 4) | (p[j] >> 6) << 4;
+    }
+}
+
 namespace {
 
 float half_at(const uint8_t * p) {
@@ -124,26 +138,13 @@ void row_q3_k(const void * x, float * y, int64_t k) {
     }
 }
 
-// q4_K / q5_K: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min packed in 12 bytes:
-// sub-blocks 0..3 in the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 in the
-// nibbles of bytes 8..11 plus the top 2 bits of bytes 0..3 (scales) and 4..7 (mins).
-void k4_scale_min(const uint8_t * p, int j, int * sc, int * mn) {
-    if (j < 4) {
-        *sc = p[j] & 63;
-        *mn = p[j + 4] & 63;
-    } else {
-        *sc = (p[j + 4] & 0x0F) | (p[j - 4] >> 6) << 4;
-        *mn = (p[j + 4] >> 4) | (p[j] >> 6) << 4;
-    }
-}
-
 // Shared by q4_K (qh == NULL) and q5_K: 64 values per step, low nibbles then high nibbles.
 void k4_block(const uint8_t * b, const uint8_t * qh, const uint8_t * qs, float * y) {
     const float d = half_at(b), dmin = half_at(b + 2);
     for (int step = 0; step < 4; ++step, qs += 32) {
         int sc0, m0, sc1, m1;
-        k4_scale_min(b + 4, 2 * step, &sc0, &m0);
-        k4_scale_min(b + 4, 2 * step + 1, &sc1, &m1);
+        kvg::k4_scale_min(b + 4, 2 * step, &sc0, &m0);
+        kvg::k4_scale_min(b + 4, 2 * step + 1, &sc1, &m1);
         for (int l = 0; l < 32; ++l) {
             const int h0 = qh ? ((qh[l] >> (2 * step)) & 1) << 4 : 0;
             const int h1 = qh ? ((qh[l] >> (2 * step + 1)) & 1) << 4 : 0;

@@ -19,6 +19,15 @@
 #include <cmath>
 #include <cstring>
 
+// q4_K/q5_K's 12 bytes of 6-bit scales and mins.
+void kvg::pack_scale_min_6bit(const uint8_t * sc, const uint8_t * mn, uint8_t * p) {
+    for (int j = 0; j < 4; ++j) {
+        p[j] = (uint8_t) (sc[j] | (sc[j + 4] >> 4) << 6);
+        p[j + 4] = (uint8_t) (mn[j] | (mn[j + 4] >> 4) << 6);
+        p[j + 8] = (uint8_t) ((sc[j + 4] & 0x0F) | (mn[j + 4] & 0x0F) << 4);
+    }
+}
+
 namespace {
 
 float f16_round(float x) { return ggml_fp16_to_fp32(ggml_fp32_to_fp16(x)); }
@@ -221,14 +230,6 @@ void pack_2bit(const uint8_t * q, uint8_t * qs) {
     for (int n = 0; n < QK_K; ++n) qs[32 * (n / 128) + n % 32] |= (uint8_t) ((q[n] & 3) << (2 * ((n % 128) / 32)));
 }
 
-// q4_K/q5_K's 12 bytes of 6-bit scales and mins.
-void pack_scale_min_6bit(const uint8_t * sc, const uint8_t * mn, uint8_t * p) {
-    for (int j = 0; j < 4; ++j) {
-        p[j] = (uint8_t) (sc[j] | (sc[j + 4] >> 4) << 6);
-        p[j + 4] = (uint8_t) (mn[j] | (mn[j + 4] >> 4) << 6);
-        p[j + 8] = (uint8_t) ((sc[j + 4] & 0x0F) | (mn[j + 4] & 0x0F) << 4);
-    }
-}
 
 // q3_K's 12 bytes of 16 6-bit codes (scale + 32).
 void pack_scales_q3_k(const int * sc, uint8_t * p) {
@@ -434,7 +435,7 @@ void block_q3_k_of(const float * x, const float * w, block_q3_K * b) {
 template <class B> void pack_k4(const affine_super & r, B * b) {
     b->d = ggml_fp32_to_fp16(r.d);
     b->dmin = ggml_fp32_to_fp16(r.dmin);
-    pack_scale_min_6bit(r.sc, r.mn, b->scales);
+    kvg::pack_scale_min_6bit(r.sc, r.mn, b->scales);
     for (int i = 0; i < 4; ++i) {
         for (int l = 0; l < 32; ++l) b->qs[32 * i + l] = (uint8_t) ((r.q[64 * i + l] & 0x0F) | (r.q[64 * i + 32 + l] & 0x0F) << 4);
     }

@@ -199,32 +199,6 @@ void transpose_words(const uint8_t * const s[4], uint8_t * const t[4]) {
 } // namespace
 
 namespace {
-#ifndef __SSE2__
-// q4_K's 12 bytes of scales and mins (types.h's block_q4_K) <-> a row's column of the group's
-// sc[12][16] (bytes 16 apart, types.h).
-void q4k_scales_to_r16(const uint8_t * p, uint8_t * col) {
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) {
-        sc[j] = j < 4 ? p[j] & 63 : (p[j + 4] & 0x0F) | (p[j - 4] >> 6) << 4;
-        mn[j] = j < 4 ? p[j + 4] & 63 : (p[j + 4] >> 4) | (p[j] >> 6) << 4;
-    }
-    for (int j = 0; j < 8; ++j) col[16 * j] = (uint8_t) (sc[j] | (mn[j] & 3) << 6);
-    for (int i = 0; i < 4; ++i) col[16 * (8 + i)] = (uint8_t) (mn[2 * i] >> 2 | (mn[2 * i + 1] >> 2) << 4);
-}
-void q4k_scales_from_r16(const uint8_t * col, uint8_t * p) {
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) {
-        sc[j] = col[16 * j] & 63;
-        mn[j] = col[16 * j] >> 6 | ((col[16 * (8 + j / 2)] >> (4 * (j % 2))) & 0x0F) << 2;
-    }
-    for (int j = 0; j < 4; ++j) {
-        p[j] = (uint8_t) (sc[j] | (sc[j + 4] >> 4) << 6);
-        p[j + 4] = (uint8_t) (mn[j] | (mn[j + 4] >> 4) << 6);
-        p[j + 8] = (uint8_t) ((sc[j + 4] & 0x0F) | (mn[j + 4] & 0x0F) << 4);
-    }
-}
-#endif
-
 template <bool PACK> void copy_to(uint8_t * group_at, uint8_t * blk_at, size_t n) {
     if (PACK) std::memcpy(group_at, blk_at, n);
     else std::memcpy(blk_at, group_at, n);
@@ -323,8 +297,23 @@ void q4k_scales_16(uint8_t * col, uint8_t * const blk[16]) {
     }
 #else
     for (int r = 0; r < 16; ++r) {
-        if (PACK) q4k_scales_to_r16(blk[r], col + r);
-        else q4k_scales_from_r16(col + r, blk[r]);
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; ++j) {
+            if (PACK) {
+                int s, m;
+                kvg::k4_scale_min(blk[r], j, &s, &m);
+                sc[j] = (uint8_t) s, mn[j] = (uint8_t) m;
+            } else {
+                sc[j] = col[16 * j + r] & 63;
+                mn[j] = (uint8_t) (col[16 * j + r] >> 6 | ((col[16 * (8 + j / 2) + r] >> (4 * (j % 2))) & 0x0F) << 2);
+            }
+        }
+        if (!PACK) {
+            kvg::pack_scale_min_6bit(sc, mn, blk[r]);
+            continue;
+        }
+        for (int j = 0; j < 8; ++j) col[16 * j + r] = (uint8_t) (sc[j] | (mn[j] & 3) << 6);
+        for (int i = 0; i < 4; ++i) col[16 * (8 + i) + r] = (uint8_t) (mn[2 * i] >> 2 | (mn[2 * i + 1] >> 2) << 4);
     }
 #endif
 }

@@ -107,6 +107,9 @@ struct block_type_info {
     void (*from_float)(const float * x, void * y, int64_t k); // nullptr: not encoded
 };
 const block_type_info * extra_block_types(int * n);
+// q4_K / q5_K's 12 bytes of 6-bit scales and mins: sub-block j's (j < 8) from p, and all 8 into p.
+void k4_scale_min(const uint8_t * p, int j, int * sc, int * mn);
+void pack_scale_min_6bit(const uint8_t * sc, const uint8_t * mn, uint8_t * p);
 // GGML_TYPE_Q4_0_R16 / GGML_TYPE_Q8_0_R16: a q4_0 / q8_0 matrix whose rows are interleaved by
 // 16, so one vpdpbusd multiplies 4 bytes of 16 rows by the same 4 activation bytes and each
 // 32-bit lane ends a block with one row's exact integer dot (no reduction across lanes, no
