@@ -641,6 +641,40 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
     }
 }
 
+// The executor keeps each graph's per-node facts (tasks, phases, scratch) between computes:
+// a graph computed again after its thread count or the CPU path changed must follow (q4_0
+// panels on the VNNI path need a conversion phase and more scratch than the scalar path's
+// q8_0 rows; a stale fact would abort on the work buffer or give wrong values).
+TEST_CASE("mul_mat: one graph computed again on other thread counts and paths") {
+    Ctx c;
+    ggml_tensor * a = ggml_new_tensor_2d(c.ctx, GGML_TYPE_Q4_0, 256, 37);
+    ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, 256, 8);
+    fill_random(a);
+    fill_random(b);
+    ggml_tensor * node = ggml_mul_mat(c.ctx, a, b);
+    ggml_cgraph * gf = ggml_new_graph(c.ctx);
+    ggml_build_forward_expand(gf, node);
+    std::vector<ggml_cpu_features> order = available_paths();
+    order.insert(order.end(), order.rbegin(), order.rend()); // up, then down again
+    std::vector<uint8_t> work;
+    for (ggml_cpu_features path : order) {
+        ggml_cpu_set_features_limit(path);
+        const std::string path_str = path_name(path);
+        CAPTURE(path_str);
+        const RefResult ref = ref_mul_mat(a, b, kvg::mm_activation_type(a->type, b->ne[1], b->ne[0]));
+        for (int n_threads : {2, 1, 2}) {
+            CAPTURE(n_threads);
+            ggml_cplan plan = ggml_graph_plan(gf, n_threads, nullptr);
+            work.assign(plan.work_size, 0);
+            plan.work_data = work.empty() ? nullptr : work.data();
+            std::memset(node->data, 0xff, ggml_nbytes(node));
+            REQUIRE(ggml_graph_compute(gf, &plan) == GGML_STATUS_SUCCESS);
+            check_close(read_dst(node), ref, tolerance(a->type));
+        }
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+}
+
 TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
     if (kvg::cpu_best_path() < kvg::PATH_AVX512_VNNI) return;
     for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL}) {

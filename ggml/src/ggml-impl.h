@@ -276,6 +276,18 @@ struct ggml_graph_sched {
     std::vector<int> acc_root;             // per access: exec position of the node owning its root, or
                                            // -1 - j for the j-th root no node owns
     std::vector<char> is_src;              // by exec position: the node is a src[] entry of some node
+
+    // The CPU executor's per-node facts (cpu/exec-facts.cpp) by exec position, for
+    // facts_threads threads on kernel path facts_path: they only depend on the nodes, so they
+    // live as long as the schedule (a rebuild clears them) instead of being derived again
+    // for every compute (a tiny model's token: ~100 nodes, several mul_mat inspections each).
+    struct node_facts {
+        int n_tasks, n_phases;
+        size_t wsize;
+    };
+    mutable std::vector<node_facts> facts;
+    mutable int facts_threads = 0, facts_path = -1;
+    mutable size_t facts_max_ws = 0; // largest wsize
 };
 // The schedule of g, rebuilt when its node list or the edges of its nodes changed.
 const ggml_graph_sched * ggml_graph_get_sched(struct ggml_cgraph * g);

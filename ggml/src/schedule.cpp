@@ -259,6 +259,7 @@ const ggml_graph_sched * ggml_graph_get_sched_visiting(ggml_cgraph * g, ggml_sch
     if (visited) *visited = v && all_seen && s->ok;
     s->version = g->version;
     s->edge_epoch = epoch;
+    s->facts_threads = 0; // other nodes: the executor's facts are stale
     s->n_nodes = g->n_nodes;
     return s;
 }

@@ -71,6 +71,23 @@ size_t ggml_op_work_size(const ggml_tensor * node, int n_tasks) {
     }
 }
 
+const ggml_graph_sched::node_facts * ggml_exec_facts(const ggml_graph_sched * sc, int n_threads) {
+    const int path = (int) ggml_cpu_get_features(); // kernels pick phases and scratch
+    if (sc->facts_threads == n_threads && sc->facts_path == path) return sc->facts.data();
+    sc->facts.resize(sc->exec.size());
+    sc->facts_max_ws = 0;
+    for (size_t i = 0; i < sc->exec.size(); ++i) {
+        ggml_graph_sched::node_facts & f = sc->facts[i];
+        f.n_tasks = ggml_op_n_tasks(sc->exec[i], n_threads);
+        f.n_phases = f.n_tasks > 0 ? ggml_op_n_phases(sc->exec[i]) : 1;
+        f.wsize = f.n_tasks > 0 ? ggml_op_work_size(sc->exec[i], f.n_tasks) : 0;
+        sc->facts_max_ws = std::max(sc->facts_max_ws, f.wsize);
+    }
+    sc->facts_threads = n_threads;
+    sc->facts_path = path;
+    return sc->facts.data();
+}
+
 static void compute_custom(const ggml_compute_params * params, ggml_tensor * dst) {
     const custom_op_params params_copy = custom_params(dst);
     const custom_op_params * p = &params_copy;

@@ -17,5 +17,8 @@ int    ggml_op_n_tasks(const struct ggml_tensor * node, int n_threads);
 int    ggml_op_n_phases(const struct ggml_tensor * node);
 // Scratch bytes a node needs when run with n_tasks tasks.
 size_t ggml_op_work_size(const struct ggml_tensor * node, int n_tasks);
+// The three facts above for every node of sc (by exec position) on n_threads threads and the
+// active kernel path, computed once per schedule, thread count and path (kept in sc).
+const ggml_graph_sched::node_facts * ggml_exec_facts(const ggml_graph_sched * sc, int n_threads);
 // Runs one task of one phase of a node.
 void   ggml_compute_forward(const struct ggml_compute_params * params, struct ggml_tensor * node);

@@ -99,11 +99,7 @@ struct exec_state {
 
     // barrier mode
     barrier_t barrier;
-    struct node_facts {
-        int n_tasks, n_phases;
-        size_t wsize;
-    };
-    std::vector<node_facts> facts; // per exec node (filled by barrier_setup)
+    const ggml_graph_sched::node_facts * facts = nullptr; // per exec node (ggml_exec_facts)
     std::atomic<int> abort_node{INT32_MAX}; // node after which all threads stop
 
     // DAG mode

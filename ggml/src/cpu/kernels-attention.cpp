@@ -245,7 +245,8 @@ struct fa_block {
 
 // The positions [lo, hi) of a mask row (F16 or F32) between its leading and trailing runs of
 // -inf, within [lo, hi) as given; lo == hi when all of them are -inf. Trailing runs (unused
-// cache slots, the causal triangle) are skipped 8 bytes at a time.
+// cache slots, the causal triangle) are skipped 32 bytes, then 8 bytes at a time (a token's
+// scan of a 128-slot F32 row took 5% of a tiny model's step 8 bytes at a time).
 void live_range(const ggml_tensor * m, const char * row, int64_t & lo, int64_t & hi) {
     const bool f16 = m->type == GGML_TYPE_F16;
     const size_t es = f16 ? 2 : 4;
@@ -254,6 +255,12 @@ void live_range(const ggml_tensor * m, const char * row, int64_t & lo, int64_t &
         return f16 ? ((const ggml_fp16_t *) row)[j] == 0xFC00 : ((const float *) row)[j] == -INFINITY;
     };
     const int64_t per_word = (int64_t) (8 / es);
+    while (hi - lo >= 4 * per_word) {
+        uint64_t w[4];
+        std::memcpy(w, row + (hi - 4 * per_word) * es, 32);
+        if (((w[0] ^ all_masked) | (w[1] ^ all_masked) | (w[2] ^ all_masked) | (w[3] ^ all_masked)) != 0) break;
+        hi -= 4 * per_word;
+    }
     while (hi - lo >= per_word) {
         uint64_t w;
         std::memcpy(&w, row + (hi - per_word) * es, 8);

@@ -341,8 +341,11 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
         const char * x = mi.convert ? conv + batch * (mi.panel ? mi.n_panels : mi.M) * mi.x_stride
                                     : (const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3];
         float * out = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
-        const int64_t n0 = bn * BN, n1 = std::min(mi.N, n0 + BN);
-        const int64_t m0 = bm * BM, m1 = std::min(mi.M, m0 + BM);
+        const int64_t n0 = bn * BN, m0 = bm * BM, m1 = std::min(mi.M, m0 + BM);
+        int64_t n1 = std::min(mi.N, n0 + BN);
+        // dots_f32 sums each row alone: the task's next blocks of this batch join this call
+        // (a lone last row, left to the tiles, still only ends the matrix: BN % RN == 0)
+        for (; dots && BN % RN == 0 && nbm == 1 && u + 1 < u1 && (u + 1) / nbn == batch; ++u) n1 = std::min(mi.N, n1 + BN);
         // weight row i at wr + (i - n0) * nb[1]
         const char * wr = w + n0 * a->nb[1];
         if (mi.unpack) {

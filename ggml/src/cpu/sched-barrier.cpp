@@ -19,16 +19,8 @@ void barrier_t::wait(int n) {
 }
 
 void barrier_setup(exec_state * st) {
-    const std::vector<ggml_tensor *> & exec = st->sched->exec;
-    st->facts.resize(exec.size());
-    st->max_ws = 0;
-    for (size_t i = 0; i < exec.size(); ++i) {
-        exec_state::node_facts & f = st->facts[i];
-        f.n_tasks = ggml_op_n_tasks(exec[i], st->n_threads);
-        f.n_phases = f.n_tasks > 0 ? ggml_op_n_phases(exec[i]) : 1;
-        f.wsize = f.n_tasks > 0 ? ggml_op_work_size(exec[i], f.n_tasks) : 0;
-        st->max_ws = std::max(st->max_ws, f.wsize);
-    }
+    st->facts = ggml_exec_facts(st->sched, st->n_threads);
+    st->max_ws = st->sched->facts_max_ws;
 }
 
 void run_barrier_thread(exec_state * st, int ith) {

@@ -168,20 +168,19 @@ void dag_setup(exec_state * st) {
     }
     st->roots.clear();
     size_t total_tokens = 0;
-    st->max_ws = 0;
+    const ggml_graph_sched::node_facts * facts = ggml_exec_facts(sc, st->n_threads);
+    st->max_ws = sc->facts_max_ws;
     for (int i = 0; i < n; ++i) {
-        ggml_tensor * t = sc->exec[i];
         node_rt & nr = st->nodes[i];
         const int n_preds = sc->pred_off[i + 1] - sc->pred_off[i];
         nr.pending.store(n_preds, std::memory_order_relaxed);
         if (n_preds == 0) st->roots.push_back(i);
         nr.done.store(0, std::memory_order_relaxed);
-        nr.n_tasks = ggml_op_n_tasks(t, st->n_threads);
-        nr.n_phases = nr.n_tasks > 0 ? ggml_op_n_phases(t) : 1;
+        nr.n_tasks = facts[i].n_tasks;
+        nr.n_phases = facts[i].n_phases;
         nr.phase = 0;
         nr.slot = -1;
-        nr.wsize = nr.n_tasks > 0 ? ggml_op_work_size(t, nr.n_tasks) : 0;
-        st->max_ws = std::max(st->max_ws, nr.wsize);
+        nr.wsize = facts[i].wsize;
         total_tokens += (size_t) nr.n_tasks * nr.n_phases;
     }
     if (st->queue_cap < total_tokens) {

@@ -478,20 +478,41 @@ KVG_TARGET void quantize_q8_0(const float * x, void * vy, int64_t k) {
     }
 }
 
-// Accumulators stay in registers over a run of V rows, 16 columns at a time.
+// One V row (position j) into the C accumulators of one chain.
+template <typename L, int C>
+KVG_INLINE void accum_row(__m512 (&a)[C], const float * p, int64_t ps, int64_t j, const char * rows, size_t rs, int64_t d,
+                          __mmask16 m) {
+    const __m512 v = L::load(rows + j * rs, d, m);
+    for (int c = 0; c < C; ++c) a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p[c * ps + j]), v, a[c]);
+}
+
+// Accumulators stay in registers over a run of V rows, 16 columns at a time, in four chains
+// (positions j mod 4) joined as (0 + 1) + (2 + 3) at the end: one chain per query waited on
+// the FMA latency at every row (one query: 4.8% of a tiny model's step). The chains follow
+// positions, so a query's sums do not depend on C.
 template <typename L, int C>
 KVG_INLINE void accum_t(int64_t n, const float * p, int64_t ps, const uint8_t * active, const char * rows, size_t rs, int64_t dv,
                         float * acc, int64_t as) {
     for (int64_t d = 0; d < dv; d += 16) {
         const __mmask16 m = dv - d >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << (dv - d)) - 1);
-        __m512 a[C];
-        for (int c = 0; c < C; ++c) a[c] = _mm512_maskz_loadu_ps(m, acc + c * as + d);
-        for (int64_t j = 0; j < n; ++j) {
-            if (!active[j]) continue;
-            const __m512 v = L::load(rows + j * rs, d, m);
-            for (int c = 0; c < C; ++c) a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p[c * ps + j]), v, a[c]);
+        __m512 a[4][C];
+        for (int c = 0; c < C; ++c) {
+            a[0][c] = _mm512_maskz_loadu_ps(m, acc + c * as + d);
+            for (int q = 1; q < 4; ++q) a[q][c] = _mm512_setzero_ps();
         }
-        for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(acc + c * as + d, m, a[c]);
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            for (int q = 0; q < 4; ++q) {
+                if (active[j + q]) accum_row<L, C>(a[q], p, ps, j + q, rows, rs, d, m);
+            }
+        }
+        for (int q = 0; j < n; ++j, ++q) {
+            if (active[j]) accum_row<L, C>(a[q], p, ps, j, rows, rs, d, m);
+        }
+        for (int c = 0; c < C; ++c) {
+            const __m512 sum = _mm512_add_ps(_mm512_add_ps(a[0][c], a[1][c]), _mm512_add_ps(a[2][c], a[3][c]));
+            _mm512_mask_storeu_ps(acc + c * as + d, m, sum);
+        }
     }
 }
 
