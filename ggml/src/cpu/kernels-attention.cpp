@@ -442,17 +442,18 @@ void write_block(const fa_run & r, const fa_block & b, ggml_tensor * dst) {
 
 } // namespace
 
-size_t ggml_flash_attn_ext_work_size(const ggml_tensor * dst, int n_tasks) {
-    const fa_info f = inspect(dst);
+static size_t work_bytes(const fa_info & f, int n_tasks) {
     return (size_t) std::max(n_tasks, 1) * scratch_floats(f) * sizeof(float) + 64;
 }
 
+size_t ggml_flash_attn_ext_work_size(const ggml_tensor * dst, int n_tasks) { return work_bytes(inspect(dst), n_tasks); }
+
 void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggml_tensor * dst) {
     if (params->ith < 0 || params->ith >= params->nth) GGML_ABORT("flash_attn_ext: task %d of %d", params->ith, params->nth);
-    if (!params->wdata || params->wsize < ggml_flash_attn_ext_work_size(dst, params->nth)) {
-        GGML_ABORT("flash_attn_ext: work buffer of %zu bytes, need %zu", params->wsize, ggml_flash_attn_ext_work_size(dst, params->nth));
+    const fa_run r = start_run(params, dst); // its scratch pointers are only used past this check
+    if (!params->wdata || params->wsize < work_bytes(r.f, params->nth)) {
+        GGML_ABORT("flash_attn_ext: work buffer of %zu bytes, need %zu", params->wsize, work_bytes(r.f, params->nth));
     }
-    const fa_run r = start_run(params, dst);
     const fa_info & f = r.f;
     const int64_t group = f.n_head / f.n_head_kv;
     const int64_t pairs = group * f.n_q; // (query row, head) pairs per K/V head, query-major

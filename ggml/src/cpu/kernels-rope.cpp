@@ -57,7 +57,8 @@ bool same_angles(const rope_params & a, const rope_params & b) {
 
 // rope_cache through a per-thread memo of the last position: decoding ropes q and k of every
 // layer at one position, so all but the first call per token reuse its cos/sin (same bits).
-void rope_cache_memo(const rope_params & p, double pos, float * cos_out, float * sin_out) {
+// Returns the cosines, then the sines (n_dims / 2 each), valid until this thread's next call.
+const float * rope_cache_memo(const rope_params & p, double pos) {
     struct memo_t {
         rope_params p;
         double pos = 0.0;
@@ -73,8 +74,7 @@ void rope_cache_memo(const rope_params & p, double pos, float * cos_out, float *
         m.pos = pos;
         m.valid = true;
     }
-    std::memcpy(cos_out, m.cs.data(), half * sizeof(float));
-    std::memcpy(sin_out, m.cs.data() + half, half * sizeof(float));
+    return m.cs.data();
 }
 
 // rotates one row of floats in place
@@ -202,7 +202,8 @@ void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor *
     const int64_t half = p.n_dims / 2;
 
     const bool direct = src0->type == GGML_TYPE_F32 && src0->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
-    std::vector<float> cs(2 * half), buf(direct ? 0 : ne0);
+    std::vector<float> buf(direct ? 0 : ne0);
+    const float * cs = nullptr;
     int64_t cached_token = -1; // (i2, i3) flattened; rows of one token are adjacent
 
     const task_range rows = split_rows(ggml_nrows(dst), params->ith, params->nth);
@@ -212,7 +213,7 @@ void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor *
         if (token != cached_token) {
             int32_t pv;
             std::memcpy(&pv, (const char *) pos->data + i2 * pos->nb[0], sizeof(pv));
-            rope_cache_memo(p, (double) pv, cs.data(), cs.data() + half);
+            cs = rope_cache_memo(p, (double) pv);
             cached_token = token;
         }
         const char * a = row_at(src0, i1, i2, i3);
@@ -220,10 +221,10 @@ void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor *
         if (direct) {
             float * y = (float *) d;
             if (a != d) std::memmove(y, a, ne0 * sizeof(float));
-            rope_row(p, cs.data(), cs.data() + half, y);
+            rope_row(p, cs, cs + half, y);
         } else {
             load_row(src0->type, a, src0->nb[0], ne0, buf.data());
-            rope_row(p, cs.data(), cs.data() + half, buf.data());
+            rope_row(p, cs, cs + half, buf.data());
             store_row(dst->type, d, dst->nb[0], ne0, buf.data());
         }
     }

@@ -495,22 +495,24 @@ KVG_INLINE void accum_t(int64_t n, const float * p, int64_t ps, const uint8_t * 
                         float * acc, int64_t as) {
     for (int64_t d = 0; d < dv; d += 16) {
         const __mmask16 m = dv - d >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << (dv - d)) - 1);
-        __m512 a[4][C];
+        // four named chains (an indexed array of them was kept on the stack)
+        __m512 a0[C], a1[C], a2[C], a3[C];
         for (int c = 0; c < C; ++c) {
-            a[0][c] = _mm512_maskz_loadu_ps(m, acc + c * as + d);
-            for (int q = 1; q < 4; ++q) a[q][c] = _mm512_setzero_ps();
+            a0[c] = _mm512_maskz_loadu_ps(m, acc + c * as + d);
+            a1[c] = a2[c] = a3[c] = _mm512_setzero_ps();
         }
         int64_t j = 0;
         for (; j + 4 <= n; j += 4) {
-            for (int q = 0; q < 4; ++q) {
-                if (active[j + q]) accum_row<L, C>(a[q], p, ps, j + q, rows, rs, d, m);
-            }
+            if (active[j]) accum_row<L, C>(a0, p, ps, j, rows, rs, d, m);
+            if (active[j + 1]) accum_row<L, C>(a1, p, ps, j + 1, rows, rs, d, m);
+            if (active[j + 2]) accum_row<L, C>(a2, p, ps, j + 2, rows, rs, d, m);
+            if (active[j + 3]) accum_row<L, C>(a3, p, ps, j + 3, rows, rs, d, m);
         }
-        for (int q = 0; j < n; ++j, ++q) {
-            if (active[j]) accum_row<L, C>(a[q], p, ps, j, rows, rs, d, m);
-        }
+        if (j < n && active[j]) accum_row<L, C>(a0, p, ps, j, rows, rs, d, m);
+        if (j + 1 < n && active[j + 1]) accum_row<L, C>(a1, p, ps, j + 1, rows, rs, d, m);
+        if (j + 2 < n && active[j + 2]) accum_row<L, C>(a2, p, ps, j + 2, rows, rs, d, m);
         for (int c = 0; c < C; ++c) {
-            const __m512 sum = _mm512_add_ps(_mm512_add_ps(a[0][c], a[1][c]), _mm512_add_ps(a[2][c], a[3][c]));
+            const __m512 sum = _mm512_add_ps(_mm512_add_ps(a0[c], a1[c]), _mm512_add_ps(a2[c], a3[c]));
             _mm512_mask_storeu_ps(acc + c * as + d, m, sum);
         }
     }
