@@ -263,29 +263,33 @@ TEST_CASE("attention helper kernels on every path match plain loops") {
         CAPTURE(path_str);
         for (int64_t dv : {1, 7, 16, 37, 130}) {
             CAPTURE(dv);
-            const int64_t n = 13, ps = 16, as = dv + 3;
-            std::vector<float> rows32(n * (dv + 1)), p(kvg::MM_MAX_COLS * ps);
-            std::vector<ggml_fp16_t> rows16(n * (dv + 1));
+            const int64_t n_max = 15, ps = 16, as = dv + 3;
+            std::vector<float> rows32(n_max * (dv + 1)), p(kvg::MM_MAX_COLS * ps);
+            std::vector<ggml_fp16_t> rows16(n_max * (dv + 1));
             for (size_t i = 0; i < rows32.size(); ++i) {
                 rows16[i] = ggml_fp32_to_fp16(frand());
                 rows32[i] = ggml_fp16_to_fp32(rows16[i]); // same values in both types
             }
             for (auto & x : p) x = frand();
-            std::vector<uint8_t> active(n);
-            for (int64_t j = 0; j < n; ++j) active[j] = j % 3 != 1;
-            for (int C = 1; C <= kvg::MM_MAX_COLS; ++C) {
-                CAPTURE(C);
-                std::vector<float> want(C * as);
-                for (auto & x : want) x = frand();
-                std::vector<float> got32 = want, got16 = want;
-                for (int c = 0; c < C; ++c)
-                    for (int64_t j = 0; j < n; ++j)
-                        for (int64_t i = 0; i < dv && active[j]; ++i) want[c * as + i] += p[c * ps + j] * rows32[j * (dv + 1) + i];
-                kern.accum_f32(C, n, p.data(), ps, active.data(), (const char *) rows32.data(), (dv + 1) * 4, dv, got32.data(), as);
-                kern.accum_f16(C, n, p.data(), ps, active.data(), (const char *) rows16.data(), (dv + 1) * 2, dv, got16.data(), as);
-                for (size_t i = 0; i < want.size(); ++i) {
-                    CHECK(std::fabs(got32[i] - want[i]) <= 1e-5);
-                    CHECK(std::fabs(got16[i] - want[i]) <= 1e-5);
+            std::vector<uint8_t> active(n_max);
+            for (int64_t j = 0; j < n_max; ++j) active[j] = j % 5 != 1;
+            // n past a multiple of 4 by 1, 2 and 3 active rows (the vector paths' four chains)
+            for (int64_t n = 13; n <= n_max; ++n) {
+                for (int C = 1; C <= kvg::MM_MAX_COLS; ++C) {
+                    CAPTURE(n);
+                    CAPTURE(C);
+                    std::vector<float> want(C * as);
+                    for (auto & x : want) x = frand();
+                    std::vector<float> got32 = want, got16 = want;
+                    for (int c = 0; c < C; ++c)
+                        for (int64_t j = 0; j < n; ++j)
+                            for (int64_t i = 0; i < dv && active[j]; ++i) want[c * as + i] += p[c * ps + j] * rows32[j * (dv + 1) + i];
+                    kern.accum_f32(C, n, p.data(), ps, active.data(), (const char *) rows32.data(), (dv + 1) * 4, dv, got32.data(), as);
+                    kern.accum_f16(C, n, p.data(), ps, active.data(), (const char *) rows16.data(), (dv + 1) * 2, dv, got16.data(), as);
+                    for (size_t i = 0; i < want.size(); ++i) {
+                        CHECK(std::fabs(got32[i] - want[i]) <= 1e-5);
+                        CHECK(std::fabs(got16[i] - want[i]) <= 1e-5);
+                    }
                 }
             }
             std::vector<float> y(dv + 1, 2.0f);
