@@ -91,7 +91,18 @@ const cpu_kernels * cpu_path_kernels(cpu_path p) {
     }
 }
 
-const cpu_kernels & cpu_active_kernels() { return *cpu_path_kernels(cpu_active_path()); }
+// The active path's table, kept beside the path: kernels ask for it several times per node, and
+// the path's switch and each table's initialization guard cost 1.5% of a tiny model's token.
+// nullptr until the first question or the first ggml_cpu_set_features_limit.
+static std::atomic<const cpu_kernels *> g_active_table{nullptr};
+
+const cpu_kernels & cpu_active_kernels() {
+    const cpu_kernels * k = g_active_table.load(std::memory_order_acquire);
+    if (k) return *k;
+    const cpu_kernels * first = cpu_path_kernels(cpu_active_path());
+    // a limit set meanwhile stored its own table: that one stands
+    return g_active_table.compare_exchange_strong(k, first, std::memory_order_acq_rel) ? *first : *k;
+}
 
 } // namespace kvg
 
@@ -103,6 +114,7 @@ enum ggml_cpu_features ggml_cpu_set_features_limit(enum ggml_cpu_features limit)
     }
     const int p = std::min<int>((int) limit, allowed_path());
     active_slot().store(p, std::memory_order_relaxed);
+    g_active_table.store(cpu_path_kernels((cpu_path) p), std::memory_order_release);
     return (enum ggml_cpu_features) p;
 }
 
