@@ -277,7 +277,7 @@ struct ggml_graph_sched {
                                            // -1 - j for the j-th root no node owns
     std::vector<char> is_src;              // by exec position: the node is a src[] entry of some node
 
-    // The CPU executor's per-node facts (cpu/exec-facts.cpp) by exec position, for
+    // The CPU executor's per-node facts (ggml_exec_facts, cpu/compute.cpp) by exec position, for
     // facts_threads threads on kernel path facts_path: they only depend on the nodes, so they
     // live as long as the schedule (a rebuild clears them) instead of being derived again
     // for every compute (a tiny model's token: ~100 nodes, several mul_mat inspections each).

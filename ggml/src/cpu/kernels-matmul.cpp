@@ -342,14 +342,11 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
                                     : (const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3];
         float * out = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
         const int64_t n0 = bn * BN, m0 = bm * BM, m1 = std::min(mi.M, m0 + BM);
-        int64_t n1 = std::min(mi.N, n0 + BN);
         // dots_f32 sums each row alone: the task's next blocks of this batch join this call
         // (a lone last row, left to the tiles, still only ends the matrix: BN % RN == 0)
-        if (dots && BN % RN == 0 && nbm == 1) {
-            const int64_t last = std::min(u1, (batch + 1) * nbn) - 1; // the task's last block of this batch
-            n1 = std::min(mi.N, n0 + (last - u + 1) * BN);
-            u = last;
-        }
+        const int64_t last = dots && BN % RN == 0 && nbm == 1 ? std::min(u1, (batch + 1) * nbn) - 1 : u;
+        const int64_t n1 = std::min(mi.N, n0 + (last - u + 1) * BN);
+        u = last;
         // weight row i at wr + (i - n0) * nb[1]
         const char * wr = w + n0 * a->nb[1];
         if (mi.unpack) {
