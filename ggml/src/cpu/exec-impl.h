@@ -65,11 +65,8 @@ struct barrier_t {
 struct node_rt {
     std::atomic<int> pending{0}; // predecessors not finished yet
     std::atomic<int> done{0};    // tasks of the current phase finished
-    int n_tasks = 0;
-    int n_phases = 1;
     int phase = 0;               // written by the last finisher of the previous phase only
     int slot = -1;               // scratch slot, -1 if none
-    size_t wsize = 0;
 };
 
 // One published task. A cell is valid when its epoch equals the compute's epoch, so the
@@ -97,9 +94,11 @@ struct exec_state {
     int n_slots = 0;
     size_t max_ws = 0; // largest node scratch (filled by dag_setup)
 
+    // both modes: each exec node's tasks, phases and scratch (ggml_exec_facts, set by the setup)
+    const ggml_graph_sched::node_facts * facts = nullptr;
+
     // barrier mode
     barrier_t barrier;
-    const ggml_graph_sched::node_facts * facts = nullptr; // per exec node (ggml_exec_facts)
     std::atomic<int> abort_node{INT32_MAX}; // node after which all threads stop
 
     // DAG mode

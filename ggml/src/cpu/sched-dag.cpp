@@ -19,7 +19,7 @@
 namespace ggml_exec {
 
 static void push_tokens(exec_state * st, int node) {
-    const int n = st->nodes[node].n_tasks;
+    const int n = st->facts[node].n_tasks;
     const size_t pos = st->q_tail.fetch_add((size_t) n, std::memory_order_relaxed);
     GGML_ASSERT(pos + n <= st->queue_cap);
     for (int i = 0; i < n; ++i) {
@@ -69,8 +69,9 @@ static void make_ready(exec_state * st, int first, int * keep) {
     int i;
     while (pop(&i)) {
         node_rt & nr = st->nodes[i];
-        if (nr.n_tasks > 0) {
-            if (nr.wsize > 0) {
+        const ggml_graph_sched::node_facts & f = st->facts[i];
+        if (f.n_tasks > 0) {
+            if (f.wsize > 0) {
                 std::unique_lock<std::mutex> lk(st->slot_mutex);
                 if (st->free_slots.empty()) {
                     st->slot_waiting.push_back(i);
@@ -78,7 +79,7 @@ static void make_ready(exec_state * st, int first, int * keep) {
                 }
                 nr.slot = st->free_slots.back();
                 st->free_slots.pop_back();
-            } else if (keep && *keep < 0 && nr.n_tasks == 1 && nr.n_phases == 1) {
+            } else if (keep && *keep < 0 && f.n_tasks == 1 && f.n_phases == 1) {
                 *keep = i;
                 continue;
             }
@@ -124,17 +125,18 @@ static int finish_node(exec_state * st, int i) {
 // Runs one task; returns a node to run next on this thread (single task), or -1.
 static int run_token(exec_state * st, int i, int ith) {
     node_rt & nr = st->nodes[i];
+    const ggml_graph_sched::node_facts & f = st->facts[i];
     ggml_compute_params params;
     params.ith = ith;
-    params.nth = nr.n_tasks;
+    params.nth = f.n_tasks;
     params.phase = nr.phase;
     params.wdata = nr.slot >= 0 ? st->wbase + (size_t) nr.slot * st->wstride : nullptr;
-    params.wsize = nr.slot >= 0 ? nr.wsize : 0;
+    params.wsize = nr.slot >= 0 ? f.wsize : 0;
     ggml_compute_forward(&params, st->sched->exec[i]);
-    if (nr.n_tasks > 1 && nr.done.fetch_add(1, std::memory_order_acq_rel) + 1 != nr.n_tasks) return -1;
+    if (f.n_tasks > 1 && nr.done.fetch_add(1, std::memory_order_acq_rel) + 1 != f.n_tasks) return -1;
     // this thread finished the phase last
     nr.done.store(0, std::memory_order_relaxed);
-    if (++nr.phase < nr.n_phases) {
+    if (++nr.phase < f.n_phases) {
         push_tokens(st, i);
         return -1;
     }
@@ -168,7 +170,7 @@ void dag_setup(exec_state * st) {
     }
     st->roots.clear();
     size_t total_tokens = 0;
-    const ggml_graph_sched::node_facts * facts = ggml_exec_facts(sc, st->n_threads);
+    st->facts = ggml_exec_facts(sc, st->n_threads);
     st->max_ws = sc->facts_max_ws;
     for (int i = 0; i < n; ++i) {
         node_rt & nr = st->nodes[i];
@@ -176,12 +178,9 @@ void dag_setup(exec_state * st) {
         nr.pending.store(n_preds, std::memory_order_relaxed);
         if (n_preds == 0) st->roots.push_back(i);
         nr.done.store(0, std::memory_order_relaxed);
-        nr.n_tasks = facts[i].n_tasks;
-        nr.n_phases = facts[i].n_phases;
         nr.phase = 0;
         nr.slot = -1;
-        nr.wsize = facts[i].wsize;
-        total_tokens += (size_t) nr.n_tasks * nr.n_phases;
+        total_tokens += (size_t) st->facts[i].n_tasks * st->facts[i].n_phases;
     }
     if (st->queue_cap < total_tokens) {
         st->queue_cap = std::max<size_t>(total_tokens, 2 * st->queue_cap);
