@@ -119,6 +119,12 @@ struct kvg_model_params {
     // products summed in another order; a GGUF file holding such matrices is then read into
     // memory instead of mapped (default true).
     bool   repack;
+    // Round f16 matrices (the layers' and the output, not the embeddings) to bf16 at load, in
+    // place, where the CPU path has AVX-512 BF16: prompts run at the vdpbf16ps rate, about twice
+    // the f32 FMA rate an exact f16 product is bound to, with 3 fewer mantissa bits per weight
+    // (nearest even), as ik_llama.cpp's run-time repacking does. A GGUF file with f16 matrices is
+    // then read into memory instead of mapped. Other paths keep f16 (default false: exact f16).
+    bool   f16_as_bf16;
 };
 struct kvg_model_params kvg_model_default_params(void);
 

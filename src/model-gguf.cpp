@@ -346,10 +346,14 @@ std::string matrix_types(const Model & m) {
     return types;
 }
 
-// Whether the file holds a matrix ggml_kvg_repack rearranges on this CPU (besides the embeddings).
-bool has_repackable_matrix(const gguf_context * g) {
+// Whether the load writes a matrix of the file on this CPU (besides the embeddings): one that
+// ggml_kvg_repack rearranges, or an f16 one rounded to bf16.
+bool has_matrix_to_change(const gguf_context * g, const LoadOptions & opt) {
     for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
-        if (ggml_kvg_repacks(gguf_get_tensor_type(g, i)) && std::string(gguf_get_tensor_name(g, i)) != "token_embd.weight") return true;
+        if (std::string(gguf_get_tensor_name(g, i)) == "token_embd.weight") continue;
+        const ggml_type type = gguf_get_tensor_type(g, i);
+        if (opt.repack && ggml_kvg_repacks(type)) return true;
+        if (opt.f16_as_bf16 && type == GGML_TYPE_F16 && rounds_f16_to_bf16()) return true;
     }
     return false;
 }
@@ -378,7 +382,7 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
     if (!m->mapping) m->mapping = std::make_unique<FileMapping>();
     // weights to be rearranged are read into memory: written in a mapping, each page would be
     // copied on a fault of its own (1.1B q4_0: 475 ms against a 60 ms read)
-    if (!m->mapping->open(path, opt.use_mmap && !(opt.repack && has_repackable_matrix(g)), err)) return nullptr;
+    if (!m->mapping->open(path, opt.use_mmap && !has_matrix_to_change(g, opt), err)) return nullptr;
     const TensorBinder get{r, meta, *m, gguf_get_data_offset(g)};
     if (!read_n_vocab(r, meta, m->hp) || !bind_weights(r, get, *m) || !read_vocab(r, *m)) return nullptr;
     if (opt.check_tensors && !check_tensor_data(*m, err)) {
@@ -386,6 +390,7 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
         return nullptr;
     }
     if (opt.repack) repack_weights(*m);
+    if (opt.f16_as_bf16) round_f16_weights(*m);
     m->desc = describe(*m, matrix_types(*m).c_str());
     return m;
 }

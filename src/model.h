@@ -83,6 +83,7 @@ struct LoadOptions {
     bool check_tensors = false; // fail on NaN/inf weights or non-finite block scales (see check_tensor_data)
     bool vocab_only = false;    // GGUF: read the tokenizer only (any file, tensors or not)
     bool repack = true;         // q4_0/q8_0/q4_K/q6_K/iq4_nl matrices into the CPU's interleaved layouts (repack_weights)
+    bool f16_as_bf16 = false;   // f16 matrices rounded to bf16 where the path has bf16 kernels (round_f16_weights)
 };
 
 // Either format, chosen by the file's first bytes ("GGUF" magic or not). tokenizer_path
@@ -104,6 +105,15 @@ bool check_tensor_data(const Model & model, std::string * err);
 // the kernels (ggml_kvg_repack); weights in a read-only mapping are left as they are.
 // Returns how many it rearranged.
 int repack_weights(Model & model);
+
+// Whether round_f16_weights rounds on the CPU path in use (AVX-512 BF16: the bf16 kernels run
+// at twice the f32 FMA rate an exact f16 product is bound to).
+bool rounds_f16_to_bf16();
+// Rounds the f16 matrices of the layers and the output (not a tied embedding) to bf16 in
+// place (nearest even; 3 fewer mantissa bits, the f16 exponent range kept), as ik_llama.cpp's
+// run-time repacking does, where rounds_f16_to_bf16(); weights in a read-only mapping are left
+// as they are. Returns how many it rounded.
+int round_f16_weights(Model & model);
 
 // GGUF v3, llama architecture. Matrices are converted to `type` (f32, f16, q8_0, q4_0;
 // q8_0/q4_0 need rows that are a multiple of 32, else f16 is written); norms stay f32.

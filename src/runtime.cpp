@@ -71,6 +71,7 @@ kvg_model_params kvg_model_default_params(void) {
     p.check_tensors = false;
     p.vocab_only = false;
     p.repack = true;
+    p.f16_as_bf16 = false;
     return p;
 }
 
@@ -86,6 +87,7 @@ kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, kvg_m
     opt.check_tensors = params.check_tensors;
     opt.vocab_only = params.vocab_only;
     opt.repack = params.repack;
+    opt.f16_as_bf16 = params.f16_as_bf16;
     std::string e;
     auto m = kvg::load_model(path, tokenizer_path ? tokenizer_path : "", opt, &e);
     if (!m) {

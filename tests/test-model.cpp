@@ -354,6 +354,72 @@ TEST_CASE("converted to GGUF f32: same tokens and logits; mapped, not copied") {
     }
 }
 
+TEST_CASE("f16_as_bf16: f16 matrices rounded to bf16 at load (nearest even), embeddings kept; only on the BF16 path") {
+    kvg_model * m = load(model_path("stories260K.bin"));
+    const std::string out = temp_path("f16.gguf");
+    char err[1024] = "";
+    REQUIRE(kvg_model_save_gguf(m, out.c_str(), KVG_FTYPE_F16, true, err, sizeof err));
+    kvg_model_free(m);
+    std::string e;
+    auto exact = kvg::load_model(out, "", kvg::LoadOptions(), &e);
+    REQUIRE(exact);
+    // nearest even to 8 significant bits, by scaling (f16 values are normal bf16 numbers)
+    auto to_bf16 = [](double v) {
+        if (v == 0.0) return v;
+        int ex;
+        std::frexp(v, &ex);
+        const double ulp = std::ldexp(1.0, ex - 8);
+        return std::nearbyint(v / ulp) * ulp;
+    };
+    for (ggml_cpu_features limit : {GGML_CPU_FEATURES_BEST, GGML_CPU_FEATURES_AVX512_VNNI}) {
+        ggml_cpu_set_features_limit(limit);
+        const bool rounds = kvg::rounds_f16_to_bf16();
+        CAPTURE(rounds);
+        kvg::LoadOptions opt;
+        opt.f16_as_bf16 = true; // with use_mmap: the file is read into memory to be written
+        auto r = kvg::load_model(out, "", opt, &e);
+        REQUIRE(r);
+        const auto a = exact->tensors(), b = r->tensors();
+        REQUIRE(a.size() == b.size());
+        int n_bad = 0, n_rounded = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+            CAPTURE(a[i]->name);
+            const bool embd = a[i] == exact->tok_embd; // also the tied output: read by get_rows
+            if (a[i]->type != GGML_TYPE_F16 || embd || !rounds) {
+                CHECK(b[i]->type == a[i]->type);
+                CHECK(std::memcmp(a[i]->data, b[i]->data, ggml_nbytes(a[i])) == 0);
+                continue;
+            }
+            REQUIRE(b[i]->type == GGML_TYPE_BF16);
+            ++n_rounded;
+            const ggml_fp16_t * x = (const ggml_fp16_t *) a[i]->data;
+            const ggml_bf16_t * y = (const ggml_bf16_t *) b[i]->data;
+            for (int64_t j = 0; j < ggml_nelements(a[i]); ++j) {
+                n_bad += (double) ggml_bf16_to_fp32(y[j]) != to_bf16(ggml_fp16_to_fp32(x[j]));
+            }
+        }
+        CHECK(n_bad == 0);
+        CHECK(n_rounded == (rounds ? 7 * exact->hp.n_layer : 0));
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+
+    // the rounded model through the C API against the PyTorch logits: bf16's 8 significant bits
+    // cost more than f16's 11 (the f16 file: < 0.2 above; rounded: 0.45 measured)
+    const LogitsFixture fx = logits_fixture("stories260K");
+    kvg_model_params mp = kvg_model_default_params();
+    mp.f16_as_bf16 = true;
+    kvg_model * g = kvg_model_load(out.c_str(), nullptr, mp, err, sizeof err);
+    REQUIRE_MESSAGE(g, err);
+    CHECK((std::string(kvg_model_desc(g)).find("bf16") != std::string::npos) == kvg::rounds_f16_to_bf16());
+    kvg_context * c = new_ctx(g);
+    const float worst = logits_error(c, fx.tokens, fx.logits, 512);
+    MESSAGE("f16 rounded to bf16: max logit error ", worst);
+    CHECK(worst < 0.6f);
+    kvg_context_free(c);
+    kvg_model_free(g);
+    std::remove(out.c_str());
+}
+
 TEST_CASE("the tokenizer survives the GGUF round trip") {
     kvg_model * m = load(model_path("aidreams260K.bin"), "tok512.bin");
     const std::string out = temp_path("tok.gguf");

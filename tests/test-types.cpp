@@ -1,11 +1,14 @@
-// fp16/bf16 conversion and the GGUF block layouts of Q8_0 and Q4_0, checked against
+// fp16/bf16 conversion (the scalar functions and ggml-cpu.h's row converters on every CPU path)
+// and the GGUF block layouts of Q8_0 and Q4_0, checked against
 // references written here from the format definitions.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include "ggml.h"
+#include "ggml-cpu.h"
 #include "types.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -149,6 +152,57 @@ TEST_CASE("row conversion helpers agree with the scalar ones") {
     ggml_fp32_to_bf16_row(x.data(), b.data(), (int64_t) x.size());
     ggml_bf16_to_fp32_row(b.data(), y.data(), (int64_t) x.size());
     for (size_t i = 0; i < x.size(); ++i) CHECK((double) y[i] == ref_bf16(x[i]));
+}
+
+TEST_CASE("ggml_cpu_fp16_to_fp32 / ggml_cpu_fp32_to_bf16 on every CPU path: the IEEE values, any length") {
+    // every half; every 4093rd float bit pattern plus ties, subnormals, inf and NaN
+    std::vector<ggml_fp16_t> halves(65536);
+    for (uint32_t h = 0; h < 65536; ++h) halves[h] = (ggml_fp16_t) h;
+    std::vector<float> floats;
+    for (uint64_t u = 0; u <= 0xffffffffull; u += 4093) floats.push_back(bits_f32((uint32_t) u));
+    for (float f : {1.0f + std::ldexp(1.0f, -8), 1.0f + 3 * std::ldexp(1.0f, -8), std::ldexp(1.5f, -140), -std::ldexp(1.0f, -149),
+                    INFINITY, -INFINITY, NAN, bits_f32(0x7f800001u), std::numeric_limits<float>::max()}) floats.push_back(f);
+    for (int path = GGML_CPU_FEATURES_SCALAR; path < GGML_CPU_FEATURES_BEST; ++path) {
+        if (ggml_cpu_set_features_limit((ggml_cpu_features) path) != path) continue; // not on this CPU
+        CAPTURE(path);
+        // lengths with and without a tail past the vector width, from an odd offset
+        for (size_t n : {floats.size(), (size_t) 37, (size_t) 15}) {
+            CAPTURE(n);
+            const size_t nh = std::min(n, halves.size() - 1);
+            std::vector<float> y(nh);
+            ggml_cpu_fp16_to_fp32(halves.data() + 1, y.data(), (int64_t) nh);
+            int bad = 0;
+            for (size_t i = 0; i < nh; ++i) {
+                const double want = ref_decode_f16((uint16_t) (i + 1));
+                bad += std::isnan(want) ? !std::isnan(y[i]) : (double) y[i] != want;
+            }
+            CHECK(bad == 0);
+            std::vector<ggml_bf16_t> b(n + 1, ggml_bf16_t{0x1234});
+            ggml_cpu_fp32_to_bf16(floats.data() + 1, b.data(), (int64_t) n);
+            for (size_t i = 0; i < n; ++i) {
+                const float x = floats[i + 1], got = ggml_bf16_to_fp32(b[i]);
+                bad += std::isnan(x) ? !std::isnan(got) : (double) got != ref_bf16(x);
+            }
+            CHECK(bad == 0);
+            CHECK(b[n].bits == 0x1234); // nothing written past n
+        }
+    }
+    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    const float x[3] = {-2.75f, 0.5f, 70000.0f};
+    int32_t i32[3];
+    ggml_cpu_fp32_to_i32(x, i32, 3);
+    CHECK(i32[0] == -2);
+    CHECK(i32[1] == 0);
+    CHECK(i32[2] == 70000);
+    ggml_fp16_t h[3];
+    ggml_cpu_fp32_to_fp16(x, h, 3);
+    CHECK((double) ggml_fp16_to_fp32(h[0]) == -2.75);
+    CHECK(std::isinf(ggml_fp16_to_fp32(h[2]))); // past 65504
+    const ggml_bf16_t bb[2] = {{0x3f80}, {0xc040}};
+    float f[2];
+    ggml_cpu_bf16_to_fp32(bb, f, 2);
+    CHECK(f[0] == 1.0f);
+    CHECK(f[1] == -3.0f);
 }
 
 TEST_CASE("type traits of the supported types") {

@@ -93,6 +93,7 @@ struct Options {
     bool kv_write = true;
     bool use_mmap = true; // --mmap 0: weights read into (huge-page) memory, as llama-bench's -mmp 0
     bool repack = true;   // --repack 0: q4_0/q8_0 matrices kept as in the file (kvg_model_params.repack)
+    bool f16_as_bf16 = false; // --f16-as-bf16 1: f16 matrices rounded to bf16 at load (kvg_model_params.f16_as_bf16)
     bool kv_modes = false, kv_scaling = false, residency = false, only_kv = false;
     int residency_ctx = 32768;
 };
@@ -490,7 +491,8 @@ struct ModelWork {
     bool bf16 = true;           // every layer matrix bf16
 };
 
-static ModelWork model_work(const std::string & path) {
+// f16_as_bf16: the f16 matrices count as the bf16 they are rounded to (round_f16_weights).
+static ModelWork model_work(const std::string & path, bool f16_as_bf16) {
     ModelWork w;
     std::string err;
     const auto m = kvg::load_model(path, "", kvg::LoadOptions(), &err);
@@ -504,7 +506,7 @@ static ModelWork model_work(const std::string & path) {
             if (!t) continue;
             w.layer_weights += (double) ggml_nelements(t);
             w.quantized |= t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16;
-            w.bf16 &= t->type == GGML_TYPE_BF16;
+            w.bf16 &= t->type == GGML_TYPE_BF16 || (t->type == GGML_TYPE_F16 && f16_as_bf16 && kvg::rounds_f16_to_bf16());
         }
     }
     w.output_weights = m->output ? (double) ggml_nelements(m->output) : 0.0;
@@ -556,7 +558,8 @@ static double plain_read_ms(const std::string & path) {
 }
 
 // Loads a model and says what loading cost next to a plain read of the file (--mmap 1 maps it,
-// --mmap 0 copies it into huge pages; q4_0 matrices are rearranged unless --repack 0) and the
+// --mmap 0 copies it into huge pages; q4_0 matrices are rearranged unless --repack 0, f16 ones
+// rounded to bf16 with --f16-as-bf16 1) and the
 // resident memory it added against the file's size.
 static kvg_model * timed_load(const std::string & path, const kvg_model_params & mp, std::string * report, char * err,
                               size_t err_size) {
@@ -588,6 +591,7 @@ static bool bench_table(const std::string & path, const Options & opt) {
     kvg_model_params mp = kvg_model_default_params();
     mp.use_mmap = opt.use_mmap;
     mp.repack = opt.repack;
+    mp.f16_as_bf16 = opt.f16_as_bf16;
     std::string load_report;
     model_ptr model(timed_load(path, mp, &load_report, err, sizeof err), kvg_model_free);
     if (!model) {
@@ -600,7 +604,7 @@ static bool bench_table(const std::string & path, const Options & opt) {
     const std::vector<kvg_token> pp_toks = random_tokens(n_pp, kvg_model_n_vocab(model.get()), 1);
     const std::vector<kvg_token> tg_toks = random_tokens(n_tg, kvg_model_n_vocab(model.get()), 2);
     const std::string name = path.substr(path.find_last_of('/') + 1);
-    const ModelWork work = model_work(path);
+    const ModelWork work = model_work(path, opt.f16_as_bf16);
     for (kvg_kv_type kt : opt.kv_types) {
         for (int nt : opt.threads) {
             kvg_context_params cp = kvg_context_default_params();
@@ -668,6 +672,7 @@ int main(int argc, char ** argv) {
         else if (a == "--no-kv-write") opt.kv_write = false;
         else if (a == "--mmap" && has) opt.use_mmap = atoi(argv[++i]) != 0;
         else if (a == "--repack" && has) opt.repack = atoi(argv[++i]) != 0;
+        else if (a == "--f16-as-bf16" && has) opt.f16_as_bf16 = atoi(argv[++i]) != 0;
         else if (a == "--kv-modes") opt.kv_modes = true;
         else if (a == "--kv-scaling") opt.kv_scaling = true;
         else if (a == "--residency") opt.residency = true;
@@ -677,7 +682,7 @@ int main(int argc, char ** argv) {
             fprintf(stderr,
                     "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16,q8_0] [--attn flash|matmul]\n"
                     "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write] [--mmap 0|1] [--repack 0|1]\n"
-                    "          [--kv-modes] [--kv-scaling] [--residency [--residency-ctx N]] [--only-kv]\n"
+                    "          [--f16-as-bf16 0|1] [--kv-modes] [--kv-scaling] [--residency [--residency-ctx N]] [--only-kv]\n"
                     "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n",
                     argv[0]);
             return a == "-h" || a == "--help" ? 0 : 1;

@@ -19,7 +19,7 @@ struct options {
     kvg_kv_type kv_type = KVG_KV_F32;
     kvg_kv_mode kv_mode = KVG_KV_LINEAR;
     kvg_attn_impl attn = KVG_ATTN_FLASH;
-    bool use_mmap = true, repack = true, kv_static = false, check_tensors = false;
+    bool use_mmap = true, repack = true, f16_as_bf16 = false, kv_static = false, check_tensors = false;
     bool escape = false, ignore_eos = false, display_prompt = true;
     bool context_shift = false; // linear cache full: drop half of what follows the first n_keep, shift, go on
     int n_keep = 0;

@@ -152,3 +152,28 @@ const ggml_type_traits_cpu * ggml_get_type_traits_cpu(enum ggml_type type) {
     if ((int) type < 0 || (int) type >= kvg::TYPE_COUNT) GGML_ABORT("ggml_get_type_traits_cpu: invalid type %d", (int) type);
     return &table[type];
 }
+
+// ---- conversion utilities (ggml-cpu.h) ------------------------------------------------------
+// The vector paths' converters where the active table has them (whole groups of 16 for bf16),
+// the scalar row functions of ggml.h for the rest: the same values either way.
+
+void ggml_cpu_fp32_to_fp32(const float * x, float * y, int64_t n) {
+    if (x != y) std::memmove(y, x, (size_t) n * sizeof(float));
+}
+
+void ggml_cpu_fp32_to_i32(const float * x, int32_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (int32_t) x[i];
+}
+
+void ggml_cpu_fp32_to_fp16(const float * x, ggml_fp16_t * y, int64_t n) { ggml_fp32_to_fp16_row(x, y, n); }
+
+void ggml_cpu_fp16_to_fp32(const ggml_fp16_t * x, float * y, int64_t n) { kvg::cpu_active_kernels().f16_to_f32(x, y, n); }
+
+void ggml_cpu_fp32_to_bf16(const float * x, ggml_bf16_t * y, int64_t n) {
+    const auto pack = kvg::cpu_active_kernels().mm[kvg::MM_BF16].pack_mv;
+    const int64_t whole = pack ? n / 16 * 16 : 0;
+    if (whole > 0) pack(x, y, whole);
+    ggml_fp32_to_bf16_row(x + whole, y + whole, n - whole);
+}
+
+void ggml_cpu_bf16_to_fp32(const ggml_bf16_t * x, float * y, int64_t n) { ggml_bf16_to_fp32_row(x, y, n); }
