@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kvgraph against its peers on the same GGUF files, one program after the other, file by file:
-# kvg-bench (best of --mmap 1 and --mmap 0: weights copied into transparent huge pages),
+# kvg-bench (best of --mmap 1 and --mmap 0: weights copied into transparent huge pages; f16
+# files also with --f16-as-bf16 1, their matrices rounded to bf16 at load as ik_llama.cpp's -rtr 1 does),
 # llama.cpp's llama-bench (best of -fa 0,1) and, when given, ik_llama.cpp's llama-bench (-fa 1,
 # best of -rtr 0 and -rtr 1, its run-time repacking, each also with -thp 1 and no mmap, its
 # transparent huge pages). Prints the CPU and one
@@ -72,6 +73,10 @@ for m in "${models[@]}"; do
     for mmap in 1 0; do
         "$kvg/bin/kvg-bench" -m "$m" "${common[@]}" --kv-type f16 --no-kv-write --mmap $mmap | sed "s/^|/|mmap$mmap|/" >> "$out/kvg.md"
     done
+    # f16 files also with their matrices rounded to bf16 at load, the trade ik_llama.cpp's -rtr 1 makes
+    if [ "$(basename "$m")" = "$(basename "$f16")" ]; then
+        "$kvg/bin/kvg-bench" -m "$m" "${common[@]}" --kv-type f16 --no-kv-write --mmap 0 --f16-as-bf16 1 | sed "s/^|/|mmap0 f16-as-bf16|/" >> "$out/kvg.md"
+    fi
     "$llama/llama-bench" -m "$m" "${common[@]}" -fa 0,1 -o json > "$out/llama-$(basename "$m").json" 2> /dev/null
     if [ "$ik" != - ]; then
         for rtr in 0 1; do
