@@ -6,7 +6,8 @@
 // tg N: N tokens decoded one per step from position 0 (tok/s); next to it the weight bytes
 // one token reads (every matrix; the embedding table only when it is also the output), the
 // rate that makes (GB/s), and that rate as a share of the streaming-read bandwidth measured
-// in the same run with the same thread count (the limit token generation runs into), over
+// with the same thread count right after each repetition (mean of those; the limit token
+// generation runs into), over
 // 2 MiB pages where the kernel gives them (4 KiB pages read ~25% slower on Zen 4: --mmap 0
 // copies the weights into such pages, a mapped file stays on 4 KiB ones).
 // pp rows print GFLOP/s (pp_flops: the layer matrices for every token, the output matrix for
@@ -431,17 +432,9 @@ static void bench_residency(const std::string & path, const Options & opt) {
     }
 }
 
-// Streaming-read bandwidth with n threads: each sums its share of a buffer far larger than
-// the caches; best of 3 passes, GB/s. The same run's figure is the yardstick of tg rows.
-static double stream_gbps(int n_threads);
-// measured once per thread count per run
-static double stream_at(int n_threads) {
-    static std::vector<double> cache(1025, -1.0);
-    if (n_threads < 1 || n_threads > 1024) return 0;
-    if (cache[(size_t) n_threads] < 0) cache[(size_t) n_threads] = stream_gbps(n_threads);
-    return cache[(size_t) n_threads];
-}
-static double stream_gbps(int n_threads) {
+// Streaming-read bandwidth with n threads: each sums its share of a 1 GiB buffer, far larger
+// than the caches; best of `passes` passes, GB/s. The yardstick of tg rows.
+static double stream_gbps(int n_threads, int passes) {
     const size_t words = (size_t) 1 << 27; // 1 GiB
     static uint64_t * buf = nullptr;
     if (!buf) {
@@ -452,7 +445,7 @@ static double stream_gbps(int n_threads) {
         std::fill(buf, buf + words, (uint64_t) 1);
     }
     double best = 0;
-    for (int pass = 0; pass < 3; ++pass) {
+    for (int pass = 0; pass < passes; ++pass) {
         std::vector<uint64_t> sums((size_t) n_threads * 8, 0);
         const double t0 = now_s();
         std::vector<std::thread> th;
@@ -528,10 +521,10 @@ static double pp_flops(const ModelWork & w, int n) {
 // peak that bounds it (f32 FMA for float weights, int8 dot products for quantized ones, bf16
 // dot products for bf16 weights on the AVX-512 BF16 path).
 // Both yardsticks are measured in this run with the row's thread count.
-static std::string limit_cells(bool pp, double tok_s, int n_tokens, const ModelWork & w, int nt) {
+static std::string limit_cells(bool pp, double tok_s, int n_tokens, const ModelWork & w, int nt, double stream) {
     char b[160];
     if (!pp) {
-        const double gbps = w.bytes_per_token * tok_s / 1e9, stream = stream_at(nt);
+        const double gbps = w.bytes_per_token * tok_s / 1e9;
         snprintf(b, sizeof b, "| %10.1f | %10.1f | %7.0f%% | %8s | %16s | %6s |", w.bytes_per_token / 1e6, gbps,
                  stream > 0 ? 100.0 * gbps / stream : 0.0, "", "", "");
         return b;
@@ -622,16 +615,20 @@ static bool bench_table(const std::string & path, const Options & opt) {
                 const bool pp = test == 0;
                 auto run = [&]() { return pp ? run_pp(ctx.get(), pp_toks) : run_tg(ctx.get(), tg_toks); };
                 if (run() < 0) return false; // warm-up
-                std::vector<double> ts;
+                std::vector<double> ts, streams;
                 for (int r = 0; r < opt.reps; ++r) {
                     const double t = run();
                     if (t < 0) return false;
                     ts.push_back(t);
+                    // the yardstick read right after each repetition: a shared host's
+                    // bandwidth drifts within a run (1 thread: 20-27 GB/s from one minute to the next)
+                    if (!pp) streams.push_back(stream_gbps(nt, 2));
                 }
-                double mean, sd;
+                double mean, sd, stream = 0, stream_sd;
                 mean_std(ts, &mean, &sd);
+                if (!pp) mean_std(streams, &stream, &stream_sd);
                 const std::string tname = (pp ? "pp" : "tg") + std::to_string(pp ? n_pp : n_tg);
-                const std::string limit = limit_cells(pp, mean, pp ? n_pp : n_tg, work, nt);
+                const std::string limit = limit_cells(pp, mean, pp ? n_pp : n_tg, work, nt, stream);
                 printf("| %-24s | %4s | %6s | %7d | %6s | %11.2f ± %6.2f %s\n", name.c_str(), kv_name(kt),
                        opt.attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt, tname.c_str(), mean, sd, limit.c_str());
                 fflush(stdout);
