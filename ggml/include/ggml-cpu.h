@@ -112,10 +112,10 @@ struct ggml_type_traits_cpu {
 // (with itself). from_float is set for every type kvgraph encodes (see ggml_quantize_chunk).
 GGML_API const struct ggml_type_traits_cpu * ggml_get_type_traits_cpu(enum ggml_type type);
 
-// CPU type conversion of n elements, x and y not overlapping (or y == x for the same element
-// size: in place is allowed where the sizes match, fp32_to_fp32 and fp32_to_i32). The same
-// values as ggml_fp16_to_fp32_row / ggml_fp32_to_bf16_row / ... (bf16: nearest even, subnormals
-// kept, NaN made quiet), on the vector path in use where it has one.
+// CPU type conversion of n elements. x and y must not overlap, except y == x for fp32_to_fp32
+// and fp32_to_i32 (the same element size). The values of ggml_fp16_to_fp32_row,
+// ggml_fp32_to_bf16_row, ... (bf16: nearest even, subnormals kept; NaN stays NaN, its payload
+// may not), on the vector path in use where it has one.
 GGML_API void ggml_cpu_fp32_to_fp32(const float * x, float * y, int64_t n);
 GGML_API void ggml_cpu_fp32_to_i32 (const float * x, int32_t * y, int64_t n); // truncated, as a C cast
 GGML_API void ggml_cpu_fp32_to_fp16(const float * x, ggml_fp16_t * y, int64_t n);
