@@ -259,9 +259,11 @@ TEST_CASE("q8_0 cache: batched sequences crossing group boundaries get the token
             }
             MESSAGE(model, " ", path, ": batched vs alone (q8_0 cache), max |logit difference| ", worst);
             CHECK(same_tokens);
-            // per-sequence rows and groups, shape-independent kernels: exact; OpenBLAS takes the
-            // larger batched f32 matmuls only, with its own summation order
+            // per-sequence rows and groups: exact where the products round alike for any number
+            // of rows; OpenBLAS takes the larger batched f32 matmuls only, with its own summation
+            // order, and the F32 panel tiles (AVX-512) theirs
             if (ggml_cpu_has_blas()) CHECK(worst < 0.05f);
+            else if (!batchings_agree_bitwise()) CHECK(worst < 1e-3f);
             else CHECK(worst == 0.0f);
             for (int s = 0; s < n_seq; ++s) CHECK(kvg_seq_n_past(c, s) == plen[s] + n_gen[s] - 1);
             kvg_context_free(c);

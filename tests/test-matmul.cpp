@@ -1,242 +1,10 @@
 // mul_mat and the CPU vec_dot kernels against naive double-precision loops written here,
-// on every SIMD path this machine has.
+// on every SIMD path this machine has (the panel tiles: test-matmul-panels.cpp).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include "ops-common.h"
+#include "matmul-common.h"
 
-#include "ggml.h"
-#include "ggml-cpu.h"
-#include "cpu/kernels.h"
-#include "cpu/simd.h"
-#include "types.h"
-
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <map>
-#include <random>
-#include <set>
-#include <string>
-#include <vector>
-
-namespace {
-
-const ggml_type ALL_TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-                               GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
-                               GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
-
-const char * path_name(ggml_cpu_features p) {
-    return p == GGML_CPU_FEATURES_SCALAR ? "scalar" : p == GGML_CPU_FEATURES_AVX2 ? "avx2"
-         : p == GGML_CPU_FEATURES_AVX512 ? "avx512" : p == GGML_CPU_FEATURES_AVX512_VNNI ? "avx512vnni" : "avx512bf16";
-}
-
-std::mt19937 rng(1234);
-float frand() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng); }
-
-// Byte offsets of the f16 scales in a block of the types kvgraph reads but does not encode
-// (ggml's layouts).
-std::vector<size_t> scale_offsets(ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: return {0, 2};
-        case GGML_TYPE_Q5_0: case GGML_TYPE_IQ4_NL: return {0};
-        case GGML_TYPE_Q2_K: return {80, 82};
-        case GGML_TYPE_Q3_K: return {108};
-        case GGML_TYPE_Q6_K: return {208};
-        default: FAIL("no scale layout for " << ggml_type_name(t)); return {};
-    }
-}
-
-// A row of n values of type t: x itself, its reference encoding, or, for the types without
-// an encoder, random blocks (every bit pattern of the quants and packed scales is a valid
-// block) whose f16 scales are set to small finite values.
-void encode_row(ggml_type t, const float * x, void * dst, int64_t n) {
-    if (t == GGML_TYPE_F32) {
-        std::memcpy(dst, x, n * sizeof(float));
-        return;
-    }
-    if (ggml_get_type_traits(t)->from_float_ref) {
-        ggml_get_type_traits(t)->from_float_ref(x, dst, n);
-        return;
-    }
-    const size_t bs = ggml_type_size(t);
-    const int64_t nb = n / ggml_blck_size(t);
-    uint8_t * p = (uint8_t *) dst;
-    for (size_t i = 0; i < (size_t) nb * bs; ++i) p[i] = (uint8_t) (rng() & 0xFF);
-    for (int64_t b = 0; b < nb; ++b) {
-        for (size_t off : scale_offsets(t)) {
-            const ggml_fp16_t h = ggml_fp32_to_fp16(0.01f * frand());
-            std::memcpy(p + b * bs + off, &h, sizeof h);
-        }
-    }
-}
-
-// Values of a row of type t (f32 as is).
-void decode_row(ggml_type t, const void * src, float * y, int64_t n) {
-    if (t == GGML_TYPE_F32) std::memcpy(y, src, n * sizeof(float));
-    else ggml_get_type_traits(t)->to_float(src, y, n);
-}
-
-// Fills every row of a (root, contiguous) tensor with random values in its type.
-void fill_random(ggml_tensor * t) {
-    REQUIRE(ggml_is_contiguous(t));
-    const int64_t n0 = t->ne[0];
-    std::vector<float> row(n0);
-    for (int64_t r = 0; r < ggml_nrows(t); ++r) {
-        for (auto & v : row) v = frand();
-        encode_row(t->type, row.data(), (char *) t->data + r * t->nb[1], n0);
-    }
-}
-
-// Row (i1, i2, i3) of any tensor as floats, via strides (dequantizing if needed).
-std::vector<float> read_row(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
-    const char * p = (const char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-    std::vector<float> out(t->ne[0]);
-    if (t->type == GGML_TYPE_F32) {
-        for (int64_t i = 0; i < t->ne[0]; ++i) out[i] = *(const float *) (p + i * t->nb[0]);
-    } else {
-        REQUIRE(t->nb[0] == ggml_type_size(t->type));
-        ggml_get_type_traits(t->type)->to_float(p, out.data(), t->ne[0]);
-    }
-    return out;
-}
-
-// What the kernels see of an activation row: a round trip through the activation type vt
-// (f32 for float weights, q8_0 or q8_K for block types).
-std::vector<float> as_activation(std::vector<float> x, ggml_type vt) {
-    if (vt != GGML_TYPE_F32) {
-        std::vector<uint8_t> q(ggml_row_size(vt, (int64_t) x.size()));
-        encode_row(vt, x.data(), q.data(), (int64_t) x.size());
-        decode_row(vt, q.data(), x.data(), (int64_t) x.size());
-    }
-    return x;
-}
-
-struct RefResult {
-    std::vector<double> val, mag; // exact product and sum |w*x| per output, [i13][i12][i11][i01]
-};
-
-// Naive mul_mat in double: weight row (i01, i12/r2, i13/r3) against activation row (i11, i12, i13)
-// rounded through the activation type vt.
-RefResult ref_mul_mat(const ggml_tensor * a, const ggml_tensor * b, ggml_type vt) {
-    const int64_t K = a->ne[0], N = a->ne[1], M = b->ne[1];
-    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    RefResult r;
-    for (int64_t i13 = 0; i13 < b->ne[3]; ++i13)
-        for (int64_t i12 = 0; i12 < b->ne[2]; ++i12)
-            for (int64_t i11 = 0; i11 < M; ++i11) {
-                const std::vector<float> x = as_activation(read_row(b, i11, i12, i13), vt);
-                for (int64_t i01 = 0; i01 < N; ++i01) {
-                    const std::vector<float> w = read_row(a, i01, i12 / r2, i13 / r3);
-                    double s = 0, m = 0;
-                    for (int64_t k = 0; k < K; ++k) {
-                        s += (double) w[k] * x[k];
-                        m += std::fabs((double) w[k] * x[k]);
-                    }
-                    r.val.push_back(s);
-                    r.mag.push_back(m);
-                }
-            }
-    return r;
-}
-
-std::vector<float> read_dst(const ggml_tensor * d) {
-    std::vector<float> out;
-    for (int64_t i3 = 0; i3 < d->ne[3]; ++i3)
-        for (int64_t i2 = 0; i2 < d->ne[2]; ++i2)
-            for (int64_t i1 = 0; i1 < d->ne[1]; ++i1) {
-                const std::vector<float> row = read_row(d, i1, i2, i3);
-                out.insert(out.end(), row.begin(), row.end());
-            }
-    return out;
-}
-
-// Runs every task of every phase of a mul_mat node in turn, as the executor would with nth threads.
-void run_mul_mat(ggml_tensor * node, int nth) {
-    const int phases = ggml_mul_mat_n_phases(node);
-    std::vector<uint8_t> work(ggml_mul_mat_work_size(node, nth) + 1);
-    for (int ph = 0; ph < phases; ++ph) {
-        for (int ith = 0; ith < nth; ++ith) {
-            ggml_compute_params p = {ith, nth, ph, work.data(), work.size()};
-            ggml_compute_forward_mul_mat(&p, node);
-        }
-    }
-}
-
-void check_close(const std::vector<float> & got, const RefResult & ref, double rel) {
-    REQUIRE(got.size() == ref.val.size());
-    int bad = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-        const double tol = rel * ref.mag[i] + 1e-6;
-        if (!(std::fabs(got[i] - ref.val[i]) <= tol)) {
-            if (bad++ < 5) FAIL_CHECK("element " << i << ": got " << got[i] << " want " << ref.val[i] << " tol " << tol);
-        }
-    }
-    CHECK(bad == 0);
-}
-
-// Float sums of up to a few thousand terms: a few ulps per term relative to sum |w*x|.
-double tolerance(ggml_type) { return 2e-5; }
-
-// Computes `node` through the executor (real threads) and returns dst.
-std::vector<float> compute_graph(ggml_context * ctx, ggml_tensor * node, int n_threads) {
-    ggml_cgraph * gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, node);
-    std::memset(node->data, 0xff, ggml_nbytes(node));
-    REQUIRE(ggml_graph_compute_with_ctx(ctx, gf, n_threads) == GGML_STATUS_SUCCESS);
-    return read_dst(node);
-}
-
-// Computes `node` with 1, 2 and 3 tasks on every path; checks the reference (on the
-// activations as that path quantizes them: panels take q8_0 for every block type) and that
-// the task count does not change a single bit, then the same through the executor's threads.
-void check_mul_mat(ggml_context * ctx, ggml_tensor * node) {
-    std::map<ggml_type, RefResult> refs;
-    for (ggml_cpu_features path : available_paths()) {
-        ggml_cpu_set_features_limit(path);
-        const std::string path_str = path_name(path);
-        CAPTURE(path_str);
-        const ggml_type vt = kvg::mm_activation_type(node->src[0]->type, node->src[1]->ne[1], node->src[1]->ne[0]);
-        if (!refs.count(vt)) refs[vt] = ref_mul_mat(node->src[0], node->src[1], vt);
-        const RefResult & ref = refs[vt];
-        std::vector<float> first;
-        for (int nth = 1; nth <= 3; ++nth) {
-            CAPTURE(nth);
-            std::memset(node->data, 0xff, ggml_nbytes(node)); // NaN: unwritten outputs show up
-            run_mul_mat(node, nth);
-            const std::vector<float> got = read_dst(node);
-            if (nth == 1) {
-                check_close(got, ref, tolerance(node->src[0]->type));
-                first = got;
-            } else {
-                CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);
-            }
-        }
-        for (int n_threads = 1; n_threads <= 3; ++n_threads) {
-            CAPTURE(n_threads);
-            const std::vector<float> got = compute_graph(ctx, node, n_threads);
-            CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);
-        }
-    }
-    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
-}
-
-int64_t k_unit(ggml_type t) { return ggml_blck_size(t); }
-
-// One activation row times N random weight rows of K values of type t, checked as above.
-void check_matvec(ggml_type t, int64_t K, int64_t N) {
-    CAPTURE(K);
-    CAPTURE(N);
-    Ctx c;
-    ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, K, N);
-    ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, 1);
-    fill_random(a);
-    fill_random(b);
-    check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
-}
-
-} // namespace
 
 TEST_CASE("cpu traits: vec_dot types and activation conversion") {
     CHECK(ggml_get_type_traits_cpu(GGML_TYPE_F32)->vec_dot_type == GGML_TYPE_F32);
@@ -360,20 +128,20 @@ TEST_CASE("each path's kernel table holds its own functions") {
             CHECK(v->mm[t].panel_rows >= 1);
             for (int r = 1; r <= v->mm[t].panel_rows; ++r) CHECK(bool(v->mm[t].panel[r]));
         }
-        CHECK(v->mm[kvg::MM_F32].panel_rows == 0);
+        CHECK(v->mm[kvg::MM_F32].panel_kind == kvg::MM_PANEL_F32);
         CHECK(v->mm[kvg::MM_BF16].panel_rows == 0);
         CHECK(bool(v->pack_panel));
     }
     // the BF16 table is the VNNI one plus BF16 panel tiles for bf16 weights (f16 keeps its tiles)
     if (const kvg::cpu_kernels * b = kvg::kernels_avx512_bf16()) {
         const kvg::cpu_kernels * v = kvg::kernels_avx512_vnni();
-        CHECK(b->mm[kvg::MM_BF16].panel_bf16);
+        CHECK(b->mm[kvg::MM_BF16].panel_kind == kvg::MM_PANEL_BF16);
         CHECK(b->mm[kvg::MM_BF16].panel_rows >= 1);
         for (int r = 1; r <= b->mm[kvg::MM_BF16].panel_rows; ++r) CHECK(bool(b->mm[kvg::MM_BF16].panel[r]));
         CHECK(b->mm[kvg::MM_F16].panel_rows == 0);
         CHECK((b->mm[kvg::MM_Q4_K].panel[1] == v->mm[kvg::MM_Q4_K].panel[1]));
         CHECK(bool(b->pack_panel_bf16));
-        CHECK(!v->mm[kvg::MM_Q8_0].panel_bf16);
+        CHECK(v->mm[kvg::MM_Q8_0].panel_kind == kvg::MM_PANEL_Q8_0);
     }
     // with panels, k-quant weights take q8_0 activations from the kernel's panel_min rows on
     ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
@@ -629,15 +397,7 @@ TEST_CASE("mul_mat: every weight type, matrix-vector and matrix-matrix, odd size
                                  {4 * u, 21, 10}} // a single partial panel
             : std::vector<Shape>{{1, 3, 1}, {67, 13, 1}, {67, 5, 3}, {33, 71, 5}, {17, 9, 70}, {1100, 9, 6}, {1031, 37, 1},
                                  {65, 67, 33}}; // the last one is large enough for the OpenBLAS route (KVG_OPENBLAS)
-        for (const Shape & s : shapes) {
-            CAPTURE(s.K); CAPTURE(s.N); CAPTURE(s.M);
-            Ctx c;
-            ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, s.K, s.N);
-            ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, s.K, s.M);
-            fill_random(a);
-            fill_random(b);
-            check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
-        }
+        for (const Shape & s : shapes) check_product(t, s.K, s.N, s.M);
     }
 }
 
@@ -859,151 +619,6 @@ TEST_CASE("mul_mat: tasks write disjoint outputs that cover dst") {
             for (size_t i = 0; i < writers.size(); ++i) REQUIRE(writers[i] == 1);
         }
     }
-}
-
-namespace {
-
-// ---- bf16 weights on the AVX-512 BF16 path (vdpbf16ps panels) ----------------------------------
-
-// ggml's rounding of a float to bf16, written again here: nearest even on the bits, NaN quiet.
-uint16_t bf16_round_bits(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t) ((u >> 16) | 0x40);
-    const uint32_t lsb = (u >> 16) & 1;
-    return (uint16_t) ((u + 0x7fffu + lsb) >> 16);
-}
-float bf16_round(float f) {
-    const uint32_t u = (uint32_t) bf16_round_bits(f) << 16;
-    float r;
-    std::memcpy(&r, &u, 4);
-    return r;
-}
-
-// Naive product of 2-d weights [K, N] and f32 activations [K, M] in double, the activations
-// rounded to bf16 first when `round`.
-RefResult ref_bf16(const ggml_tensor * a, const ggml_tensor * b, bool round) {
-    RefResult r;
-    for (int64_t m = 0; m < b->ne[1]; ++m) {
-        std::vector<float> x = read_row(b, m, 0, 0);
-        if (round) for (float & v : x) v = bf16_round(v);
-        for (int64_t n = 0; n < a->ne[1]; ++n) {
-            const std::vector<float> w = read_row(a, n, 0, 0);
-            double s = 0, mag = 0;
-            for (size_t k = 0; k < x.size(); ++k) {
-                s += (double) w[k] * x[k];
-                mag += std::fabs((double) w[k] * x[k]);
-            }
-            r.val.push_back(s);
-            r.mag.push_back(mag);
-        }
-    }
-    return r;
-}
-
-} // namespace
-
-TEST_CASE("BF16 activation panels: values rounded as ggml_fp32_to_bf16 (bit for bit), pairs interleaved, tails zero") {
-    if (kvg::cpu_best_path() < kvg::PATH_AVX512_BF16) return;
-    const kvg::cpu_kernels * kb = kvg::kernels_avx512_bf16();
-    // ties to even both ways, near-ties, subnormals (kept, not flushed), infinities, NaNs, overflow
-    const uint32_t special[] = {0x00000000, 0x80000000, 0x3f800000, 0x3f808000, 0x3f818000, 0x3f808001, 0x3f807fff,
-                                0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xff800001, 0x7f7fffff, 0xff7fffff,
-                                0x00000001, 0x00008000, 0x00018000, 0x807fffff, 0x00800000, 0x3380c000};
-    std::mt19937 gen(99);
-    for (int64_t k : {1, 2, 15, 31, 32, 33, 64, 100}) {
-        for (int n : {1, 5, 16}) {
-            CAPTURE(k); CAPTURE(n);
-            std::vector<std::vector<float>> rows(n, std::vector<float>(k));
-            const void * ptrs[kvg::MM_PANEL_COLS];
-            size_t s = 0;
-            for (int c = 0; c < n; ++c) {
-                for (float & v : rows[c]) {
-                    const uint32_t u = s < sizeof(special) / 4 ? special[s++] : (uint32_t) gen();
-                    std::memcpy(&v, &u, 4);
-                }
-                ptrs[c] = rows[c].data();
-            }
-            const int64_t pairs = (k + 1) / 2;
-            std::vector<uint16_t> panel((pairs + 1) * 32, 0xAAAA);
-            kb->pack_panel_bf16(ptrs, n, panel.data(), k);
-            for (int64_t i = 0; i < pairs; ++i) {
-                for (int c = 0; c < kvg::MM_PANEL_COLS; ++c) {
-                    for (int h = 0; h < 2; ++h) {
-                        const int64_t e = 2 * i + h;
-                        const uint16_t want = c < n && e < k ? ggml_fp32_to_bf16(rows[c][e]).bits : 0;
-                        if (c < n && e < k) REQUIRE(want == bf16_round_bits(rows[c][e]));
-                        CHECK(panel[(i * kvg::MM_PANEL_COLS + c) * 2 + h] == want);
-                    }
-                }
-            }
-            for (int j = 0; j < 32; ++j) CHECK(panel[pairs * 32 + j] == 0xAAAA); // nothing past the panel
-        }
-    }
-}
-
-// Random weights of type wt [K, N] times M random f32 rows: mul_mat with one task must match
-// `refs(a, b).first` (activations rounded as the kernel rounds them) within rel, and 2 or 3
-// tasks and the executor's threads must give the same bits. Returns how many outputs the
-// unrounded product (`refs(a, b).second`) would have failed by.
-using RefPair = std::pair<RefResult, RefResult>;
-int check_rounded_mul_mat(ggml_type wt, int64_t K, int64_t N, int64_t M, double rel,
-                          const std::function<RefPair(const ggml_tensor *, const ggml_tensor *)> & refs) {
-    CAPTURE(K); CAPTURE(M); CAPTURE(N);
-    Ctx c;
-    ggml_tensor * a = ggml_new_tensor_2d(c.ctx, wt, K, N);
-    ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, M);
-    fill_random(a);
-    fill_random(b);
-    ggml_tensor * d = ggml_mul_mat(c.ctx, a, b);
-    const RefPair r = refs(a, b);
-    run_mul_mat(d, 1);
-    const std::vector<float> got = read_dst(d);
-    check_close(got, r.first, rel);
-    int sensitive = 0;
-    for (size_t i = 0; i < got.size(); ++i) sensitive += std::fabs(r.second.val[i] - r.first.val[i]) > rel * r.first.mag[i] + 1e-6;
-    for (int nth = 2; nth <= 3; ++nth) {
-        run_mul_mat(d, nth);
-        CHECK(std::memcmp(read_dst(d).data(), got.data(), got.size() * sizeof(float)) == 0);
-    }
-    const std::vector<float> threaded = compute_graph(c.ctx, d, 2);
-    CHECK(std::memcmp(threaded.data(), got.data(), got.size() * sizeof(float)) == 0);
-    return sensitive;
-}
-
-TEST_CASE("mul_mat: bf16 weights on the AVX-512 BF16 path round the activations to bf16 and sum in f32") {
-    if (ggml_cpu_set_features_limit(GGML_CPU_FEATURES_AVX512_BF16) != GGML_CPU_FEATURES_AVX512_BF16) {
-        MESSAGE("no AVX-512 BF16 path here (CPU or KVG_CPU_FEATURES): skipped");
-        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
-        return;
-    }
-    const int pmin = kvg::kernels_avx512_bf16()->mm[kvg::MM_BF16].panel_min;
-    CHECK(pmin > 1);
-    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin, 4096) == GGML_TYPE_BF16);
-    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, pmin - 1, 4096) == GGML_TYPE_F32); // few rows: the f32 tiles
-    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 100, 4096) == GGML_TYPE_F32);      // f16 weights unchanged
-    // one row: bf16 too (the matrix-vector kernel), unless K is not a multiple of its group
-    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, 1, 4096) == GGML_TYPE_BF16);
-    CHECK(kvg::mm_activation_type(GGML_TYPE_BF16, 1, 4096 + 64) == GGML_TYPE_F32);
-    CHECK(kvg::mm_activation_type(GGML_TYPE_F16, 1, 4096) == GGML_TYPE_F16); // f16 weights' own kernel
-    // K: below a pair, odd tails, long rows, two K chunks (accumulated); M: partial and whole
-    // panels and pairs of them
-    // (M = 1 takes the matrix-vector kernel for K a multiple of 128: 128, 2048, 8192)
-    const int64_t Ks[] = {1, 2, 31, 32, 33, 64, 100, 128, 1027, 2048, 4161, 8192, 8195};
-    const int64_t Ms[] = {1, pmin, 15, 16, 17, 32, 33, 64, 65, 100};
-    const int64_t Ns[] = {1, 7, 13, 37};
-    int sensitive = 0; // outputs where unrounded activations would have failed the check
-    for (size_t ik = 0; ik < sizeof(Ks) / sizeof(Ks[0]); ++ik) {
-        for (size_t im = 0; im < sizeof(Ms) / sizeof(Ms[0]); ++im) {
-            const int64_t K = Ks[ik], M = Ms[im], N = Ns[(ik + im) % 4];
-            if (M == 1 && K % 128 != 0) continue; // the f32 tiles (unrounded): tested above
-            sensitive += check_rounded_mul_mat(GGML_TYPE_BF16, K, N, M, 1e-5, [](const ggml_tensor * a, const ggml_tensor * b) {
-                return RefPair(ref_bf16(a, b, true), ref_bf16(a, b, false));
-            });
-        }
-    }
-    CHECK(sensitive > 1000);
-    ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
 }
 
 // One activation row times f16 or bf16 weights (K a multiple of 128) on the SIMD paths: the

@@ -3,6 +3,9 @@
 
 #include "test-common.h"
 
+#include "cpu/simd.h"
+#include "ggml-cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -51,6 +54,14 @@ inline std::vector<int> random_tokens(int n, int n_vocab, uint32_t seed) {
         t[i] = 3 + (int) ((seed >> 8) % (uint32_t) (n_vocab - 3));
     }
     return t;
+}
+
+// Whether logits of different batchings agree bit for bit: every f32 product then rounds alike
+// whatever its number of activation rows. Not with OpenBLAS (sgemm for the large products),
+// nor on the AVX-512 paths, whose F32 panel tiles (products of panel_min or more rows) sum each
+// output in one chain in element order where the other tiles sum 16 lanes.
+inline bool batchings_agree_bitwise() {
+    return !ggml_cpu_has_blas() && kvg::cpu_active_kernels().mm[kvg::MM_F32].panel_rows == 0;
 }
 
 inline float max_diff(const float * a, const float * b, size_t n) {

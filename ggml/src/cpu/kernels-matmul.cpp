@@ -12,9 +12,11 @@
 // Paths with panel tiles (simd.h) for the weight type convert the activations of products
 // with at least the kernel's panel_min rows into q8_0 panels of 16 rows instead (whatever the type's
 // vec_dot_type: the k-quants' too; BF16 panels for bf16 weights on the AVX-512 BF16 path,
-// ggml's bf16 activations), and run panel tiles over them (an output's order is then
-// the panel tiles' own, again the same for every tile); paths with a matrix-vector kernel
-// pack a single activation row for it (same bits as the tiles).
+// ggml's bf16 activations; F32 panels for f32 weights on the AVX-512 paths), and run panel
+// tiles over them (an output's order is then the panel tiles' own, again the same for every
+// tile, but not the other tiles' order: as in ggml, a product's bits depend on its number of
+// activation rows); paths with a matrix-vector kernel pack a single activation row for it
+// (same bits as the tiles).
 #include "kernels.h"
 #include "simd.h"
 #include "types.h"
@@ -47,10 +49,27 @@ struct mm_info {
     int64_t n_panels;   // panels per batch
 };
 
-// Bytes of a panel (simd.h) before element k (k a multiple of 32 for q8_0 panels).
+// Bytes of a panel (simd.h) of activation type vdt before element k (k a multiple of 32 for
+// q8_0 panels).
 size_t panel_offset(ggml_type vdt, int64_t k) {
-    return vdt == GGML_TYPE_BF16 ? (size_t) ((k + 1) / 2) * MM_PANEL_BF16_PAIR : (size_t) (k / QK8_0) * MM_PANEL_BLOCK;
+    return vdt == GGML_TYPE_BF16  ? (size_t) ((k + 1) / 2) * MM_PANEL_BF16_PAIR
+         : vdt == GGML_TYPE_F32   ? (size_t) k * MM_PANEL_F32_ELEM
+                                  : (size_t) (k / QK8_0) * MM_PANEL_BLOCK;
 }
+
+#ifdef KVG_USE_OPENBLAS
+// Large dense f32 products go to OpenBLAS's sgemm (blas_mul_mat) instead of the tiles.
+bool blas_eligible(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+    const int64_t K = a->ne[0], N = a->ne[1], M = b->ne[1];
+    const size_t row = (size_t) K * sizeof(float);
+    return a->type == GGML_TYPE_F32 && ggml_is_contiguous_rows(b) && M >= 32 && N >= 64 && K >= 64 && a->nb[1] % 4 == 0 &&
+           a->nb[1] >= row && b->nb[1] % 4 == 0 && b->nb[1] >= row && dst->nb[1] >= (size_t) N * sizeof(float);
+}
+#else
+bool blas_eligible(const ggml_tensor *) { return false; }
+#endif
 
 // Validates the node and derives what both phases need; aborts with the reason otherwise.
 // Products of M activation rows that take the weight type's panel tiles, and those that take
@@ -98,9 +117,9 @@ mm_info inspect(const ggml_tensor * dst) {
     info.unpack = unpacks(a->type, info.M, info.K);
     if (info.unpack) info.kernel = mm_type_of(r16_plain(a->type));
     info.vdt = mm_activation_type(info.unpack ? r16_plain(a->type) : a->type, info.M, info.K);
-    info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b);
     const mm_kernel & mk = cpu_active_kernels().mm[info.kernel];
-    info.panel = takes_panels(mk, info.M); // then vdt is the panels' type
+    info.panel = takes_panels(mk, info.M) && !blas_eligible(dst); // then vdt is the panels' type
+    info.convert = info.vdt != GGML_TYPE_F32 || !ggml_is_contiguous_rows(b) || info.panel;
     info.n_panels = (info.M + MM_PANEL_COLS - 1) / MM_PANEL_COLS;
     info.mv = takes_mv(mk, info.M, info.K); // then vdt is what the row is rounded to before packing
     info.x_stride = info.panel ? panel_offset(info.vdt, info.K)
@@ -117,18 +136,22 @@ size_t conv_bytes(const mm_info & mi) {
     return mi.x_stride * (size_t) ((mi.panel ? mi.n_panels : mi.M) * mi.src1->ne[2] * mi.src1->ne[3]);
 }
 
-// What rows the packer of panels or of a matrix-vector row takes: f32 ones for BF16 panels and
-// f16/bf16 rows (rounded as they are packed), else the quantized rows.
+// What rows the packer of panels or of a matrix-vector row takes: f32 ones for BF16 and F32
+// panels and f16/bf16 rows (rounded as they are packed), else the quantized rows.
 ggml_type packer_input(const mm_info & mi) {
     return mi.vdt == GGML_TYPE_BF16 || mi.vdt == GGML_TYPE_F16 ? GGML_TYPE_F32 : mi.vdt;
 }
 
 // Floats of per-task scratch: strided src1 rows are gathered there before quantizing; for
 // panels and packed rows, the rows to pack follow (none where the packer reads f32 rows
-// itself: BF16 panels of dense rows, and f16/bf16 matrix-vector rows, gathered or not).
+// itself: BF16 and F32 panels of dense rows, and f16/bf16 matrix-vector rows, gathered or not).
+// The first part: rows to quantize or round gathered there (f32 rows are gathered where they go).
+int64_t gather_slot_floats(const mm_info & mi) {
+    return mi.vdt != GGML_TYPE_F32 && !ggml_is_contiguous_rows(mi.src1) ? GGML_PAD(mi.K, 16) : 0;
+}
 int64_t gather_floats(const mm_info & mi) {
     const bool dense = ggml_is_contiguous_rows(mi.src1);
-    const int64_t gather = (mi.vdt != GGML_TYPE_F32 && !dense) ? GGML_PAD(mi.K, 16) : 0;
+    const int64_t gather = gather_slot_floats(mi);
     const bool f32_packer = packer_input(mi) == GGML_TYPE_F32;
     const int64_t q8_rows = mi.panel ? (f32_packer && dense ? 0 : MM_PANEL_COLS) : mi.mv && !f32_packer ? 1 : 0;
     return gather + (q8_rows ? q8_rows * (int64_t) GGML_PAD(ggml_row_size(packer_input(mi), mi.K), 64) / 4 : 0);
@@ -167,7 +190,7 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
     float * tmp = (float *) (conv + GGML_PAD(conv_bytes(mi), ALIGN)) + params->ith * gather_floats(mi);
     // panels and packed rows: a task quantizes rows into its scratch, then packs them
     const size_t q_stride = mi.panel ? GGML_PAD(ggml_row_size(packer_input(mi), mi.K), 64) : 0;
-    char * qrows = (char *) (tmp + (ggml_is_contiguous_rows(b) ? 0 : GGML_PAD(mi.K, 16)));
+    char * qrows = (char *) (tmp + gather_slot_floats(mi));
     if (!mi.panel) {
         const mm_kernel & mk = cpu_active_kernels().mm[mi.kernel];
         int64_t r0, r1;
@@ -191,7 +214,7 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
         const void * rows[MM_PANEL_COLS];
         for (int c = 0; c < n; ++c) {
             char * q = qrows + c * q_stride;
-            if (mi.vdt == GGML_TYPE_BF16) {
+            if (packer_input(mi) == GGML_TYPE_F32) {
                 rows[c] = f32_row(mi, batch * mi.M + c0 + c, (float *) q);
                 continue;
             }
@@ -199,7 +222,8 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
             rows[c] = q;
         }
         const cpu_kernels & kern = cpu_active_kernels();
-        (mi.vdt == GGML_TYPE_BF16 ? kern.pack_panel_bf16 : kern.pack_panel)(rows, n, conv + p * mi.x_stride, mi.K);
+        const auto pack = mi.vdt == GGML_TYPE_BF16 ? kern.pack_panel_bf16 : mi.vdt == GGML_TYPE_F32 ? kern.pack_panel_f32 : kern.pack_panel;
+        pack(rows, n, conv + p * mi.x_stride, mi.K);
     }
 }
 
@@ -208,14 +232,6 @@ void convert_src1(const ggml_compute_params * params, const mm_info & mi) {
 // threads). Weight rows are cut into fixed chunks handed out to the tasks, so every
 // output comes from the same sgemm call whatever the number of tasks (same bits).
 constexpr int64_t BLAS_CHUNK = 256;
-
-bool blas_eligible(const mm_info & mi, const ggml_tensor * dst) {
-    const ggml_tensor * a = mi.src0;
-    const ggml_tensor * b = mi.src1;
-    const size_t row = (size_t) mi.K * sizeof(float);
-    return a->type == GGML_TYPE_F32 && !mi.convert && mi.M >= 32 && mi.N >= 64 && mi.K >= 64 && a->nb[1] % 4 == 0 &&
-           a->nb[1] >= row && b->nb[1] % 4 == 0 && b->nb[1] >= row && dst->nb[1] >= (size_t) mi.N * sizeof(float);
-}
 
 void blas_mul_mat(const ggml_compute_params * params, const mm_info & mi, ggml_tensor * dst) {
     static std::once_flag once;
@@ -246,7 +262,8 @@ void blas_mul_mat(const ggml_compute_params * params, const mm_info & mi, ggml_t
 // chunks (Zen 4, K = 5632: 210 -> 220 GFLOP/s with 4096). Float tiles (f32 activations)
 // do best with a 32 KiB chunk of their four weight rows (Zen 4, 1 thread, M = 128,
 // GFLOP/s of a 118 FMA peak, K = 2048 and 5632: f32 87-89 -> 93-97 with 2048 instead of
-// 512, 4096 lost at K = 5632; f16 87-92 -> 103-106 with 4096).
+// 512, 4096 lost at K = 5632; f16 87-92 -> 103-106 with 4096). F32 panel tiles: 2048 as well
+// (K = 768-5632: 106-111 GFLOP/s; 1024: 106-110, 512: 100-105).
 int64_t k_chunk(const mm_info & mi, int tile_cols) {
     if (mi.M <= tile_cols) return std::max<int64_t>(mi.K, 1); // one tile column: stream whole rows
     const int64_t kc = mi.vdt == GGML_TYPE_F32 ? (mi.src0->type == GGML_TYPE_F32 ? 2048 : 4096)
@@ -394,15 +411,17 @@ ggml_type kvg::mm_activation_type(ggml_type type, int64_t M, int64_t K) {
     // one row times float weights with a matrix-vector kernel: the row rounded to the weights'
     // type, as ggml's vec_dot_type (the SIMD paths)
     if (takes_mv(mk, M, K) && mm_vec_dot_type(type) == GGML_TYPE_F32) return type;
-    return !takes_panels(mk, M) ? mm_vec_dot_type(type) : mk.panel_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_Q8_0;
+    if (!takes_panels(mk, M)) return mm_vec_dot_type(type);
+    return mk.panel_kind == MM_PANEL_BF16 ? GGML_TYPE_BF16 : mk.panel_kind == MM_PANEL_F32 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
 }
 
-// F32 weights times dense F32 rows: no conversion on any path (no panel tiles for F32), so the
+// F32 weights times dense F32 rows too few for the F32 panels: no conversion, so the
 // scheduler's questions (asked per node and token) are answered without the full inspection;
 // the kernel still validates the node.
 static bool plain_f32(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0], * b = dst->src[1];
-    return a && b && a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 && ggml_is_contiguous_rows(b);
+    return a && b && a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 && ggml_is_contiguous_rows(b) &&
+           !takes_panels(cpu_active_kernels().mm[MM_F32], b->ne[1]);
 }
 
 int ggml_mul_mat_n_phases(const ggml_tensor * dst) { return plain_f32(dst) ? 1 : inspect(dst).convert ? 2 : 1; }
@@ -427,7 +446,7 @@ void ggml_compute_forward_mul_mat(const ggml_compute_params * params, ggml_tenso
         }
     }
 #ifdef KVG_USE_OPENBLAS
-    if (blas_eligible(mi, dst)) {
+    if (blas_eligible(dst)) {
         blas_mul_mat(params, mi, dst);
         return;
     }

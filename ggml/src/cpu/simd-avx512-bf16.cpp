@@ -28,31 +28,6 @@ using namespace kvg::avx512;
 
 static_assert(MM_PANEL_BF16_PAIR == 64, "one vector per pair of elements");
 
-// v[c] (16 ints of row c) -> v[j] (int j of every row).
-KVG_INLINE void transpose16(__m512i (&v)[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
-    }
-    // u[4q + j], 128-bit lane L: rows 4q..4q+3 of column 4L + j
-    __m512i u[16];
-    for (int q = 0; q < 4; ++q) {
-        u[4 * q] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
-        u[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
-        u[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
-        u[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
-    }
-    for (int j = 0; j < 4; ++j) {
-        const __m512i s0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), s1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
-        const __m512i s2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44), s3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
-        v[j] = _mm512_shuffle_i32x4(s0, s2, 0x88);
-        v[4 + j] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
-        v[8 + j] = _mm512_shuffle_i32x4(s1, s3, 0x88);
-        v[12 + j] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
-    }
-}
-
 // BF16 panel [pair][c] from f32 rows: rows[c] for c < n, zero rows after, a last odd element
 // paired with zero. 32 elements of 16 rows at a time: rounded, pairs of words joined into
 // ints, transposed (one pass, instead of rounding rows and interleaving them one int at a time).
@@ -94,27 +69,6 @@ KVG_INLINE void pair_step(const mm_tile_args & a, int64_t i, const int32_t (&wp)
     }
 }
 
-// Writes the R x P accumulators to the tile's n_cols activation rows, as store_panel does (the
-// same sums, same bits) but a 16 x 16 transpose per panel gives each activation row its R
-// sums as one vector: one masked add and store per row instead of R scalar ones (1.5% of a
-// K = 2048 tile on Zen 4).
-template <int R, int P>
-KVG_INLINE void store_tile(const mm_tile_args & a, const __m512 (&acc)[R][P]) {
-    const __mmask16 rows = (__mmask16) ((1u << R) - 1);
-    for (int p = 0; p < P; ++p) {
-        __m512i v[16];
-        for (int r = 0; r < 16; ++r) v[r] = r < R ? _mm512_castps_si512(acc[r][p]) : _mm512_setzero_si512();
-        transpose16(v);
-        const int nc = a.n_cols - p * MM_PANEL_COLS < MM_PANEL_COLS ? a.n_cols - p * MM_PANEL_COLS : MM_PANEL_COLS;
-        for (int c = 0; c < nc; ++c) {
-            float * o = a.out + (p * MM_PANEL_COLS + c) * a.out_stride;
-            __m512 sum = _mm512_castsi512_ps(v[c]);
-            if (a.accumulate) sum = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, o), sum);
-            _mm512_mask_storeu_ps(o, rows, sum);
-        }
-    }
-}
-
 // R weight rows x P panels (x_stride bytes apart); n_cols counts the rows of all P panels.
 template <int R, int P>
 KVG_INLINE void panel_tile(const mm_tile_args & a) {
@@ -132,7 +86,7 @@ KVG_INLINE void panel_tile(const mm_tile_args & a) {
         for (int r = 0; r < R; ++r) wp[r] = *(const uint16_t *) (w[r] + 4 * full);
         pair_step<R, P>(a, full, wp, acc);
     }
-    store_tile<R, P>(a, acc);
+    store_panel<R, P>(a, acc);
 }
 
 template <int R> struct panel_bf16 {
@@ -171,16 +125,11 @@ static_assert(PANEL_ROWS <= MM_MAX_ROWS, "panel rows fit the table");
 cpu_kernels build() {
     cpu_kernels k = *kernels_avx512_vnni();
     k.name = "avx512bf16";
-    mm_kernel & m = k.mm[MM_BF16];
-    mm_fill_panel<panel_bf16, PANEL_ROWS>(m);
-    m.panel_rows = PANEL_ROWS;
-    m.panel_cols = 2 * MM_PANEL_COLS;
-    // where panels beat the f32 tiles despite zero rows (Zen 4, K = N = 2048: 96 against 90
-    // GFLOP/s at 7 rows, 83 against 87 at 6; 218 against 95 from 16)
-    m.panel_min = 7;
-    m.panel_bf16 = true;
+    // from 7 rows, where panels beat the f32 tiles despite zero rows (Zen 4, K = N = 2048: 96
+    // against 90 GFLOP/s at 7 rows, 83 against 87 at 6; 218 against 95 from 16)
+    mm_set_panels<panel_bf16, PANEL_ROWS>(k.mm[MM_BF16], 7, MM_PANEL_BF16);
     k.pack_panel_bf16 = pack_panel_bf16;
-    m.mv = mv_bf16; // vdpbf16ps; the packer and mv_rows: the AVX-512 table's
+    k.mm[MM_BF16].mv = mv_bf16; // vdpbf16ps; the packer and mv_rows: the AVX-512 table's
     return k;
 }
 

