@@ -266,7 +266,8 @@ int32_t kvg_n_seq_max(const struct kvg_context * ctx);
 // ---- editing sequences (llama.cpp's llama_memory_seq_* meanings) ----------------------------
 // Forgets positions [p0, p1) of sequence seq (p0 < 0: from 0, p1 < 0: to the end). Removing
 // a suffix is a rollback: the next token of seq goes at p0, and its logits are those of a
-// fresh context fed the kept tokens (bit-identical in f32 and f16 caches). Positions removed
+// fresh context fed the kept tokens (bit-identical in f32 and f16 caches when fed in the same
+// batches; in other batches the products may round differently, as in ggml). Positions removed
 // from the middle are never attended again (the later ones keep their positions). false
 // with a message, and nothing changed, for an unknown sequence or p0 > p1, or where the
 // result could not be exact: a q8_0 cache cut inside a group of 32 positions older than the

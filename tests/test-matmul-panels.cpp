@@ -147,16 +147,20 @@ TEST_CASE("F32 activation panels: rows interleaved by element, bits kept, missin
     }
 }
 
-// Products of f32 weights with enough activation rows take the F32 panel tiles on the AVX-512
+// Products of f32 and f16 weights with enough activation rows take the F32 panel tiles on the AVX-512
 // paths (and sgemm under OpenBLAS from 32 rows); every path is checked against the double loop,
 // and 1-3 tasks and threads give the same bits (check_mul_mat).
-TEST_CASE("mul_mat: f32 weights through the F32 panel tiles (partial panels and tiles, K chunks, gathered rows)") {
+TEST_CASE("mul_mat: f32 and f16 weights through the F32 panel tiles (partial panels and tiles, K chunks, gathered rows)") {
     const kvg::cpu_kernels * k5 = kvg::kernels_avx512();
     if (k5 && kvg::cpu_best_path() >= kvg::PATH_AVX512) {
         const int pmin = k5->mm[kvg::MM_F32].panel_min;
         CHECK(pmin > 1);
         CHECK(k5->mm[kvg::MM_F32].panel_rows >= 1);
-        for (int r = 1; r <= k5->mm[kvg::MM_F32].panel_rows; ++r) CHECK(bool(k5->mm[kvg::MM_F32].panel[r]));
+        for (int t : {kvg::MM_F32, kvg::MM_F16}) {
+            CHECK(k5->mm[t].panel_kind == kvg::MM_PANEL_F32);
+            for (int r = 1; r <= k5->mm[t].panel_rows; ++r) CHECK(bool(k5->mm[t].panel[r]));
+        }
+        CHECK(k5->mm[kvg::MM_BF16].panel_rows == 0); // bf16: the BF16 path's vdpbf16ps panels only
         CHECK((kvg::kernels_avx512_vnni()->mm[kvg::MM_F32].panel[1] == k5->mm[kvg::MM_F32].panel[1])); // shared
     }
     if (const kvg::cpu_kernels * k2 = kvg::kernels_avx2()) CHECK(k2->mm[kvg::MM_F32].panel_rows == 0);
@@ -166,7 +170,9 @@ TEST_CASE("mul_mat: f32 weights through the F32 panel tiles (partial panels and 
     const int64_t Ms[] = {12, 16, 17, 32, 40, 70};
     const int64_t Ns[] = {1, 3, 7, 13, 37};
     for (size_t ik = 0; ik < sizeof(Ks) / sizeof(Ks[0]); ++ik) {
-        for (size_t im = 0; im < sizeof(Ms) / sizeof(Ms[0]); ++im) check_product(GGML_TYPE_F32, Ks[ik], Ns[(ik + im) % 5], Ms[im]);
+        for (size_t im = 0; im < sizeof(Ms) / sizeof(Ms[0]); ++im) {
+            for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16}) check_product(t, Ks[ik], Ns[(ik + im) % 5], Ms[im]);
+        }
     }
     // activations whose elements are not adjacent (gathered into the panels), two batches with
     // the weights broadcast over them

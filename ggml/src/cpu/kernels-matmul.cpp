@@ -12,7 +12,7 @@
 // Paths with panel tiles (simd.h) for the weight type convert the activations of products
 // with at least the kernel's panel_min rows into q8_0 panels of 16 rows instead (whatever the type's
 // vec_dot_type: the k-quants' too; BF16 panels for bf16 weights on the AVX-512 BF16 path,
-// ggml's bf16 activations; F32 panels for f32 weights on the AVX-512 paths), and run panel
+// ggml's bf16 activations; F32 panels for f32 and f16 weights on the AVX-512 paths), and run panel
 // tiles over them (an output's order is then the panel tiles' own, again the same for every
 // tile, but not the other tiles' order: as in ggml, a product's bits depend on its number of
 // activation rows); paths with a matrix-vector kernel pack a single activation row for it

@@ -10,7 +10,7 @@
 // against the panel's pair of every row. Each output is the sum, in element-pair order, of
 // its pairs' products, whatever the tile shape.
 // f16 weights could take the same tiles after conversion to bf16, but that would round their
-// values (10 mantissa bits to 7); they keep the f32 tiles.
+// values (10 mantissa bits to 7) unless asked (kvg_model_params.f16_as_bf16); they keep the F32 panels.
 #include "simd.h"
 #include "types.h"
 
