@@ -244,7 +244,7 @@ template <int R, int C> struct tile_bf16 {
     static KVG_TARGET void run(const mm_tile_args & a) { tile_float<ld_bf16, R, C>(a); }
 };
 
-// ---- f32 weights · F32 activation panels (simd.h) -----------------------------------------------
+// ---- f32 and f16 weights · F32 activation panels (simd.h) ---------------------------------------
 // The dot tiles above read their activation rows again for every few weight rows (from L2 once
 // a block's rows outgrow L1) and end each K chunk in one reduction per output. A panel tile is
 // an outer product instead: one register per weight row and panel, its 16 lanes the panel's 16
@@ -282,9 +282,9 @@ KVG_INLINE void panel_steps(const mm_tile_args & a, const float * const (&w)[R],
 
 // R weight rows x P panels (x_stride bytes apart); n_cols counts the rows of all P panels.
 // f32 weights are broadcast from the rows; f16 ones are widened 64 at a time into a small
-// buffer first (per tile: 4R conversions per 64 x R x P FMAs). Zen 4, 1 thread, M = 128:
-// K = 768 82-87 -> 91-100 GFLOP/s against the f16 tiles (16 at a time: 93-95), K = 2048 a
-// tie (95-105); 110M-shaped f16 model, pp128: 510-546 -> 494-577 t/s.
+// buffer first (per tile: 4R conversions per 64 x R x P FMAs). Zen 4, 1 thread, M = 128,
+// K = 768: 91-100 GFLOP/s where the f16 tiles ran 82-87 (widening 16 at a time: 93-95);
+// K = 2048 a tie (95-105); 110M-shaped f16 model, pp128: 510-546 -> 494-577 t/s.
 template <typename L, int R, int P>
 KVG_INLINE void panel_tile_float(const mm_tile_args & a) {
     __m512 acc[R][P];
@@ -299,7 +299,9 @@ KVG_INLINE void panel_tile_float(const mm_tile_args & a) {
         for (int r = 0; r < R; ++r) w[r] = buf[r];
         int64_t i = 0;
         for (; i + 64 <= a.k; i += 64) {
-            for (int r = 0; r < R; ++r) for (int u = 0; u < 4; ++u) _mm512_store_ps(buf[r] + 16 * u, L::load(a.w + r * a.w_stride, i + 16 * u));
+            for (int r = 0; r < R; ++r) {
+                for (int u = 0; u < 4; ++u) _mm512_store_ps(buf[r] + 16 * u, L::load(a.w + r * a.w_stride, i + 16 * u));
+            }
             panel_steps<R, P>(a, w, i, 64, acc);
         }
         for (; i + 16 <= a.k; i += 16) {
