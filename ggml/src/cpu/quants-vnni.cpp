@@ -284,19 +284,12 @@ template <class T> struct panel_of {
     };
 };
 
-// panel[1..ROWS] of type T
-template <class T, int ROWS, int R = ROWS>
+// panel[1..ROWS] of type T, from a full panel of rows (below it the q8_K tiles are as fast; not
+// measured per type)
+template <class T, int ROWS>
 void fill(mm_kernel & k) {
     static_assert(ROWS <= MM_MAX_ROWS, "panel rows fit the table");
-    k.panel[R] = &panel_of<T>::template tile<R>::run;
-    if constexpr (R > 1) {
-        fill<T, ROWS, R - 1>(k);
-    } else {
-        k.panel[0] = nullptr;
-        k.panel_rows = ROWS;
-        k.panel_cols = 2 * MM_PANEL_COLS;
-        k.panel_min = MM_PANEL_COLS; // below a full panel the q8_K tiles are as fast (not measured per type)
-    }
+    mm_set_panels<panel_of<T>::template tile, ROWS>(k, MM_PANEL_COLS, MM_PANEL_Q8_0);
 }
 
 } // namespace

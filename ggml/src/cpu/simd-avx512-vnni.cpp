@@ -325,19 +325,13 @@ static_assert(PANEL_ROWS <= MM_MAX_ROWS, "panel rows fit the table");
 cpu_kernels build() {
     cpu_kernels k = *kernels_avx512();
     k.name = "avx512vnni";
-    mm_fill_panel<panel_q8_0, PANEL_ROWS>(k.mm[MM_Q8_0]);
-    mm_fill_panel<panel_q4_0, PANEL_ROWS>(k.mm[MM_Q4_0]);
-    mm_fill_panel<panel_q4_0_r16, PANEL_ROWS>(k.mm[MM_Q4_0_R16]); // rows within a group of 16
-    mm_fill_panel<panel_q8_0_r16, PANEL_ROWS>(k.mm[MM_Q8_0_R16]);
-    static_assert(R16_ROWS % PANEL_ROWS == 0, "panel tiles stay within a group of interleaved rows");
-    for (int t : {MM_Q8_0, MM_Q4_0, MM_Q4_0_R16, MM_Q8_0_R16}) {
-        k.mm[t].panel_rows = PANEL_ROWS;
-        k.mm[t].panel_cols = 2 * MM_PANEL_COLS;
-    }
-    // where panels beat the tiles despite zero rows (Zen 4: q8_0 from 6 rows, 1.6x at 6;
+    // from where panels beat the tiles despite zero rows (Zen 4: q8_0 from 6 rows, 1.6x at 6;
     // q4_0 from 8, 1.2x at 8)
-    k.mm[MM_Q8_0].panel_min = k.mm[MM_Q8_0_R16].panel_min = 6;
-    k.mm[MM_Q4_0].panel_min = k.mm[MM_Q4_0_R16].panel_min = 8;
+    mm_set_panels<panel_q8_0, PANEL_ROWS>(k.mm[MM_Q8_0], 6, MM_PANEL_Q8_0);
+    mm_set_panels<panel_q4_0, PANEL_ROWS>(k.mm[MM_Q4_0], 8, MM_PANEL_Q8_0);
+    mm_set_panels<panel_q4_0_r16, PANEL_ROWS>(k.mm[MM_Q4_0_R16], 8, MM_PANEL_Q8_0); // rows within a group of 16
+    mm_set_panels<panel_q8_0_r16, PANEL_ROWS>(k.mm[MM_Q8_0_R16], 6, MM_PANEL_Q8_0);
+    static_assert(R16_ROWS % PANEL_ROWS == 0, "panel tiles stay within a group of interleaved rows");
     k.pack_panel = pack_panel;
     k.mm[MM_Q4_0].mv = mv_q4;
     k.mm[MM_Q4_0].pack_mv = pack_mv_nibbles<8>;

@@ -61,7 +61,7 @@ static_assert(MM_PANEL_C128 + MM_PANEL_COLS * 4 == MM_PANEL_BLOCK, "panel block 
 // to bf16 and interleaved by pairs of elements, [K/2][c][2] (a last odd element paired with
 // zero), so one vdpbf16ps multiplies two bf16 weights with the same two values of 16 rows.
 constexpr size_t MM_PANEL_BF16_PAIR = MM_PANEL_COLS * 4; // bytes per pair of elements
-// F32 activation panels (f32 weights on the AVX-512 paths): MM_PANEL_COLS f32 rows interleaved
+// F32 activation panels (f32 and f16 weights on the AVX-512 paths): MM_PANEL_COLS f32 rows interleaved
 // by element, [K][c], so one vector holds element k of all 16 rows against a broadcast weight.
 constexpr size_t MM_PANEL_F32_ELEM = MM_PANEL_COLS * 4; // bytes per element
 // What a kernel's activation panels hold (zero: q8_0, the first kind).
