@@ -482,7 +482,7 @@ TEST_CASE("mul_mat: broadcasting the weights over dims 2 and 3") {
         Ctx c;
         // ne02 = 2, ne12 = 6 (3 activation batches per weight matrix); ne03 = 1, ne13 = 2
         ggml_tensor * a = ggml_new_tensor_4d(c.ctx, t, K, 11, 2, 1);
-        for (int64_t M : {1, 5}) {
+        for (int64_t M : {1, 5, 20}) { // 20: every type's panel tiles where a path has them
             CAPTURE(M);
             ggml_tensor * b = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, K, M, 6, 2);
             fill_random(a);
@@ -510,7 +510,7 @@ TEST_CASE("mul_mat: non-contiguous weights (row-strided and per-head views of a 
         fill_random(cache);
         ggml_tensor * a = ggml_view_3d(c.ctx, cache, K, 9, 4, cache->nb[1], cache->nb[2], 2 * cache->nb[1] + ggml_row_size(t, u));
         REQUIRE(!ggml_is_contiguous(a));
-        for (int64_t M : {1, 6}) {
+        for (int64_t M : {1, 6, 20}) { // 20: every type's panel tiles where a path has them
             CAPTURE(M);
             ggml_tensor * b = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, M, 8); // ne12 = 8, ne02 = 4
             fill_random(b);
@@ -520,9 +520,12 @@ TEST_CASE("mul_mat: non-contiguous weights (row-strided and per-head views of a 
         ggml_tensor * cache2 = ggml_new_tensor_3d(c.ctx, t, K, 3, 10);
         fill_random(cache2);
         ggml_tensor * a2 = ggml_permute(c.ctx, cache2, 0, 2, 1, 3);
-        ggml_tensor * b2 = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, 5, 3);
-        fill_random(b2);
-        check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a2, b2));
+        for (int64_t M : {5, 20}) {
+            CAPTURE(M);
+            ggml_tensor * b2 = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, K, M, 3);
+            fill_random(b2);
+            check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a2, b2));
+        }
     }
 }
 
