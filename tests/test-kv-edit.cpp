@@ -101,7 +101,7 @@ void check_rollback(kvg_model * m, const kvg_context_params & p, const std::vect
             " of ", top);
     if (bit_identical && keep >= 40) CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
     else if (bit_identical) check_same_logits(la, lb);
-    else CHECK(diff <= (batchings_agree_bitwise() ? 1e-4f : 1e-3f) * top);
+    else CHECK(diff <= (ggml_cpu_has_blas() ? 1e-3f : 1e-4f) * top); // q8_0: measured 0 on the panel path too
     kvg_context_free(a);
     kvg_context_free(b);
 }
