@@ -11,6 +11,7 @@
 #include "cpu/simd.h"
 #include "types.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -152,13 +153,18 @@ inline std::vector<float> read_dst(const ggml_tensor * d) {
     return out;
 }
 
-// Runs every task of every phase of a mul_mat node in turn, as the executor would with nth threads.
-inline void run_mul_mat(ggml_tensor * node, int nth) {
+// Runs every task of every phase of a mul_mat node in turn, as the executor would with nth
+// threads. `claimed`: the tasks share a work counter (as under the DAG scheduler) and run last
+// to first, so the last task takes every chunk beyond the tasks' first ones.
+inline void run_mul_mat(ggml_tensor * node, int nth, bool claimed = false) {
     const int phases = ggml_mul_mat_n_phases(node);
     std::vector<uint8_t> work(ggml_mul_mat_work_size(node, nth) + 1);
+    std::atomic<int> claim{0};
     for (int ph = 0; ph < phases; ++ph) {
-        for (int ith = 0; ith < nth; ++ith) {
-            ggml_compute_params p = {ith, nth, ph, work.data(), work.size()};
+        claim.store(0);
+        for (int k = 0; k < nth; ++k) {
+            const int ith = claimed ? nth - 1 - k : k;
+            ggml_compute_params p = {ith, nth, ph, work.data(), work.size(), claimed ? &claim : nullptr};
             ggml_compute_forward_mul_mat(&p, node);
         }
     }
@@ -190,7 +196,8 @@ inline std::vector<float> compute_graph(ggml_context * ctx, ggml_tensor * node, 
 
 // Computes `node` with 1, 2 and 3 tasks on every path; checks the reference (on the
 // activations as that path quantizes them: panels take q8_0 for every block type) and that
-// the task count does not change a single bit, then the same through the executor's threads.
+// neither the task count nor the chunks the tasks claim change a single bit, then the same
+// through the executor's threads.
 inline void check_mul_mat(ggml_context * ctx, ggml_tensor * node) {
     std::map<ggml_type, RefResult> refs;
     for (ggml_cpu_features path : available_paths()) {
@@ -211,6 +218,9 @@ inline void check_mul_mat(ggml_context * ctx, ggml_tensor * node) {
                 first = got;
             } else {
                 CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);
+                std::memset(node->data, 0xff, ggml_nbytes(node));
+                run_mul_mat(node, nth, true);
+                CHECK(std::memcmp(read_dst(node).data(), first.data(), got.size() * sizeof(float)) == 0);
             }
         }
         for (int n_threads = 1; n_threads <= 3; ++n_threads) {
@@ -261,8 +271,11 @@ inline int check_rounded_mul_mat(ggml_type wt, int64_t K, int64_t N, int64_t M, 
     int sensitive = 0;
     for (size_t i = 0; i < got.size(); ++i) sensitive += std::fabs(r.second.val[i] - r.first.val[i]) > rel * r.first.mag[i] + 1e-6;
     for (int nth = 2; nth <= 3; ++nth) {
-        run_mul_mat(d, nth);
-        CHECK(std::memcmp(read_dst(d).data(), got.data(), got.size() * sizeof(float)) == 0);
+        for (bool claimed : {false, true}) {
+            std::memset(d->data, 0xff, ggml_nbytes(d));
+            run_mul_mat(d, nth, claimed);
+            CHECK(std::memcmp(read_dst(d).data(), got.data(), got.size() * sizeof(float)) == 0);
+        }
     }
     const std::vector<float> threaded = compute_graph(c.ctx, d, 2);
     CHECK(std::memcmp(threaded.data(), got.data(), got.size() * sizeof(float)) == 0);

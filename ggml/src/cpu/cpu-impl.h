@@ -5,11 +5,17 @@
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 
+#include <atomic>
+
 struct ggml_compute_params {
     int ith, nth;   // this task's index and the node's task count
     int phase;      // 0..n_phases-1; all tasks of a phase finish before the next starts
     void * wdata;   // node's scratch (ggml_op_work_size bytes), shared by its tasks
     size_t wsize;
+    // The node's work counter for this phase, zero when the phase starts, or null (barrier
+    // scheduler). Tasks that take their items from it (task_chunks, kernels.h) balance the
+    // load: a task that started late or ran slow takes fewer.
+    std::atomic<int> * claim = nullptr;
 };
 // Number of tasks a node splits into for n_threads (1 for view ops and tiny nodes).
 int    ggml_op_n_tasks(const struct ggml_tensor * node, int n_threads);

@@ -65,6 +65,7 @@ struct barrier_t {
 struct node_rt {
     std::atomic<int> pending{0}; // predecessors not finished yet
     std::atomic<int> done{0};    // tasks of the current phase finished
+    std::atomic<int> claim{0};   // the current phase's work counter (ggml_compute_params::claim)
     int phase = 0;               // written by the last finisher of the previous phase only
     int slot = -1;               // scratch slot, -1 if none
 };

@@ -256,6 +256,12 @@ void blas_mul_mat(const ggml_compute_params * params, const mm_info & mi, ggml_t
 }
 #endif
 
+// Chunks of blocks per task (task_chunks): enough that a thread finishing early finds work
+// left, few enough that claiming one (an atomic add on a shared line) costs nothing. Zen 4,
+// 2 threads, 1.1B q4_0 and iq4_nl generation: perf samples in thread waits went from 7-18%
+// of the kernels' to 4-6% (with static halves, one thread streamed alone while the other waited).
+constexpr int MM_CHUNKS_PER_TASK = 8;
+
 // Elements per K chunk: the activation chunk of a block (about 64 rows) should stay in
 // L2, and each chunk ends in a reduction and a store per output, which longer chunks
 // amortize. BF16 panel tiles need little bandwidth per operation and gain from longer
@@ -348,54 +354,56 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
                                 : nullptr;
     const char * unpacked_from = nullptr;
 
-    int64_t u0, u1;
-    split(n_batch * nbn * nbm, params->ith, params->nth, u0, u1);
-    for (int64_t u = u0; u < u1; ++u) {
-        const int64_t batch = u / (nbn * nbm);
-        const int64_t bn = (u / nbm) % nbn, bm = u % nbm;
-        const int64_t i12 = batch % ne12, i13 = batch / ne12;
-        const char * w = (const char *) a->data + (i12 / r2) * a->nb[2] + (i13 / r3) * a->nb[3];
-        const char * x = mi.convert ? conv + batch * (mi.panel ? mi.n_panels : mi.M) * mi.x_stride
-                                    : (const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3];
-        float * out = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
-        const int64_t n0 = bn * BN, m0 = bm * BM, m1 = std::min(mi.M, m0 + BM);
-        // dots_f32 sums each row alone: the task's next blocks of this batch join this call
-        // (a lone last row, left to the tiles, still only ends the matrix: BN % RN == 0)
-        const int64_t last = dots && BN % RN == 0 && nbm == 1 ? std::min(u1, (batch + 1) * nbn) - 1 : u;
-        const int64_t n1 = std::min(mi.N, n0 + (last - u + 1) * BN);
-        u = last;
-        // weight row i at wr + (i - n0) * nb[1]
-        const char * wr = w + n0 * a->nb[1];
-        if (mi.unpack) {
-            if (unpacked_from != wr) {
-                for (int64_t g = 0; g < n1 - n0; g += R16_ROWS) {
-                    r16_unpack(r16_plain(a->type), wr + g * a->nb[1], unpacked + g * a->nb[1], a->nb[1], mi.K);
+    // blocks in chunks: tasks take them from one pool under the DAG scheduler (task_chunks)
+    task_chunks chunks(params, n_batch * nbn * nbm, MM_CHUNKS_PER_TASK);
+    for (int64_t u0, u1; chunks.next(u0, u1);) {
+        for (int64_t u = u0; u < u1; ++u) {
+            const int64_t batch = u / (nbn * nbm);
+            const int64_t bn = (u / nbm) % nbn, bm = u % nbm;
+            const int64_t i12 = batch % ne12, i13 = batch / ne12;
+            const char * w = (const char *) a->data + (i12 / r2) * a->nb[2] + (i13 / r3) * a->nb[3];
+            const char * x = mi.convert ? conv + batch * (mi.panel ? mi.n_panels : mi.M) * mi.x_stride
+                                        : (const char *) b->data + i12 * b->nb[2] + i13 * b->nb[3];
+            float * out = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
+            const int64_t n0 = bn * BN, m0 = bm * BM, m1 = std::min(mi.M, m0 + BM);
+            // dots_f32 sums each row alone: the task's next blocks of this batch join this call
+            // (a lone last row, left to the tiles, still only ends the matrix: BN % RN == 0)
+            const int64_t last = dots && BN % RN == 0 && nbm == 1 ? std::min(u1, (batch + 1) * nbn) - 1 : u;
+            const int64_t n1 = std::min(mi.N, n0 + (last - u + 1) * BN);
+            u = last;
+            // weight row i at wr + (i - n0) * nb[1]
+            const char * wr = w + n0 * a->nb[1];
+            if (mi.unpack) {
+                if (unpacked_from != wr) {
+                    for (int64_t g = 0; g < n1 - n0; g += R16_ROWS) {
+                        r16_unpack(r16_plain(a->type), wr + g * a->nb[1], unpacked + g * a->nb[1], a->nb[1], mi.K);
+                    }
+                    unpacked_from = wr;
                 }
-                unpacked_from = wr;
+                wr = unpacked;
             }
-            wr = unpacked;
-        }
-        const int64_t nd = dots ? dots_rows(mi, RN, w, x, out, n0, n1) : n0;
-        for (int64_t k0 = 0; nd < n1 && (k0 == 0 || k0 < mi.K); k0 += KC) {
-            const int64_t kc = std::min(KC, mi.K - k0);
-            const size_t w_off = grouped ? (size_t) (k0 / w_elem_den) * r16_block_bytes(a->type) : k0 * w_elem_num / w_elem_den;
-            const size_t x_off = mi.panel ? panel_offset(mi.vdt, k0)
-                               : mi.mv    ? k0 / MM_MV_GROUP * mk.mv_group_bytes
-                                          : k0 * x_elem_num / x_elem_den;
-            for (int64_t i = nd; i < n1; i += RN) {
-                const int rn = (int) std::min<int64_t>(RN, n1 - i);
-                // the interleaved layouts' kernels take the group and the row in it
-                const int64_t wi = grouped ? (i - n0) / R16_ROWS * R16_ROWS : i - n0;
-                for (int64_t j = m0; j < m1; j += RM) {
-                    const int rm = (int) std::min<int64_t>(RM, m1 - j);
-                    const char * xj = x + (mi.panel ? j / MM_PANEL_COLS : j) * x_stride + x_off;
-                    const mm_tile_args args = {kc, wr + wi * a->nb[1] + w_off, a->nb[1], xj, x_stride,
-                                               out + j * out_stride + i, out_stride, k0 > 0, mi.mv || mv_float ? rn : rm,
-                                               (int) (i - n0 - wi)};
-                    if (mi.panel) mk.panel[rn](args);
-                    else if (mi.mv) mk.mv(args);
-                    else if (mv_float) mk.mv_float(args);
-                    else mk.tile[rn][rm](args);
+            const int64_t nd = dots ? dots_rows(mi, RN, w, x, out, n0, n1) : n0;
+            for (int64_t k0 = 0; nd < n1 && (k0 == 0 || k0 < mi.K); k0 += KC) {
+                const int64_t kc = std::min(KC, mi.K - k0);
+                const size_t w_off = grouped ? (size_t) (k0 / w_elem_den) * r16_block_bytes(a->type) : k0 * w_elem_num / w_elem_den;
+                const size_t x_off = mi.panel ? panel_offset(mi.vdt, k0)
+                                   : mi.mv    ? k0 / MM_MV_GROUP * mk.mv_group_bytes
+                                              : k0 * x_elem_num / x_elem_den;
+                for (int64_t i = nd; i < n1; i += RN) {
+                    const int rn = (int) std::min<int64_t>(RN, n1 - i);
+                    // the interleaved layouts' kernels take the group and the row in it
+                    const int64_t wi = grouped ? (i - n0) / R16_ROWS * R16_ROWS : i - n0;
+                    for (int64_t j = m0; j < m1; j += RM) {
+                        const int rm = (int) std::min<int64_t>(RM, m1 - j);
+                        const char * xj = x + (mi.panel ? j / MM_PANEL_COLS : j) * x_stride + x_off;
+                        const mm_tile_args args = {kc, wr + wi * a->nb[1] + w_off, a->nb[1], xj, x_stride,
+                                                   out + j * out_stride + i, out_stride, k0 > 0, mi.mv || mv_float ? rn : rm,
+                                                   (int) (i - n0 - wi)};
+                        if (mi.panel) mk.panel[rn](args);
+                        else if (mi.mv) mk.mv(args);
+                        else if (mv_float) mk.mv_float(args);
+                        else mk.tile[rn][rm](args);
+                    }
                 }
             }
         }

@@ -18,6 +18,41 @@ inline task_range split_rows(int64_t nr, int ith, int nth) {
     return {b, std::min(nr, b + per)};
 }
 
+// A phase's n items handed out in chunks. Without a claim counter (params->claim null, or one
+// task), task ith takes its static share [n * ith / nth, n * (ith + 1) / nth) in one chunk.
+// With one, the items are cut into per_task * nth near-equal chunks; task ith starts with chunk
+// ith, then takes the next unclaimed one until none is left. Each item must compute the same
+// bits whichever task runs it.
+class task_chunks {
+public:
+    task_chunks(const ggml_compute_params * params, int64_t n, int per_task)
+        : n_(n), ith_(params->ith), nth_(params->nth), claim_(params->nth > 1 ? params->claim : nullptr),
+          n_chunks_(claim_ ? std::min<int64_t>(n, (int64_t) per_task * params->nth) : params->nth) {}
+
+    // The next chunk [begin, end); false when none is left for this task.
+    bool next(int64_t & begin, int64_t & end) {
+        int64_t c;
+        if (!taken_first_) {
+            taken_first_ = true;
+            c = ith_;
+        } else {
+            if (!claim_) return false;
+            c = nth_ + claim_->fetch_add(1, std::memory_order_relaxed);
+        }
+        if (c >= n_chunks_) return false;
+        begin = n_ * c / n_chunks_;
+        end = n_ * (c + 1) / n_chunks_;
+        return true;
+    }
+
+private:
+    int64_t n_;
+    int ith_, nth_;
+    std::atomic<int> * claim_;
+    int64_t n_chunks_;
+    bool taken_first_ = false;
+};
+
 // Row (i1, i2, i3) of t.
 inline char * row_at(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
     return (char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];

@@ -36,6 +36,7 @@ void run_barrier_thread(exec_state * st, int ith) {
         params.nth = n_tasks;
         params.wsize = st->facts[i].wsize;
         params.wdata = params.wsize > 0 ? st->wbase : nullptr;
+        params.claim = nullptr; // static shares: ggml's classic split
         for (int p = 0; p < n_phases; ++p) {
             params.phase = p;
             if (ith < n_tasks) ggml_compute_forward(&params, node);

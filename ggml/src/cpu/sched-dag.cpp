@@ -4,7 +4,9 @@
 // queue; any thread takes any token, so independent nodes run at the same time and a big
 // node still runs its tasks in parallel. The last task of a phase to finish publishes the
 // next phase, so phases stay ordered. A thread that readies a single-task successor runs it
-// next itself, bypassing the queue.
+// next itself, bypassing the queue. Each node also has a work counter per phase
+// (ggml_compute_params::claim): kernels that take their chunks from it (mul_mat) balance
+// their tasks' loads, so a task started late or slowed by the host does less.
 //
 // Scratch. A node's tasks share ggml_op_work_size(node, n_tasks) bytes. The plan's work
 // buffer holds n_slots = min(n_threads, nodes needing scratch) slots of the largest
@@ -132,10 +134,12 @@ static int run_token(exec_state * st, int i, int ith) {
     params.phase = nr.phase;
     params.wdata = nr.slot >= 0 ? st->wbase + (size_t) nr.slot * st->wstride : nullptr;
     params.wsize = nr.slot >= 0 ? f.wsize : 0;
+    params.claim = &nr.claim;
     ggml_compute_forward(&params, st->sched->exec[i]);
     if (f.n_tasks > 1 && nr.done.fetch_add(1, std::memory_order_acq_rel) + 1 != f.n_tasks) return -1;
     // this thread finished the phase last
     nr.done.store(0, std::memory_order_relaxed);
+    nr.claim.store(0, std::memory_order_relaxed); // published with the next phase's tokens
     if (++nr.phase < f.n_phases) {
         push_tokens(st, i);
         return -1;
@@ -178,6 +182,7 @@ void dag_setup(exec_state * st) {
         nr.pending.store(n_preds, std::memory_order_relaxed);
         if (n_preds == 0) st->roots.push_back(i);
         nr.done.store(0, std::memory_order_relaxed);
+        nr.claim.store(0, std::memory_order_relaxed);
         nr.phase = 0;
         nr.slot = -1;
         total_tokens += (size_t) st->facts[i].n_tasks * st->facts[i].n_phases;
