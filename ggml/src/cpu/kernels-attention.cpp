@@ -442,6 +442,9 @@ void write_block(const fa_run & r, const fa_block & b, ggml_tensor * dst) {
 
 } // namespace
 
+// Chunks of blocks per task (task_chunks).
+constexpr int FA_CHUNKS_PER_TASK = 4;
+
 static size_t work_bytes(const fa_info & f, int n_tasks) {
     return (size_t) std::max(n_tasks, 1) * scratch_floats(f) * sizeof(float) + 64;
 }
@@ -459,18 +462,21 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
     const int64_t pairs = group * f.n_q; // (query row, head) pairs per K/V head, query-major
     const int64_t blocks = (pairs + r.QB - 1) / r.QB;
     const int64_t units = f.ne3 * f.n_head_kv * blocks;
-    const int64_t u0 = units * params->ith / params->nth, u1 = units * (params->ith + 1) / params->nth;
-
+    // chunks of blocks taken from the node's counter: causal blocks differ in length (the
+    // last query rows see the most positions), so static shares would leave a task waiting
+    task_chunks chunks(params, units, FA_CHUNKS_PER_TASK);
     fa_block b;
-    for (int64_t u = u0; u < u1; ++u) {
-        start_block(r, u, blocks, group, pairs, b);
-        for (int64_t c0 = b.kv_begin; c0 < b.n_kv; c0 += CHUNK) {
-            const int64_t cn = std::min(CHUNK, b.n_kv - c0);
-            if (f.k_grouped) gather_grouped_k(f, b.kbase, b.hk, b.iq3, b.recent_group, c0, cn, r.Dp, r.blk_tmp, r.kdeq);
-            mask_scores(r, b, c0, cn);
-            add_dot_products(r, b, c0, cn);
-            if (scores_to_weights(r, b, cn)) accumulate_values(r, b, c0, cn);
+    for (int64_t u0, u1; chunks.next(u0, u1);) {
+        for (int64_t u = u0; u < u1; ++u) {
+            start_block(r, u, blocks, group, pairs, b);
+            for (int64_t c0 = b.kv_begin; c0 < b.n_kv; c0 += CHUNK) {
+                const int64_t cn = std::min(CHUNK, b.n_kv - c0);
+                if (f.k_grouped) gather_grouped_k(f, b.kbase, b.hk, b.iq3, b.recent_group, c0, cn, r.Dp, r.blk_tmp, r.kdeq);
+                mask_scores(r, b, c0, cn);
+                add_dot_products(r, b, c0, cn);
+                if (scores_to_weights(r, b, cn)) accumulate_values(r, b, c0, cn);
+            }
+            write_block(r, b, dst);
         }
-        write_block(r, b, dst);
     }
 }
