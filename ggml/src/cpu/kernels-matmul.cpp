@@ -3,12 +3,13 @@
 //
 // Phase 0 (only when needed) converts src1 into dense rows of the weights' vec_dot_type
 // in wdata: q8_0 or q8_K for quantized weights, F32 rows when src1's rows are strided elements.
-// Phase 1 splits the output into blocks of weight rows x activation rows, hands each task
-// a contiguous range of blocks, and runs register tiles (simd.h) over K chunks, so a
+// Phase 1 splits the output into blocks of weight rows x activation rows, hands the tasks
+// contiguous ranges of blocks (chunks taken from the node's work counter under the DAG
+// scheduler, static shares otherwise), and runs register tiles (simd.h) over K chunks, so a
 // weight vector loaded once is used for several activation rows and the chunk of
 // activations a block sweeps stays in cache. Tiles sit on a grid fixed by the shape, and
 // every output element is summed in the same order whatever the tile, so results do not
-// depend on the number of tasks.
+// depend on the number of tasks or on which task took a chunk.
 // Paths with panel tiles (simd.h) for the weight type convert the activations of products
 // with at least the kernel's panel_min rows into q8_0 panels of 16 rows instead (whatever the type's
 // vec_dot_type: the k-quants' too; BF16 panels for bf16 weights on the AVX-512 BF16 path,
