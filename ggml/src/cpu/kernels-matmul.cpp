@@ -327,6 +327,19 @@ size_t unpack_bytes(const mm_info & mi) {
     return mi.unpack ? GGML_PAD((size_t) shape_of(mi).BN * mi.src0->nb[1], ALIGN) : 0;
 }
 
+// The n weight rows at wr as plain rows in `unpacked`, unpacked from their interleaved groups
+// unless the previous block (*from) already did.
+const char * unpack_block(const mm_info & mi, const char * wr, int64_t n, char * unpacked, const char ** from) {
+    const ggml_tensor * a = mi.src0;
+    if (*from != wr) {
+        for (int64_t g = 0; g < n; g += R16_ROWS) {
+            r16_unpack(r16_plain(a->type), wr + g * a->nb[1], unpacked + g * a->nb[1], a->nb[1], mi.K);
+        }
+        *from = wr;
+    }
+    return unpacked;
+}
+
 void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor * dst) {
     const ggml_tensor * a = mi.src0;
     const ggml_tensor * b = mi.src1;
@@ -374,15 +387,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
             u = last;
             // weight row i at wr + (i - n0) * nb[1]
             const char * wr = w + n0 * a->nb[1];
-            if (mi.unpack) {
-                if (unpacked_from != wr) {
-                    for (int64_t g = 0; g < n1 - n0; g += R16_ROWS) {
-                        r16_unpack(r16_plain(a->type), wr + g * a->nb[1], unpacked + g * a->nb[1], a->nb[1], mi.K);
-                    }
-                    unpacked_from = wr;
-                }
-                wr = unpacked;
-            }
+            if (mi.unpack) wr = unpack_block(mi, wr, n1 - n0, unpacked, &unpacked_from);
             const int64_t nd = dots ? dots_rows(mi, RN, w, x, out, n0, n1) : n0;
             for (int64_t k0 = 0; nd < n1 && (k0 == 0 || k0 < mi.K); k0 += KC) {
                 const int64_t kc = std::min(KC, mi.K - k0);
