@@ -111,27 +111,32 @@ struct ld_bf16 {
 // over each 32 values, joined, then one 16-value step and the masked tail on that sum. Two
 // chains, not four: one f32 row from DRAM (Zen 4, 1 thread, K = 2048) streams at 25-28 GB/s
 // with two and 22-24 with four (a plain read: 26-27).
-// PF: prefetch a later tile's R rows (the next one, or further for short rows) at the offset
-// being read, into L2, one line at a time. Zen 4, f16 K = 5632 / K = 2048 one thread: 16 / 25
-// GB/s with one row and no prefetch, 26 / 28 with 2 rows and this (streaming read: 28 / 31);
-// 4 rows read as four page streams and reach 19 / 23; an L1 (T0) prefetch halved the rate.
-// Short rows: whole tiles ahead, at least 8 KiB (110M-shaped f16 model, K = 768, 3 KiB tiles,
-// tg 1 thread: 83-86 -> 103-108 t/s; 16 KiB: 95; K = 2048's 8 KiB tiles unchanged).
+// PF_TILE: prefetch a later tile's R rows (the next one, or further for short rows) at the
+// offset being read, into L2, one line at a time. Zen 4, f16 K = 5632 / K = 2048 one thread:
+// 16 / 25 GB/s with one row and no prefetch, 26 / 28 with 2 rows and this (streaming read:
+// 28 / 31); 4 rows read as four page streams and reach 19 / 23; an L1 (T0) prefetch halved
+// the rate. Short rows: whole tiles ahead, at least 8 KiB (110M-shaped f16 model, K = 768,
+// 3 KiB tiles, tg 1 thread: 83-86 -> 103-108 t/s; 16 KiB: 95; K = 2048's 8 KiB tiles unchanged).
+// PF_STREAM: one row of rows read one after the other (one sequential stream), prefetched
+// PF_AHEAD bytes ahead into L2 (past the row's end: into the next rows).
+enum dot_prefetch { PF_NONE, PF_TILE, PF_STREAM };
 constexpr size_t PF_MIN_AHEAD = 8192;
-template <typename L, int R, bool PF>
+template <typename L, int R, dot_prefetch PF>
 KVG_INLINE void dot_rows(const mm_tile_args & a) {
     __m512 acc[R][2], s[R];
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     const float * x = (const float *) a.x;
     const size_t tile_bytes = R * a.w_stride; // 0 for a lone row (vec_dot)
-    const size_t pf_ahead = PF && tile_bytes > 0 ? tile_bytes * std::max<size_t>(1, PF_MIN_AHEAD / tile_bytes) : 0;
+    const size_t pf_ahead = PF == PF_STREAM                  ? PF_AHEAD
+                          : PF == PF_TILE && tile_bytes > 0 ? tile_bytes * std::max<size_t>(1, PF_MIN_AHEAD / tile_bytes)
+                                                            : 0;
     int64_t i = 0;
     for (; i + 32 <= a.k; i += 32) {
         for (int u = 0; u < 2; ++u) {
             const __m512 xv = _mm512_loadu_ps(x + i + 16 * u);
             for (int r = 0; r < R; ++r) {
                 const char * w = a.w + r * a.w_stride;
-                if (PF && (16 * u * L::ES) % 64 == 0) _mm_prefetch(w + pf_ahead + (i + 16 * u) * L::ES, _MM_HINT_T1);
+                if (PF != PF_NONE && (16 * u * L::ES) % 64 == 0) _mm_prefetch(w + pf_ahead + (i + 16 * u) * L::ES, _MM_HINT_T1);
                 acc[r][u] = _mm512_fmadd_ps(L::load(w, i + 16 * u), xv, acc[r][u]);
             }
         }
@@ -153,7 +158,7 @@ KVG_INLINE void dot_rows(const mm_tile_args & a) {
 template <typename L, int R, int C>
 KVG_INLINE void tile_float(const mm_tile_args & a) {
     if constexpr (R * C == 1) {
-        dot_rows<L, 1, false>(a);
+        dot_rows<L, 1, PF_NONE>(a);
         return;
     }
     __m512 acc[R * C];
@@ -187,21 +192,24 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
 // Matrix-vector tile of float weights (mm_kernel::mv_float): a.n_cols rows, MV_FLOAT_ROWS at
 // most, each with the bits of tile_float<L, 1, 1>. Rows stream one after the other while the
 // f32 activation row fills at most half of L1 (f32 weights, Zen 4, 1 thread: 25-29 GB/s at
-// K = 768-4096 against 19-24 for two rows with the prefetch); longer activation rows are
-// evicted by a lone stream (K = 5632: 20.5 GB/s), so two rows and the prefetch (23.5).
+// K = 768-4096 against 19-24 for two rows with the prefetch), prefetched PF_AHEAD into L2
+// (110M-shaped f32 model, tg, 9 alternated pairs: 65-68% -> 68-85% of the streaming read on
+// 1 thread, 53-75% -> 73-86% on 2; 2 or 8 KiB ahead: the same, an L1 prefetch: no gain); longer
+// activation rows are evicted by a lone stream (K = 5632: 20.5 GB/s), so two rows and the
+// prefetch (23.5).
 constexpr int MV_FLOAT_ROWS = 2;
 constexpr int64_t MV_ONE_ROW_MAX_K = 4096;
 template <typename L>
 KVG_TARGET void mv_float(const mm_tile_args & a) {
     if (a.n_cols == MV_FLOAT_ROWS && a.k > MV_ONE_ROW_MAX_K) {
-        dot_rows<L, MV_FLOAT_ROWS, true>(a);
+        dot_rows<L, MV_FLOAT_ROWS, PF_TILE>(a);
         return;
     }
     for (int r = 0; r < a.n_cols; ++r) {
         mm_tile_args row = a;
         row.w = a.w + r * a.w_stride;
         row.out = a.out + r;
-        dot_rows<L, 1, false>(row);
+        dot_rows<L, 1, PF_STREAM>(row);
     }
 }
 
