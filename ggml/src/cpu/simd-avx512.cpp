@@ -32,10 +32,11 @@ using namespace kvg::avx512;
 // of quantized or f16 weights are too short for the hardware prefetchers to train on.
 // One-row tiles (mv_rows = 1: consecutive rows form one sequential stream) of quantized
 // weights prefetch PF_AHEAD bytes ahead; taller tiles prefetch the next tile's rows at the
-// offset they read. f32, f16 and bf16 matrix-vector products take two-row tiles (mv_float)
-// that prefetch the next two rows into L2; an L1 prefetch a page ahead halved f16's rate on
-// Zen 4, and f32 generation of a 110M-shaped model ran 33-36 t/s on 1 thread with four-row
-// tiles prefetching into L1, 47-48 with these (61-65 -> 69-71 on 2 threads).
+// offset they read. Float weights times one row (mv_float) stream one row at a time,
+// prefetched PF_AHEAD into L2, or for long rows two-row tiles that prefetch the next two rows
+// into L2; an L1 prefetch a page ahead halved f16's rate on Zen 4, and f32 generation of a
+// 110M-shaped model ran 33-36 t/s on 1 thread with four-row tiles prefetching into L1, 47-48
+// with two-row tiles into L2 (61-65 -> 69-71 on 2 threads).
 constexpr int PF_AHEAD = 4096;
 
 // Horizontal sums of 16 vectors at once: lane j = sum of the lanes of v[j]. Lanes are
