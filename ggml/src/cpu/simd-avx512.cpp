@@ -118,8 +118,8 @@ struct ld_bf16 {
 // 28 / 31); 4 rows read as four page streams and reach 19 / 23; an L1 (T0) prefetch halved
 // the rate. Short rows: whole tiles ahead, at least 8 KiB (110M-shaped f16 model, K = 768,
 // 3 KiB tiles, tg 1 thread: 83-86 -> 103-108 t/s; 16 KiB: 95; K = 2048's 8 KiB tiles unchanged).
-// PF_STREAM: one row of rows read one after the other (one sequential stream), prefetched
-// PF_AHEAD bytes ahead into L2 (past the row's end: into the next rows).
+// PF_STREAM: rows read one after the other as one sequential stream, prefetched PF_AHEAD
+// bytes ahead into L2 (past a row's end: into the next rows).
 enum dot_prefetch { PF_NONE, PF_TILE, PF_STREAM };
 constexpr size_t PF_MIN_AHEAD = 8192;
 template <typename L, int R, dot_prefetch PF>
@@ -194,10 +194,10 @@ KVG_INLINE void tile_float(const mm_tile_args & a) {
 // most, each with the bits of tile_float<L, 1, 1>. Rows stream one after the other while the
 // f32 activation row fills at most half of L1 (f32 weights, Zen 4, 1 thread: 25-29 GB/s at
 // K = 768-4096 against 19-24 for two rows with the prefetch), prefetched PF_AHEAD into L2
-// (110M-shaped f32 model, tg, 9 alternated pairs: 65-68% -> 68-85% of the streaming read on
-// 1 thread, 53-75% -> 73-86% on 2; 2 or 8 KiB ahead: the same, an L1 prefetch: no gain); longer
-// activation rows are evicted by a lone stream (K = 5632: 20.5 GB/s), so two rows and the
-// prefetch (23.5).
+// (110M-shaped f32 model, tg, 6 alternated pairs per thread count: 65-68% -> 68-85% of the
+// streaming read on 1 thread, 53-75% -> 73-86% on 2; 2 or 8 KiB ahead: the same, an L1
+// prefetch: no gain); longer activation rows are evicted by a lone stream (K = 5632: 20.5
+// GB/s), so two rows and the prefetch (23.5).
 constexpr int MV_FLOAT_ROWS = 2;
 constexpr int64_t MV_ONE_ROW_MAX_K = 4096;
 template <typename L>
