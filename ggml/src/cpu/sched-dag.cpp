@@ -6,8 +6,8 @@
 // next phase, so phases stay ordered. A thread that readies a single-task successor runs it
 // next itself, bypassing the queue. Each node also has a work counter per phase
 // (ggml_compute_params::claim): kernels that take their chunks from it (mul_mat,
-// flash_attn_ext) balance
-// their tasks' loads, so a task started late or slowed by the host does less.
+// flash_attn_ext) balance their tasks' loads, so a task started late or slowed by the host
+// does less.
 //
 // Scratch. A node's tasks share ggml_op_work_size(node, n_tasks) bytes. The plan's work
 // buffer holds n_slots = min(n_threads, nodes needing scratch) slots of the largest
