@@ -7,7 +7,10 @@
 # transparent huge pages). Prints the CPU and one
 # table: tok/s of pp128 (128 prompt tokens in one batch; PP) and tg64 (64 tokens one at a time; TG),
 # kvgraph ÷ the best peer, and kvg-bench's own yardsticks (pp: % of the compute peak, tg: % of
-# the streaming-read bandwidth). A benchmark: not run by CI.
+# the streaming-read bandwidth). The peers' tg rows run one thread count at a time between two
+# reads of that yardstick (kvg-bench --stream-only), so their weight GB/s gets a share of it too:
+# where a peer already reads near 100%, no program reading the same bytes can go much faster.
+# A benchmark: not run by CI.
 #
 #   scripts/bench-vs-peers.sh LLAMA_CPP_BIN [IK_LLAMA_BIN|-] [MODELS_DIR]
 #
@@ -68,6 +71,22 @@ echo "flags: $(cpu flags)"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 common=(-t "$threads" -p "$pp" -n "$tg" -r "$reps")
+# the streaming-read yardstick (GB/s) with $1 threads, as kvg-bench measures it after each tg repetition
+stream() { "$kvg/bin/kvg-bench" --stream-only -t "$1" | awk '{print $4}'; }
+# A peer's llama-bench on $m (label, binary, its options): pp in one run, then tg one thread
+# count at a time between two yardstick reads, so that its GB/s gets a share of the stream too
+peer() {
+    local label=$1 bin=$2 name nt s0
+    shift 2
+    name=$(basename "$m")
+    "$bin" -m "$m" -t "$threads" -p "$pp" -n 0 -r "$reps" "$@" -o json > "$out/$label-pp-$name.json" 2> /dev/null
+    [ "$tg" = 0 ] && return
+    for nt in ${threads//,/ }; do
+        s0=$(stream "$nt")
+        "$bin" -m "$m" -t "$nt" -p 0 -n "$tg" -r "$reps" "$@" -o json > "$out/$label-tg$nt-$name.json" 2> /dev/null
+        echo "$s0 $(stream "$nt")" > "$out/$label-tg$nt-$name.stream"
+    done
+}
 for m in "${models[@]}"; do
     echo "running $(basename "$m") ..." >&2
     for mmap in 1 0; do
@@ -77,11 +96,11 @@ for m in "${models[@]}"; do
     if [ "$(basename "$m")" = "$(basename "$f16")" ]; then
         "$kvg/bin/kvg-bench" -m "$m" "${common[@]}" --kv-type f16 --no-kv-write --mmap 0 --f16-as-bf16 1 | sed "s/^|/|mmap0 f16-as-bf16|/" >> "$out/kvg.md"
     fi
-    "$llama/llama-bench" -m "$m" "${common[@]}" -fa 0,1 -o json > "$out/llama-$(basename "$m").json" 2> /dev/null
+    peer llama "$llama/llama-bench" -fa 0,1
     if [ "$ik" != - ]; then
         for rtr in 0 1; do
-            "$ik/llama-bench" -m "$m" "${common[@]}" -fa 1 -rtr $rtr -o json > "$out/ik$rtr-$(basename "$m").json" 2> /dev/null
-            "$ik/llama-bench" -m "$m" "${common[@]}" -fa 1 -rtr $rtr -mmp 0 -thp 1 -o json > "$out/ikthp$rtr-$(basename "$m").json" 2> /dev/null
+            peer ik$rtr "$ik/llama-bench" -fa 1 -rtr $rtr
+            peer ikthp$rtr "$ik/llama-bench" -fa 1 -rtr $rtr -mmp 0 -thp 1
         done
     fi
 done
@@ -93,17 +112,24 @@ best = {}   # (file, threads, pp|tg) -> {program: (tok/s, note)}
 def put(f, nt, test, prog, ts, note):
     d = best.setdefault((os.path.basename(f), int(nt), test), {})
     if ts > d.get(prog, (0, ''))[0]: d[prog] = (ts, note)
+mb = {}     # file -> weight MB one token reads (kvg-bench's tg rows)
 for line in open(f'{out}/kvg.md'):
     c = [x.strip() for x in line.split('|')]  # c[1]: mmap0/mmap1, then kvg-bench's columns
     if len(c) > 13 and c[6][:2] in ('pp', 'tg'):
         yard = c[13] if c[6][:2] == 'pp' else c[10]
         put(c[2], c[5], c[6][:2], 'kvg', float(c[7].split()[0]), f'{yard} {c[1]}')
+        if c[6][:2] == 'tg': mb[c[2]] = float(c[8])
 for prog in ['llama'] + (['ik0', 'ik1', 'ikthp0', 'ikthp1'] if have_ik else []):
     for p in glob.glob(f'{out}/{prog}-*.json'):
+        # a tg run's yardstick, read before and after it: the peer's GB/s as a share of their mean
+        yard = open(p[:-5] + '.stream').read().split() if os.path.exists(p[:-5] + '.stream') else []
         for r in json.load(open(p)):
             if prog == 'llama': note = f"fa{int(r['flash_attn'])}"
             else: note = f"rtr{int(r['repack'])}" + (' thp' if r.get('use_thp') else '')
-            put(r['model_filename'], r['n_threads'], 'pp' if r['n_prompt'] else 'tg', prog[:2], r['avg_ts'], note)
+            f = os.path.basename(r['model_filename'])
+            if yard and f in mb and float(yard[0]) + float(yard[1]) > 0:
+                note += f" {100 * r['avg_ts'] * mb[f] / 1e3 / ((float(yard[0]) + float(yard[1])) / 2):.0f}%"
+            put(f, r['n_threads'], 'pp' if r['n_prompt'] else 'tg', prog[:2], r['avg_ts'], note)
 peers = ['ll'] + (['ik'] if have_ik else [])
 names = {'ll': 'llama.cpp', 'ik': 'ik_llama'}
 head = ['file', 'thr']
@@ -122,5 +148,6 @@ for (f, nt) in dict.fromkeys(k[:2] for k in best):  # kvg-bench's order
         row += [f'{kv[0]:.1f}' if kv else '-'] + [cell(d.get(p)) for p in peers]
         row += [f'{kv[0] / top:.2f}' if kv and top else '-', kv[1] if kv else '-']
     print('| ' + ' | '.join(row) + ' |')
-print('\ntok/s, mean of the repetitions; ratio: kvgraph ÷ the best peer. Peers: the winning setting beside each.')
+print('\ntok/s, mean of the repetitions; ratio: kvgraph ÷ the best peer. Peers: the winning setting beside each;'
+      ' tg: also its weight GB/s as a % of the streaming read measured just before and after its run.')
 EOF

@@ -27,6 +27,8 @@
 // lengths 64..capacity: padding-free attention (valid length as input) next to the same
 // graph reading the whole capacity under the mask, and the bucketed graph (slots rounded
 // up to 256, the mask hides the rest); median and minimum of -r samples.
+// --stream-only: that streaming-read bandwidth alone, per -t (scripts/bench-vs-peers.sh reads
+// it around each peer's tg run).
 // --residency: resident memory (/proc/self/statm) of a long cache (--residency-ctx,
 // default 32768) after 10%, 50% and 100% of it is written by the decode graph's write
 // path (set_rows), next to a static cache that commits everything at creation.
@@ -96,6 +98,7 @@ struct Options {
     bool repack = true;   // --repack 0: q4_0/q8_0 matrices kept as in the file (kvg_model_params.repack)
     bool f16_as_bf16 = false; // --f16-as-bf16 1: f16 matrices rounded to bf16 at load (kvg_model_params.f16_as_bf16)
     bool kv_modes = false, kv_scaling = false, residency = false, only_kv = false;
+    bool stream_only = false; // --stream-only: the streaming-read yardstick alone, per -t
     int residency_ctx = 32768;
 };
 
@@ -639,8 +642,9 @@ static bool bench_table(const std::string & path, const Options & opt) {
     return true;
 }
 
-int main(int argc, char ** argv) {
-    Options opt;
+// The command line into *opt; returns 0 to go on, else the exit status (1: error, 0: help).
+static int parse_options(int argc, char ** argv, Options * out) {
+    Options & opt = *out;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         const bool has = i + 1 < argc;
@@ -675,15 +679,30 @@ int main(int argc, char ** argv) {
         else if (a == "--residency") opt.residency = true;
         else if (a == "--residency-ctx" && has) opt.residency_ctx = std::max(4096, atoi(argv[++i]));
         else if (a == "--only-kv") opt.only_kv = true;
+        else if (a == "--stream-only") opt.stream_only = true;
         else {
             fprintf(stderr,
                     "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16,q8_0] [--attn flash|matmul]\n"
                     "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write] [--mmap 0|1] [--repack 0|1]\n"
                     "          [--f16-as-bf16 0|1] [--kv-modes] [--kv-scaling] [--residency [--residency-ctx N]] [--only-kv]\n"
-                    "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n",
-                    argv[0]);
+                    "       %s --stream-only [-t 1,2]\n"
+                    "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n"
+                    "  --stream-only: print the streaming-read bandwidth (GB/s, the tg rows' yardstick) per thread count\n",
+                    argv[0], argv[0]);
             return a == "-h" || a == "--help" ? 0 : 1;
         }
+    }
+    return -1;
+}
+
+int main(int argc, char ** argv) {
+    Options opt;
+    const int status = parse_options(argc, argv, &opt);
+    if (status >= 0) return status;
+    if (opt.stream_only) {
+        // the yardstick alone: a script measures it around a peer's run
+        for (int nt : opt.threads) printf("stream %d threads: %.2f GB/s\n", nt, stream_gbps(nt, 3));
+        return 0;
     }
     if (opt.models.empty()) {
         fprintf(stderr, "error: no model (-m)\n");
