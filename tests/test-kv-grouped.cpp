@@ -36,91 +36,149 @@ struct KernelCase {
     bool mask, kv_len;
 };
 
-// Runs the grouped op (and, with F32 groups, ggml_flash_attn_ext on the same keys) with 1 and
-// 3 threads and checks it against a double-precision loop; returns the worst relative error.
-// Sequence 0's recent group is a middle one (as in a ring), sequence 1's the last one it uses.
-// Bytes the kernel must not read are NaN.
-double run_grouped_case(const KernelCase & kc) {
-    const int D = kc.D, n_q = 3, n_seq = 2, n_kv = kc.n_kv, C = D * kc.n_head_kv, n_grp = (n_kv + G - 1) / G;
-    const int len[n_seq] = {n_kv, kc.kv_len ? n_kv - 30 : n_kv};
-    const int32_t recent[n_seq] = {1, (len[1] - 1) / G};
-    ggml_context * ctx = ggml_init({64 << 20, nullptr, false});
-    REQUIRE(ctx);
-    std::mt19937 rng(7 + n_kv + D);
-    std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-    const auto * tr = ggml_get_type_traits(kc.kt);
+// One kernel case's inputs and what the reference reads. Sequence 0's recent group is a
+// middle one (as in a ring), sequence 1's the last one it uses. Bytes the kernel must not
+// read are NaN.
+struct grouped_case {
+    static constexpr int n_q = 3, n_seq = 2;
+    const KernelCase kc;
+    const int D, n_kv, C, n_grp;
+    int len[n_seq];
+    int32_t recent[n_seq];
+    std::mt19937 rng;
+    std::uniform_real_distribution<float> U{-1.0f, 1.0f};
+    ggml_context * ctx;
+    ggml_tensor * kg, * kr, * krg, * v, * q, * mask = nullptr, * lens;
+    std::vector<float> kref, kfull; // keys as attention must see them, [s][slot][c]; before K-group quantization
+    std::vector<float> vref;        // values as attention must see them, [s][j][c]
 
-    // keys as attention must see them, [s][slot][c]; kfull: the values before K-group quantization
-    ggml_tensor * kg = ggml_new_tensor_4d(ctx, kc.kt, G, C, n_grp, n_seq);
-    ggml_tensor * kr = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, C, G, n_seq);
-    ggml_tensor * krg = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_seq);
-    std::memcpy(krg->data, recent, sizeof recent);
-    std::vector<float> kref((size_t) n_seq * n_grp * G * C), kfull = kref;
-    auto at = [&](int s, int j, int c) { return ((size_t) s * n_grp * G + j) * C + c; };
-    float blk[G];
-    for (int s = 0; s < n_seq; ++s) {
-        for (int g = 0; g < n_grp; ++g) {
-            for (int c = 0; c < C; ++c) {
-                char * row = (char *) kg->data + c * kg->nb[1] + g * kg->nb[2] + s * kg->nb[3];
-                for (int t = 0; t < G; ++t) { // f32/f16: NaN past the valid length (q8_0: one scale per block)
-                    blk[t] = kc.kt != GGML_TYPE_Q8_0 && g * G + t >= len[s] ? NAN : U(rng);
-                    kfull[at(s, g * G + t, c)] = blk[t];
+    explicit grouped_case(const KernelCase & c)
+        : kc(c), D(c.D), n_kv(c.n_kv), C(c.D * c.n_head_kv), n_grp((c.n_kv + G - 1) / G), len{c.n_kv, c.kv_len ? c.n_kv - 30 : c.n_kv},
+          recent{1, (len[1] - 1) / G}, rng(7 + c.n_kv + c.D), ctx(ggml_init({64 << 20, nullptr, false})) {
+        REQUIRE(ctx);
+        make_keys();
+        make_values();
+        q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, D, n_q, kc.n_head, n_seq);
+        for (int64_t i = 0; i < ggml_nelements(q); ++i) ((float *) q->data)[i] = U(rng);
+        if (kc.mask) { // -inf, 0 and a finite bias
+            mask = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, n_kv, n_q, 1, n_seq);
+            for (int64_t i = 0; i < ggml_nelements(mask); ++i) {
+                const unsigned r = rng() % 4;
+                ((float *) mask->data)[i] = r == 0 ? NEG_INF : r == 1 ? -0.7f : 0.0f;
+            }
+        }
+        lens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_seq);
+        std::memcpy(lens->data, len, sizeof len);
+    }
+    ~grouped_case() { ggml_free(ctx); }
+
+    size_t at(int s, int j, int c) const { return ((size_t) s * n_grp * G + j) * C + c; }
+
+    void make_keys() {
+        kg = ggml_new_tensor_4d(ctx, kc.kt, G, C, n_grp, n_seq);
+        kr = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, C, G, n_seq);
+        krg = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_seq);
+        std::memcpy(krg->data, recent, sizeof recent);
+        kref.assign((size_t) n_seq * n_grp * G * C, 0.0f);
+        kfull = kref;
+        const auto * tr = ggml_get_type_traits(kc.kt);
+        float blk[G];
+        for (int s = 0; s < n_seq; ++s) {
+            for (int g = 0; g < n_grp; ++g) {
+                for (int c = 0; c < C; ++c) {
+                    char * row = (char *) kg->data + c * kg->nb[1] + g * kg->nb[2] + s * kg->nb[3];
+                    for (int t = 0; t < G; ++t) { // f32/f16: NaN past the valid length (q8_0: one scale per block)
+                        blk[t] = kc.kt != GGML_TYPE_Q8_0 && g * G + t >= len[s] ? NAN : U(rng);
+                        kfull[at(s, g * G + t, c)] = blk[t];
+                    }
+                    if (g == recent[s]) { // must be read from k_recent instead: NaN here
+                        std::memset(row, 0xff, kg->nb[1]);
+                        continue;
+                    }
+                    tr->from_float_ref(blk, row, G);
+                    kvg::row_decoder(kc.kt)(row, blk, G);
+                    for (int t = 0; t < G; ++t) kref[at(s, g * G + t, c)] = blk[t];
                 }
-                if (g == recent[s]) { // must be read from k_recent instead: NaN here
-                    std::memset(row, 0xff, kg->nb[1]);
+            }
+            for (int t = 0; t < G; ++t) { // k_recent: f32 groups hold the same keys (exactness check below)
+                float * row = (float *) ((char *) kr->data + t * kr->nb[1] + s * kr->nb[2]);
+                for (int c = 0; c < C; ++c) {
+                    const size_t i = at(s, recent[s] * G + t, c);
+                    row[c] = recent[s] * G + t >= len[s] ? NAN : kc.kt == GGML_TYPE_F32 ? kfull[i] : U(rng);
+                    kref[i] = row[c];
+                }
+            }
+        }
+    }
+
+    // V: whole rows (all heads), NaN past the valid length; q8_0 next to q8_0 K groups, as in the cache
+    void make_values() {
+        const ggml_type vt = kc.kt == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
+        v = ggml_new_tensor_4d(ctx, vt, C, n_kv, 1, n_seq);
+        vref.assign((size_t) n_seq * n_kv * C, 0.0f);
+        std::vector<float> row(C);
+        for (int s = 0; s < n_seq; ++s) {
+            for (int j = 0; j < n_kv; ++j) {
+                char * dst = (char *) v->data + j * v->nb[1] + s * v->nb[3];
+                if (j >= len[s]) {
+                    std::memset(dst, 0xff, v->nb[1]);
                     continue;
                 }
-                tr->from_float_ref(blk, row, G);
-                kvg::row_decoder(kc.kt)(row, blk, G);
-                for (int t = 0; t < G; ++t) kref[at(s, g * G + t, c)] = blk[t];
-            }
-        }
-        for (int t = 0; t < G; ++t) { // k_recent: f32 groups hold the same keys (exactness check below)
-            float * row = (float *) ((char *) kr->data + t * kr->nb[1] + s * kr->nb[2]);
-            for (int c = 0; c < C; ++c) {
-                const size_t i = at(s, recent[s] * G + t, c);
-                row[c] = recent[s] * G + t >= len[s] ? NAN : kc.kt == GGML_TYPE_F32 ? kfull[i] : U(rng);
-                kref[i] = row[c];
+                for (float & x : row) x = U(rng);
+                ggml_get_type_traits(vt)->from_float_ref(row.data(), dst, C);
+                kvg::row_decoder(vt)(dst, &vref[((size_t) s * n_kv + j) * C], C);
             }
         }
     }
-    // V: whole rows (all heads), NaN past the valid length; q8_0 next to q8_0 K groups, as in the cache
-    const ggml_type vt = kc.kt == GGML_TYPE_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
-    ggml_tensor * v = ggml_new_tensor_4d(ctx, vt, C, n_kv, 1, n_seq);
-    std::vector<float> vref((size_t) n_seq * n_kv * C), row(C);
-    for (int s = 0; s < n_seq; ++s) {
-        for (int j = 0; j < n_kv; ++j) {
-            char * dst = (char *) v->data + j * v->nb[1] + s * v->nb[3];
-            if (j >= len[s]) { std::memset(dst, 0xff, v->nb[1]); continue; }
-            for (float & x : row) x = U(rng);
-            ggml_get_type_traits(vt)->from_float_ref(row.data(), dst, C);
-            kvg::row_decoder(vt)(dst, &vref[((size_t) s * n_kv + j) * C], C);
-        }
-    }
-    ggml_tensor * q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, D, n_q, kc.n_head, n_seq);
-    for (int64_t i = 0; i < ggml_nelements(q); ++i) ((float *) q->data)[i] = U(rng);
-    ggml_tensor * mask = nullptr;
-    if (kc.mask) { // -inf, 0 and a finite bias
-        mask = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, n_kv, n_q, 1, n_seq);
-        for (int64_t i = 0; i < ggml_nelements(mask); ++i) {
-            const unsigned r = rng() % 4;
-            ((float *) mask->data)[i] = r == 0 ? NEG_INF : r == 1 ? -0.7f : 0.0f;
-        }
-    }
-    ggml_tensor * lens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_seq);
-    std::memcpy(lens->data, len, sizeof len);
 
+    // The worst relative error of out against a double-precision loop over kref and vref.
+    double reference_error(const ggml_tensor * out, float scale) const {
+        const int group = kc.n_head / kc.n_head_kv;
+        double worst = 0.0;
+        for (int s = 0; s < n_seq; ++s) {
+            for (int h = 0; h < kc.n_head; ++h) {
+                const int hk = h / group;
+                for (int iq = 0; iq < n_q; ++iq) {
+                    const float * qr = (const float *) q->data + ((size_t) (s * kc.n_head + h) * n_q + iq) * D;
+                    std::vector<double> scores(len[s], -INFINITY);
+                    for (int j = 0; j < len[s]; ++j) {
+                        const float mv = mask ? ((const float *) mask->data)[((size_t) s * n_q + iq) * n_kv + j] : 0.0f;
+                        if (mv == NEG_INF) continue;
+                        const float * kk = &kref[at(s, j, hk * D)];
+                        double d = 0;
+                        for (int i = 0; i < D; ++i) d += (double) qr[i] * kk[i];
+                        scores[j] = d * scale + mv;
+                    }
+                    const std::vector<double> want =
+                        ref::attend(scores, D, [&](int j) { return &vref[((size_t) s * n_kv + j) * C + hk * D]; });
+                    const float * o = (const float *) ((const char *) out->data + h * out->nb[1] + iq * out->nb[2] + s * out->nb[3]);
+                    for (int i = 0; i < D; ++i) {
+                        const double e = std::fabs(o[i] - want[i]) / (1.0 + std::fabs(want[i]));
+                        worst = std::isfinite(o[i]) ? std::max(worst, e) : INFINITY; // NaN: a byte it must not read
+                    }
+                }
+            }
+        }
+        return worst;
+    }
+};
+
+// Runs the grouped op (and, with F32 groups, ggml_flash_attn_ext on the same keys) with 1 and
+// 3 threads and checks it against a double-precision loop; returns the worst relative error.
+double run_grouped_case(const KernelCase & kc) {
+    grouped_case gc(kc);
+    ggml_context * ctx = gc.ctx;
     const float scale = 0.37f;
-    ggml_tensor * out = ggml_flash_attn_ext_grouped(ctx, q, kg, kr, krg, v, mask, scale, 0.0f, 0.0f);
-    if (kc.kv_len) ggml_flash_attn_ext_set_kv_len(ctx, out, lens);
+    ggml_tensor * out = ggml_flash_attn_ext_grouped(ctx, gc.q, gc.kg, gc.kr, gc.krg, gc.v, gc.mask, scale, 0.0f, 0.0f);
+    if (kc.kv_len) ggml_flash_attn_ext_set_kv_len(ctx, out, gc.lens);
     ggml_tensor * plain = nullptr;
     if (kc.kt == GGML_TYPE_F32) { // the same keys as ordinary position rows
-        ggml_tensor * k = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, C, n_kv, 1, n_seq);
-        for (int s = 0; s < n_seq; ++s) {
-            std::memcpy((char *) k->data + s * k->nb[3], &kfull[at(s, 0, 0)], (size_t) n_kv * C * sizeof(float));
+        ggml_tensor * k = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, gc.C, gc.n_kv, 1, gc.n_seq);
+        for (int s = 0; s < gc.n_seq; ++s) {
+            std::memcpy((char *) k->data + s * k->nb[3], &gc.kfull[gc.at(s, 0, 0)], (size_t) gc.n_kv * gc.C * sizeof(float));
         }
-        plain = ggml_flash_attn_ext(ctx, q, k, v, mask, scale, 0.0f, 0.0f);
-        if (kc.kv_len) ggml_flash_attn_ext_set_kv_len(ctx, plain, lens);
+        plain = ggml_flash_attn_ext(ctx, gc.q, k, gc.v, gc.mask, scale, 0.0f, 0.0f);
+        if (kc.kv_len) ggml_flash_attn_ext_set_kv_len(ctx, plain, gc.lens);
     }
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
@@ -130,36 +188,10 @@ double run_grouped_case(const KernelCase & kc) {
     REQUIRE(ggml_graph_compute_with_ctx(ctx, gf, 3) == GGML_STATUS_SUCCESS);
     CHECK(max_diff(one.data(), (const float *) out->data, one.size()) == 0.0f); // a fixed grid of work units
 
-    const int group = kc.n_head / kc.n_head_kv;
-    double worst = 0.0;
-    for (int s = 0; s < n_seq; ++s) {
-        for (int h = 0; h < kc.n_head; ++h) {
-            const int hk = h / group;
-            for (int iq = 0; iq < n_q; ++iq) {
-                const float * qr = (const float *) q->data + ((size_t) (s * kc.n_head + h) * n_q + iq) * D;
-                std::vector<double> scores(len[s], -INFINITY);
-                for (int j = 0; j < len[s]; ++j) {
-                    const float mv = mask ? ((const float *) mask->data)[((size_t) s * n_q + iq) * n_kv + j] : 0.0f;
-                    if (mv == NEG_INF) continue;
-                    const float * kk = &kref[at(s, j, hk * D)];
-                    double d = 0;
-                    for (int i = 0; i < D; ++i) d += (double) qr[i] * kk[i];
-                    scores[j] = d * scale + mv;
-                }
-                const std::vector<double> want =
-                    ref::attend(scores, D, [&](int j) { return &vref[((size_t) s * n_kv + j) * C + hk * D]; });
-                const float * o = (const float *) ((const char *) out->data + h * out->nb[1] + iq * out->nb[2] + s * out->nb[3]);
-                for (int i = 0; i < D; ++i) {
-                    const double e = std::fabs(o[i] - want[i]) / (1.0 + std::fabs(want[i]));
-                    worst = std::isfinite(o[i]) ? std::max(worst, e) : INFINITY; // NaN: a byte it must not read
-                }
-            }
-        }
-    }
+    const double worst = gc.reference_error(out, scale);
     CHECK(worst < 1e-5);
     // the same keys gathered into rows of D floats: same tile kernel, chunks and summation order
     if (plain) CHECK(max_diff((const float *) out->data, (const float *) plain->data, ggml_nelements(out)) == 0.0f);
-    ggml_free(ctx);
     return worst;
 }
 

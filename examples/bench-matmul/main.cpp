@@ -322,46 +322,54 @@ void run_shapes(const std::vector<shape> & shapes, const std::vector<ggml_type> 
 
 } // namespace
 
-int main(int argc, char ** argv) {
+struct bench_options {
     int reps = 6;
     bool matvec_only = false;
     std::vector<int> threads = {1, 2};
     std::vector<shape> shapes;
-    std::vector<ggml_type> types_sel;
+    std::vector<ggml_type> types;
+};
+
+// The command line into *o; false (after a message) on a bad one.
+static bool parse_options(int argc, char ** argv, bench_options * o) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--quick") reps = 2;
-        else if (a == "--matvec-only") matvec_only = true;
+        if (a == "--quick") o->reps = 2;
+        else if (a == "--matvec-only") o->matvec_only = true;
         else if (a == "--cpu-time") g_cpu_time = true;
-        else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--reps" && i + 1 < argc) o->reps = std::max(1, std::atoi(argv[++i]));
         else if (a == "--shape" && i + 1 < argc) {
             long long k, n, m;
             if (std::sscanf(argv[++i], "%lld,%lld,%lld", &k, &n, &m) != 3 || k < 1 || n < 1 || m < 1) {
                 std::fprintf(stderr, "--shape wants K,N,M\n");
-                return 1;
+                return false;
             }
-            shapes.push_back({k, n, m});
+            o->shapes.push_back({k, n, m});
         } else if (a == "--types" && i + 1 < argc) {
             for (const char * p = argv[++i]; *p;) {
                 const char * e = p;
                 while (*e && *e != ',') ++e;
-                types_sel.push_back(type_by_name(std::string(p, e)));
+                o->types.push_back(type_by_name(std::string(p, e)));
                 p = *e ? e + 1 : e;
             }
-        }
-        else if (a == "--threads" && i + 1 < argc) {
-            threads.clear();
+        } else if (a == "--threads" && i + 1 < argc) {
+            o->threads.clear();
             for (const char * p = argv[++i]; *p;) {
-                threads.push_back(std::max(1, std::atoi(p)));
+                o->threads.push_back(std::max(1, std::atoi(p)));
                 while (*p && *p != ',') ++p;
                 if (*p == ',') ++p;
             }
         } else {
             std::fprintf(stderr, "usage: %s [--quick] [--reps N] [--threads 1,2] [--matvec-only] [--cpu-time] "
                                  "[--shape K,N,M ...] [--types f32,f16,...]\n", argv[0]);
-            return 1;
+            return false;
         }
     }
+    return true;
+}
+
+// The kernel path, the load average and the clock: what the figures below depend on.
+static void print_conditions() {
     static const char * const path_names[] = {"scalar", "avx2", "avx512", "avx512vnni", "avx512bf16"};
     const ggml_cpu_features path = ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
     std::printf("kernels: %s (KVG_CPU_FEATURES caps it)%s\n", path_names[path],
@@ -371,16 +379,6 @@ int main(int argc, char ** argv) {
                 ""
 #endif
     );
-    if (!shapes.empty()) {
-        if (types_sel.empty()) types_sel = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
-        run_shapes(shapes, types_sel, threads, reps);
-        return 0;
-    }
-
-    const int nt = (int) threads.size();
-    read_pool pool((size_t) 768 << 20);
-    std::vector<double> bw(nt), peak(nt);
-    char b1[16];
     double load[3] = {0, 0, 0};
     if (FILE * f = std::fopen("/proc/loadavg", "r")) {
         if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = 0;
@@ -390,65 +388,98 @@ int main(int argc, char ** argv) {
     std::printf("load average %.1f on %u CPUs%s\n", load[0], n_cpu,
                 load[0] > n_cpu ? " -- machine busy: every figure is the best of many short runs, and still noisy" : "");
     std::printf("timing: %s\n", g_cpu_time ? "process CPU time / threads (--cpu-time)" : "wall clock");
-    std::printf("\n== machine limits\n");
-    for (int i = 0; i < nt; ++i) {
-        bw[i] = measure_read_bw(pool, (size_t) 256 << 20, threads[i], reps * 3);
-        peak[i] = measure_fma_peak(threads[i], reps * 10);
-        std::printf("  %d thread(s): streaming read %6.1f GB/s   FMA peak %7.1f GFLOP/s\n", threads[i], bw[i], peak[i]);
-    }
+}
 
-    const ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
-    const int64_t K = 4096, N = 14336;
+static const ggml_type section_types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+static const int64_t section_K = 4096, section_N = 14336;
+
+// Matrix-vector products of each type from DRAM, as a share of the streaming read.
+static void matvec_section(const bench_options & o, read_pool & pool) {
+    const int nt = (int) o.threads.size();
+    char b1[16];
     std::printf("\n== matvec: %lld x %lld weights times one vector: GB/s of weights, as a fraction of streaming\n"
                 "   reads of the same size (weights rotate over copies so that every run reads them from DRAM)\n",
-                (long long) K, (long long) N);
+                (long long) section_K, (long long) section_N);
     std::vector<std::vector<double>> mv_time(nt, std::vector<double>(4));
     for (int ti = 0; ti < 4; ++ti) {
-        const ggml_type t = types[ti];
-        const size_t wbytes = ggml_row_size(t, K) * N;
+        const ggml_type t = section_types[ti];
+        const size_t wbytes = ggml_row_size(t, section_K) * section_N;
         const int copies = (int) std::max<size_t>(1, ((size_t) 256 << 20) / wbytes); // >= 256 MiB streamed per cycle
         std::printf("  %-5s %6.1f MiB:", ggml_type_name(t), wbytes / 1048576.0);
         for (int i = 0; i < nt; ++i) {
-            const mm_result r = time_mul_mat(t, K, N, 1, threads[i], copies, std::max(reps * 6, copies * 3), &pool);
+            const mm_result r = time_mul_mat(t, section_K, section_N, 1, o.threads[i], copies, std::max(o.reps * 6, copies * 3), &pool);
             const double rd = wbytes / r.read_seconds / 1e9;
             mv_time[i][ti] = r.seconds;
             const double gbs = r.weight_bytes / r.seconds / 1e9;
-            std::printf("   %d thr %5.1f GB/s %s of %5.1f (%.2f ms)", threads[i], gbs, pct(gbs / rd, b1), rd, r.seconds * 1e3);
+            std::printf("   %d thr %5.1f GB/s %s of %5.1f (%.2f ms)", o.threads[i], gbs, pct(gbs / rd, b1), rd, r.seconds * 1e3);
         }
         std::printf("\n");
     }
     for (int i = 0; i < nt; ++i) {
-        std::printf("  %d thr: q4_0 matvec %.2fx faster than f32, q8_0 %.2fx, f16 %.2fx\n", threads[i],
+        std::printf("  %d thr: q4_0 matvec %.2fx faster than f32, q8_0 %.2fx, f16 %.2fx\n", o.threads[i],
                     mv_time[i][0] / mv_time[i][3], mv_time[i][0] / mv_time[i][2], mv_time[i][0] / mv_time[i][1]);
     }
+}
 
-    if (matvec_only) return 0;
+// Products with 32-512 activation rows against the FMA peak; returns f32's GFLOP/s at 512 rows per thread count.
+static std::vector<double> matmul_section(const bench_options & o, const std::vector<double> & peak) {
+    const int nt = (int) o.threads.size();
+    const int64_t K = section_K;
+    char b1[16];
     std::printf("\n== matmul: %lld x %lld weights times N rows (GFLOP/s, fraction of FMA peak)\n", (long long) K, (long long) K);
     std::vector<double> f32_512(nt, 0);
-    for (const ggml_type t : types) {
+    for (const ggml_type t : section_types) {
         for (const int64_t M : {32, 128, 512}) {
             std::printf("  %-5s N=%-4lld:", ggml_type_name(t), (long long) M);
             for (int i = 0; i < nt; ++i) {
-                const mm_result r = time_mul_mat(t, K, K, M, threads[i], 1, std::max(2, reps / 2 + 1));
+                const mm_result r = time_mul_mat(t, K, K, M, o.threads[i], 1, std::max(2, o.reps / 2 + 1));
                 const double gf = 2.0 * K * K * M / r.seconds / 1e9;
                 if (t == GGML_TYPE_F32 && M == 512) f32_512[i] = gf;
-                std::printf("   %d thr %7.1f GFLOP/s %s", threads[i], gf, pct(gf / peak[i], b1));
+                std::printf("   %d thr %7.1f GFLOP/s %s", o.threads[i], gf, pct(gf / peak[i], b1));
             }
             std::printf("\n");
         }
     }
+    return f32_512;
+}
 
+// OpenBLAS's sgemm beside our f32 products, where the build found it.
+static void blas_section(const bench_options & o, const std::vector<double> & peak, const std::vector<double> & f32_512) {
 #ifdef KVG_BENCH_OPENBLAS
-    char b2[16];
+    char b1[16], b2[16];
     std::printf("\n== OpenBLAS sgemm (GFLOP/s)\n");
-    for (int i = 0; i < nt; ++i) {
-        const double g2048 = time_sgemm(2048, 2048, 2048, threads[i], std::max(2, reps / 2 + 1));
-        const double gshape = time_sgemm(512, 4096, 4096, threads[i], std::max(2, reps / 2 + 1));
+    for (size_t i = 0; i < o.threads.size(); ++i) {
+        const double g2048 = time_sgemm(2048, 2048, 2048, o.threads[i], std::max(2, o.reps / 2 + 1));
+        const double gshape = time_sgemm(512, 4096, 4096, o.threads[i], std::max(2, o.reps / 2 + 1));
         std::printf("  %d thr: 2048^3 %7.1f (%s of peak)   4096x4096x512 %7.1f   ours f32 N=512 / OpenBLAS = %s\n",
-                    threads[i], g2048, pct(g2048 / peak[i], b1), gshape, pct(f32_512[i] / gshape, b2));
+                    o.threads[i], g2048, pct(g2048 / peak[i], b1), gshape, pct(f32_512[i] / gshape, b2));
     }
 #else
+    (void) o, (void) peak, (void) f32_512;
     std::printf("\n(OpenBLAS not found at build time: no sgemm reference)\n");
 #endif
+}
+
+int main(int argc, char ** argv) {
+    bench_options o;
+    if (!parse_options(argc, argv, &o)) return 1;
+    print_conditions();
+    if (!o.shapes.empty()) {
+        if (o.types.empty()) o.types = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+        run_shapes(o.shapes, o.types, o.threads, o.reps);
+        return 0;
+    }
+    read_pool pool((size_t) 768 << 20);
+    std::vector<double> peak;
+    std::printf("\n== machine limits\n");
+    for (int t : o.threads) {
+        const double bw = measure_read_bw(pool, (size_t) 256 << 20, t, o.reps * 3);
+        peak.push_back(measure_fma_peak(t, o.reps * 10));
+        std::printf("  %d thread(s): streaming read %6.1f GB/s   FMA peak %7.1f GFLOP/s\n", t, bw, peak.back());
+    }
+    matvec_section(o, pool);
+    if (o.matvec_only) return 0;
+    const std::vector<double> f32_512 = matmul_section(o, peak);
+    blas_section(o, peak, f32_512);
     return 0;
 }
