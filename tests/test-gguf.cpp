@@ -225,8 +225,28 @@ TEST_CASE("a header with no tensors and no keys is valid, padded to the alignmen
     CHECK(gguf_get_n_tensors(u->g) == 0);
 }
 
-TEST_CASE("write and read back every KV type, arrays and F32/F16/Q8_0/Q4_0 tensors byte-exact") {
-    gguf_context * g = gguf_init_empty();
+// The round trip's inputs: every scalar type at its edges, every array type, four tensors.
+namespace roundtrip {
+
+const uint32_t nan_bits = 0x7fc01234u; // NaN with a payload: must survive bit-exact
+const uint8_t a_u8[] = {0, 1, 255};
+const int8_t a_i8[] = {-128, 0, 127};
+const uint16_t a_u16[] = {1, 65535};
+const int16_t a_i16[] = {-32768, 32767, -1};
+const uint32_t a_u32[] = {7, 0xffffffffu, 0};
+const int32_t a_i32[] = {-5, 5};
+const float a_f32[] = {1.5f, -0.0f, 3.0e38f, 1e-45f};
+const uint64_t a_u64[] = {1ull << 63, 42};
+const int64_t a_i64[] = {std::numeric_limits<int64_t>::min(), -1, 9};
+const double a_f64[] = {3.141592653589793, -2.5e-310};
+const bool a_bool[] = {true, false, true};
+const std::string long_str(300, 'x');
+const char * const strs[] = {"alpha", "", "\xe2\x96\x81the", long_str.c_str()};
+const char * const names[] = {"tok_embd.weight", "blk.0.attn_norm.weight", "blk.0.attn_q.weight", "output.weight"};
+const size_t expect_size[] = {7 * 3 * 4, 8 * 2 * 2, 2 * 3 * 34, 1 * 2 * 2 * 18};
+constexpr int n_tensors = 4;
+
+void set_values(gguf_context * g) {
     gguf_set_val_u8(g, "t.u8", 255);
     gguf_set_val_i8(g, "t.i8", -128);
     gguf_set_val_u16(g, "t.u16", 65535);
@@ -234,7 +254,6 @@ TEST_CASE("write and read back every KV type, arrays and F32/F16/Q8_0/Q4_0 tenso
     gguf_set_val_u32(g, "t.u32", 0xdeadbeefu);
     gguf_set_val_i32(g, "t.i32", std::numeric_limits<int32_t>::min());
     float f32_odd;
-    const uint32_t nan_bits = 0x7fc01234u; // NaN with a payload: must survive bit-exact
     std::memcpy(&f32_odd, &nan_bits, 4);
     gguf_set_val_f32(g, "t.f32", f32_odd);
     gguf_set_val_u64(g, "t.u64", std::numeric_limits<uint64_t>::max());
@@ -244,18 +263,6 @@ TEST_CASE("write and read back every KV type, arrays and F32/F16/Q8_0/Q4_0 tenso
     gguf_set_val_bool(g, "t.bool_f", false);
     gguf_set_val_str(g, "t.str", "h\xc3\xa9llo, w\xc3\xb6rld");
     gguf_set_val_str(g, "t.str_empty", "");
-
-    const uint8_t a_u8[] = {0, 1, 255};
-    const int8_t a_i8[] = {-128, 0, 127};
-    const uint16_t a_u16[] = {1, 65535};
-    const int16_t a_i16[] = {-32768, 32767, -1};
-    const uint32_t a_u32[] = {7, 0xffffffffu, 0};
-    const int32_t a_i32[] = {-5, 5};
-    const float a_f32[] = {1.5f, -0.0f, 3.0e38f, 1e-45f};
-    const uint64_t a_u64[] = {1ull << 63, 42};
-    const int64_t a_i64[] = {std::numeric_limits<int64_t>::min(), -1, 9};
-    const double a_f64[] = {3.141592653589793, -2.5e-310};
-    const bool a_bool[] = {true, false, true};
     gguf_set_arr_data(g, "a.u8", GGUF_TYPE_UINT8, a_u8, 3);
     gguf_set_arr_data(g, "a.i8", GGUF_TYPE_INT8, a_i8, 3);
     gguf_set_arr_data(g, "a.u16", GGUF_TYPE_UINT16, a_u16, 2);
@@ -268,32 +275,124 @@ TEST_CASE("write and read back every KV type, arrays and F32/F16/Q8_0/Q4_0 tenso
     gguf_set_arr_data(g, "a.f64", GGUF_TYPE_FLOAT64, a_f64, 2);
     gguf_set_arr_data(g, "a.bool", GGUF_TYPE_BOOL, a_bool, 3);
     gguf_set_arr_data(g, "a.empty", GGUF_TYPE_INT32, nullptr, 0);
-    const std::string long_str(300, 'x');
-    const char * strs[] = {"alpha", "", "\xe2\x96\x81the", long_str.c_str()};
-    gguf_set_arr_str(g, "a.str", strs, 4);
+    const char * str_items[] = {strs[0], strs[1], strs[2], strs[3]};
+    gguf_set_arr_str(g, "a.str", str_items, 4);
+}
 
-    // tensors with byte patterns (any bytes are valid storage for these types)
-    ggml_init_params ip = {1 << 20, nullptr, false};
-    ggml_context * gctx = ggml_init(ip);
-    REQUIRE(gctx);
-    ggml_tensor * ts[] = {
+// Tensors with byte patterns (any bytes are valid storage for these types), added to g.
+std::vector<ggml_tensor *> add_tensors(ggml_context * gctx, gguf_context * g) {
+    std::vector<ggml_tensor *> ts = {
         ggml_new_tensor_2d(gctx, GGML_TYPE_F32, 7, 3),
         ggml_new_tensor_2d(gctx, GGML_TYPE_F16, 8, 2),
         ggml_new_tensor_2d(gctx, GGML_TYPE_Q8_0, 64, 3),
         ggml_new_tensor_3d(gctx, GGML_TYPE_Q4_0, 32, 2, 2),
     };
-    const char * names[] = {"tok_embd.weight", "blk.0.attn_norm.weight", "blk.0.attn_q.weight", "output.weight"};
-    const size_t expect_size[] = {7 * 3 * 4, 8 * 2 * 2, 2 * 3 * 34, 1 * 2 * 2 * 18};
     std::mt19937 rng(1234);
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < n_tensors; ++i) {
         ggml_set_name(ts[i], names[i]);
         REQUIRE(ggml_nbytes(ts[i]) == expect_size[i]);
         for (size_t j = 0; j < expect_size[i]; ++j) ((uint8_t *) ts[i]->data)[j] = (uint8_t) rng();
         gguf_add_tensor(g, ts[i]);
     }
+    return ts;
+}
+
+int64_t id(const gguf_context * r, const char * k) {
+    const int64_t i = gguf_find_key(r, k);
+    REQUIRE_MESSAGE(i >= 0, k);
+    return i;
+}
+
+void check_scalars(const gguf_context * r) {
+    CHECK(gguf_get_kv_type(r, id(r, "t.u8")) == GGUF_TYPE_UINT8);
+    CHECK(gguf_get_val_u8(r, id(r, "t.u8")) == 255);
+    CHECK(gguf_get_kv_type(r, id(r, "t.i8")) == GGUF_TYPE_INT8);
+    CHECK(gguf_get_val_i8(r, id(r, "t.i8")) == -128);
+    CHECK(gguf_get_val_u16(r, id(r, "t.u16")) == 65535);
+    CHECK(gguf_get_val_i16(r, id(r, "t.i16")) == -32768);
+    CHECK(gguf_get_val_u32(r, id(r, "t.u32")) == 0xdeadbeefu);
+    CHECK(gguf_get_val_i32(r, id(r, "t.i32")) == std::numeric_limits<int32_t>::min());
+    CHECK(bytes_of(gguf_get_val_f32(r, id(r, "t.f32"))) == bytes_of(nan_bits));
+    CHECK(gguf_get_kv_type(r, id(r, "t.f32")) == GGUF_TYPE_FLOAT32);
+    CHECK(gguf_get_val_u64(r, id(r, "t.u64")) == std::numeric_limits<uint64_t>::max());
+    CHECK(gguf_get_val_i64(r, id(r, "t.i64")) == std::numeric_limits<int64_t>::min());
+    CHECK(bytes_of(gguf_get_val_f64(r, id(r, "t.f64"))) == bytes_of(-1.0e-300));
+    CHECK(gguf_get_kv_type(r, id(r, "t.bool_t")) == GGUF_TYPE_BOOL);
+    CHECK(gguf_get_val_bool(r, id(r, "t.bool_t")) == true);
+    CHECK(gguf_get_val_bool(r, id(r, "t.bool_f")) == false);
+    CHECK(std::string(gguf_get_val_str(r, id(r, "t.str"))) == "h\xc3\xa9llo, w\xc3\xb6rld");
+    CHECK(std::string(gguf_get_val_str(r, id(r, "t.str_empty"))).empty());
+    const uint32_t u32v = 0xdeadbeefu;
+    CHECK(std::memcmp(gguf_get_val_data(r, id(r, "t.u32")), &u32v, 4) == 0);
+}
+
+void check_arrays(const gguf_context * r) {
+    auto check_arr = [&](const char * k, gguf_type t, const void * data, size_t n, size_t es) {
+        CAPTURE(k);
+        const int64_t i = id(r, k);
+        CHECK(gguf_get_kv_type(r, i) == GGUF_TYPE_ARRAY);
+        CHECK(gguf_get_arr_type(r, i) == t);
+        REQUIRE(gguf_get_arr_n(r, i) == n);
+        if (n) CHECK(std::memcmp(gguf_get_arr_data(r, i), data, n * es) == 0);
+    };
+    check_arr("a.u8", GGUF_TYPE_UINT8, a_u8, 3, 1);
+    check_arr("a.i8", GGUF_TYPE_INT8, a_i8, 3, 1);
+    check_arr("a.u16", GGUF_TYPE_UINT16, a_u16, 2, 2);
+    check_arr("a.i16", GGUF_TYPE_INT16, a_i16, 3, 2);
+    check_arr("a.u32", GGUF_TYPE_UINT32, a_u32, 3, 4);
+    check_arr("a.i32", GGUF_TYPE_INT32, a_i32, 2, 4);
+    check_arr("a.f32", GGUF_TYPE_FLOAT32, a_f32, 4, 4);
+    check_arr("a.u64", GGUF_TYPE_UINT64, a_u64, 2, 8);
+    check_arr("a.i64", GGUF_TYPE_INT64, a_i64, 3, 8);
+    check_arr("a.f64", GGUF_TYPE_FLOAT64, a_f64, 2, 8);
+    const uint8_t bool_bytes[] = {1, 0, 1};
+    check_arr("a.bool", GGUF_TYPE_BOOL, bool_bytes, 3, 1);
+    check_arr("a.empty", GGUF_TYPE_INT32, nullptr, 0, 4);
+    const int64_t si = id(r, "a.str");
+    CHECK(gguf_get_arr_type(r, si) == GGUF_TYPE_STRING);
+    REQUIRE(gguf_get_arr_n(r, si) == 4);
+    for (size_t j = 0; j < 4; ++j) CHECK(std::string(gguf_get_arr_str(r, si, j)) == strs[j]);
+}
+
+// The tensors read back (r, rctx) against the ones written (g, ts): names, types, shapes,
+// offsets, and the bytes unless no_alloc.
+void check_tensors(const gguf_context * r, ggml_context * rctx, const gguf_context * g, const std::vector<ggml_tensor *> & ts, bool no_alloc) {
+    REQUIRE(gguf_get_n_tensors(r) == n_tensors);
+    ggml_tensor * t = ggml_get_first_tensor(rctx);
+    for (int i = 0; i < n_tensors; ++i) {
+        CAPTURE(names[i]);
+        CHECK(std::string(gguf_get_tensor_name(r, i)) == names[i]);
+        CHECK(gguf_get_tensor_type(r, i) == ts[i]->type);
+        CHECK(gguf_get_tensor_size(r, i) == expect_size[i]);
+        CHECK(gguf_get_tensor_offset(r, i) == gguf_get_tensor_offset(g, i));
+        REQUIRE(t);
+        CHECK(std::string(t->name) == names[i]);
+        CHECK(t->type == ts[i]->type);
+        for (int d = 0; d < 4; ++d) CHECK(t->ne[d] == ts[i]->ne[d]);
+        if (no_alloc) {
+            CHECK(t->data == nullptr);
+        } else {
+            REQUIRE(t->data);
+            CHECK(std::memcmp(t->data, ts[i]->data, expect_size[i]) == 0);
+        }
+        t = ggml_get_next_tensor(rctx, t);
+    }
+    CHECK(t == nullptr);
+}
+
+} // namespace roundtrip
+
+TEST_CASE("write and read back every KV type, arrays and F32/F16/Q8_0/Q4_0 tensors byte-exact") {
+    using namespace roundtrip;
+    gguf_context * g = gguf_init_empty();
+    set_values(g);
+    ggml_init_params ip = {1 << 20, nullptr, false};
+    ggml_context * gctx = ggml_init(ip);
+    REQUIRE(gctx);
+    const std::vector<ggml_tensor *> ts = add_tensors(gctx, g);
     // offsets: each previous size padded to 32
     size_t off = 0;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < n_tensors; ++i) {
         CHECK(gguf_get_tensor_offset(g, i) == off);
         off += pad32(expect_size[i]);
     }
@@ -311,7 +410,7 @@ TEST_CASE("write and read back every KV type, arrays and F32/F16/Q8_0/Q4_0 tenso
     CHECK(std::memcmp(file.data(), meta.data(), meta_size) == 0);
     CHECK(std::memcmp(file.data(), "GGUF\x03\x00\x00\x00", 8) == 0);
     // tensor data sits at meta_size + offset in the raw file
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < n_tensors; ++i) {
         CHECK(std::memcmp(file.data() + meta_size + gguf_get_tensor_offset(g, i), ts[i]->data, expect_size[i]) == 0);
     }
 
@@ -329,79 +428,9 @@ TEST_CASE("write and read back every KV type, arrays and F32/F16/Q8_0/Q4_0 tenso
             CAPTURE(gguf_get_key(g, i));
             CHECK(std::string(gguf_get_key(r, i)) == gguf_get_key(g, i)); // order kept
         }
-        auto id = [&](const char * k) {
-            const int64_t i = gguf_find_key(r, k);
-            REQUIRE_MESSAGE(i >= 0, k);
-            return i;
-        };
-        CHECK(gguf_get_kv_type(r, id("t.u8")) == GGUF_TYPE_UINT8);
-        CHECK(gguf_get_val_u8(r, id("t.u8")) == 255);
-        CHECK(gguf_get_kv_type(r, id("t.i8")) == GGUF_TYPE_INT8);
-        CHECK(gguf_get_val_i8(r, id("t.i8")) == -128);
-        CHECK(gguf_get_val_u16(r, id("t.u16")) == 65535);
-        CHECK(gguf_get_val_i16(r, id("t.i16")) == -32768);
-        CHECK(gguf_get_val_u32(r, id("t.u32")) == 0xdeadbeefu);
-        CHECK(gguf_get_val_i32(r, id("t.i32")) == std::numeric_limits<int32_t>::min());
-        CHECK(bytes_of(gguf_get_val_f32(r, id("t.f32"))) == bytes_of(nan_bits));
-        CHECK(gguf_get_kv_type(r, id("t.f32")) == GGUF_TYPE_FLOAT32);
-        CHECK(gguf_get_val_u64(r, id("t.u64")) == std::numeric_limits<uint64_t>::max());
-        CHECK(gguf_get_val_i64(r, id("t.i64")) == std::numeric_limits<int64_t>::min());
-        CHECK(bytes_of(gguf_get_val_f64(r, id("t.f64"))) == bytes_of(-1.0e-300));
-        CHECK(gguf_get_kv_type(r, id("t.bool_t")) == GGUF_TYPE_BOOL);
-        CHECK(gguf_get_val_bool(r, id("t.bool_t")) == true);
-        CHECK(gguf_get_val_bool(r, id("t.bool_f")) == false);
-        CHECK(std::string(gguf_get_val_str(r, id("t.str"))) == "h\xc3\xa9llo, w\xc3\xb6rld");
-        CHECK(std::string(gguf_get_val_str(r, id("t.str_empty"))).empty());
-        const uint32_t u32v = 0xdeadbeefu;
-        CHECK(std::memcmp(gguf_get_val_data(r, id("t.u32")), &u32v, 4) == 0);
-
-        auto check_arr = [&](const char * k, gguf_type t, const void * data, size_t n, size_t es) {
-            CAPTURE(k);
-            const int64_t i = id(k);
-            CHECK(gguf_get_kv_type(r, i) == GGUF_TYPE_ARRAY);
-            CHECK(gguf_get_arr_type(r, i) == t);
-            REQUIRE(gguf_get_arr_n(r, i) == n);
-            if (n) CHECK(std::memcmp(gguf_get_arr_data(r, i), data, n * es) == 0);
-        };
-        check_arr("a.u8", GGUF_TYPE_UINT8, a_u8, 3, 1);
-        check_arr("a.i8", GGUF_TYPE_INT8, a_i8, 3, 1);
-        check_arr("a.u16", GGUF_TYPE_UINT16, a_u16, 2, 2);
-        check_arr("a.i16", GGUF_TYPE_INT16, a_i16, 3, 2);
-        check_arr("a.u32", GGUF_TYPE_UINT32, a_u32, 3, 4);
-        check_arr("a.i32", GGUF_TYPE_INT32, a_i32, 2, 4);
-        check_arr("a.f32", GGUF_TYPE_FLOAT32, a_f32, 4, 4);
-        check_arr("a.u64", GGUF_TYPE_UINT64, a_u64, 2, 8);
-        check_arr("a.i64", GGUF_TYPE_INT64, a_i64, 3, 8);
-        check_arr("a.f64", GGUF_TYPE_FLOAT64, a_f64, 2, 8);
-        const uint8_t bool_bytes[] = {1, 0, 1};
-        check_arr("a.bool", GGUF_TYPE_BOOL, bool_bytes, 3, 1);
-        check_arr("a.empty", GGUF_TYPE_INT32, nullptr, 0, 4);
-        const int64_t si = id("a.str");
-        CHECK(gguf_get_arr_type(r, si) == GGUF_TYPE_STRING);
-        REQUIRE(gguf_get_arr_n(r, si) == 4);
-        for (size_t j = 0; j < 4; ++j) CHECK(std::string(gguf_get_arr_str(r, si, j)) == strs[j]);
-
-        REQUIRE(gguf_get_n_tensors(r) == 4);
-        ggml_tensor * t = ggml_get_first_tensor(rctx);
-        for (int i = 0; i < 4; ++i) {
-            CAPTURE(names[i]);
-            CHECK(std::string(gguf_get_tensor_name(r, i)) == names[i]);
-            CHECK(gguf_get_tensor_type(r, i) == ts[i]->type);
-            CHECK(gguf_get_tensor_size(r, i) == expect_size[i]);
-            CHECK(gguf_get_tensor_offset(r, i) == gguf_get_tensor_offset(g, i));
-            REQUIRE(t);
-            CHECK(std::string(t->name) == names[i]);
-            CHECK(t->type == ts[i]->type);
-            for (int d = 0; d < 4; ++d) CHECK(t->ne[d] == ts[i]->ne[d]);
-            if (no_alloc) {
-                CHECK(t->data == nullptr);
-            } else {
-                REQUIRE(t->data);
-                CHECK(std::memcmp(t->data, ts[i]->data, expect_size[i]) == 0);
-            }
-            t = ggml_get_next_tensor(rctx, t);
-        }
-        CHECK(t == nullptr);
+        check_scalars(r);
+        check_arrays(r);
+        check_tensors(r, rctx, g, ts, no_alloc);
         ggml_free(rctx);
         gguf_free(r);
     }

@@ -161,15 +161,27 @@ TEST_CASE("arena too small: the abort message names the bytes needed and availab
     }
 }
 
-TEST_CASE("kvg-generate: bad files and limits exit with status 1 and a message, never a signal") {
-    if (generate_path().empty()) {
-        MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
-        return;
+// The files the kvg-generate cases start from (and damage); false: kvg-generate is not built.
+struct generate_inputs {
+    std::string model = model_path("stories260K.bin"), tok = model_path("tok512.bin");
+    std::string ckpt, tokfile;
+    bool load() {
+        if (generate_path().empty()) {
+            MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
+            return false;
+        }
+        ckpt = read_file(model);
+        tokfile = read_file(tok);
+        REQUIRE(ckpt.size() > 1000);
+        REQUIRE(tokfile.size() > 100);
+        return true;
     }
-    const std::string model = model_path("stories260K.bin"), tok = model_path("tok512.bin");
-    const std::string ckpt = read_file(model), tokfile = read_file(tok);
-    REQUIRE(ckpt.size() > 1000);
-    REQUIRE(tokfile.size() > 100);
+};
+
+TEST_CASE("kvg-generate: bad files exit with status 1 and a message, never a signal") {
+    generate_inputs in;
+    if (!in.load()) return;
+    const std::string & model = in.model, & tok = in.tok, & ckpt = in.ckpt, & tokfile = in.tokfile;
 
     SUBCASE("a good run, for comparison") {
         const ChildResult r = run_generate({"-m", model, "-z", tok, "-p", "Once upon", "-n", "4", "-c", "32", "-t", "1",
@@ -228,6 +240,13 @@ TEST_CASE("kvg-generate: bad files and limits exit with status 1 and a message, 
     SUBCASE("tokenizer with a different vocabulary size") {
         check_clean_failure(run_generate({"-m", model, "-z", model_path("tokenizer.bin")}), {"tokenizer"});
     }
+}
+
+TEST_CASE("kvg-generate: limits and bad option values exit with status 1 and a message, never a signal") {
+    generate_inputs in;
+    if (!in.load()) return;
+    const std::string & model = in.model, & tok = in.tok, & ckpt = in.ckpt;
+
     SUBCASE("context longer than the model's") {
         check_clean_failure(run_generate({"-m", model, "-z", tok, "-c", "100000"}), {"n_ctx = 100000", "1..512"});
     }
