@@ -287,7 +287,7 @@ TEST_CASE("float matrix-vector tiles (mv_float) match a double-precision loop an
             ++tested;
             const std::string type_name = ggml_type_name(t);
             CAPTURE(type_name);
-            for (int64_t K : {5, 16, 37, 64, 100, 129, 200, 1031}) {
+            for (int64_t K : {5, 16, 37, 64, 100, 129, 200, 1031, 4133}) {
                 CAPTURE(K);
                 // rows padded so the stride is not a multiple of the vector width; one spare
                 // row past the tile (its prefetch target)
