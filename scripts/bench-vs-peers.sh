@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kvgraph against its peers on the same GGUF files, one program after the other, file by file:
 # kvg-bench (best of --mmap 1 and --mmap 0: weights copied into transparent huge pages; f16
-# files also with --f16-as-bf16 1, their matrices rounded to bf16 at load as ik_llama.cpp's -rtr 1 does),
+# files also with --f16-as-bf16 1, their matrices rounded to bf16 at load as ik_llama.cpp's -rtr 1
+# does, for the pp rows only: tg rows keep the file's f16),
 # llama.cpp's llama-bench (best of -fa 0,1) and, when given, ik_llama.cpp's llama-bench (-fa 1,
 # best of -rtr 0 and -rtr 1, its run-time repacking, each also with -thp 1 and no mmap, its
 # transparent huge pages). Prints the CPU and one
@@ -115,7 +116,8 @@ def put(f, nt, test, prog, ts, note):
 mb = {}     # file -> weight MB one token reads (kvg-bench's tg rows)
 for line in open(f'{out}/kvg.md'):
     c = [x.strip() for x in line.split('|')]  # c[1]: mmap0/mmap1, then kvg-bench's columns
-    if len(c) > 13 and c[6][:2] in ('pp', 'tg'):
+    # f16 rounded to bf16 is a trade for prompts (as ik_llama.cpp's -rtr 1): tg keeps the file's f16
+    if len(c) > 13 and c[6][:2] in ('pp', 'tg') and not (c[6][:2] == 'tg' and 'f16-as-bf16' in c[1]):
         yard = c[13] if c[6][:2] == 'pp' else c[10]
         put(c[2], c[5], c[6][:2], 'kvg', float(c[7].split()[0]), f'{yard} {c[1]}')
         if c[6][:2] == 'tg': mb[c[2]] = float(c[8])
