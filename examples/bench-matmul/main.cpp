@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -330,6 +331,18 @@ struct bench_options {
     std::vector<ggml_type> types;
 };
 
+// The comma-separated items of s ("a,,b": three; a trailing comma adds none).
+static std::vector<std::string> comma_items(const char * s) {
+    std::vector<std::string> out;
+    for (const char * p = s; *p;) {
+        const char * e = p;
+        while (*e && *e != ',') ++e;
+        out.emplace_back(p, e);
+        p = *e ? e + 1 : e;
+    }
+    return out;
+}
+
 // The command line into *o; false (after a message) on a bad one.
 static bool parse_options(int argc, char ** argv, bench_options * o) {
     for (int i = 1; i < argc; ++i) {
@@ -346,19 +359,10 @@ static bool parse_options(int argc, char ** argv, bench_options * o) {
             }
             o->shapes.push_back({k, n, m});
         } else if (a == "--types" && i + 1 < argc) {
-            for (const char * p = argv[++i]; *p;) {
-                const char * e = p;
-                while (*e && *e != ',') ++e;
-                o->types.push_back(type_by_name(std::string(p, e)));
-                p = *e ? e + 1 : e;
-            }
+            for (const std::string & t : comma_items(argv[++i])) o->types.push_back(type_by_name(t));
         } else if (a == "--threads" && i + 1 < argc) {
             o->threads.clear();
-            for (const char * p = argv[++i]; *p;) {
-                o->threads.push_back(std::max(1, std::atoi(p)));
-                while (*p && *p != ',') ++p;
-                if (*p == ',') ++p;
-            }
+            for (const std::string & t : comma_items(argv[++i])) o->threads.push_back(std::max(1, std::atoi(t.c_str())));
         } else {
             std::fprintf(stderr, "usage: %s [--quick] [--reps N] [--threads 1,2] [--matvec-only] [--cpu-time] "
                                  "[--shape K,N,M ...] [--types f32,f16,...]\n", argv[0]);
@@ -400,8 +404,9 @@ static void matvec_section(const bench_options & o, read_pool & pool) {
     std::printf("\n== matvec: %lld x %lld weights times one vector: GB/s of weights, as a fraction of streaming\n"
                 "   reads of the same size (weights rotate over copies so that every run reads them from DRAM)\n",
                 (long long) section_K, (long long) section_N);
-    std::vector<std::vector<double>> mv_time(nt, std::vector<double>(4));
-    for (int ti = 0; ti < 4; ++ti) {
+    constexpr int n_types = (int) std::size(section_types);
+    std::vector<std::vector<double>> mv_time(nt, std::vector<double>(n_types));
+    for (int ti = 0; ti < n_types; ++ti) {
         const ggml_type t = section_types[ti];
         const size_t wbytes = ggml_row_size(t, section_K) * section_N;
         const int copies = (int) std::max<size_t>(1, ((size_t) 256 << 20) / wbytes); // >= 256 MiB streamed per cycle

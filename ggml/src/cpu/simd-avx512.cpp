@@ -219,7 +219,7 @@ KVG_TARGET void mv_float(const mm_tile_args & a) {
 // Rows per call of the float matrix-vector kernels (mv_float, and mv for f16/bf16): a whole
 // block of the product (16 rows for one activation row), so its loop's costs come once per
 // block. 110M-shaped f16 model, tg, 1 thread: ggml_compute_forward_mul_mat's own samples
-// went from 3.8% to 1.7% of the kernel's with 16 rows instead of 2 (rows of 1.5-4 KiB).
+// went from 3.7-4.4% to 1.7% of the kernel's with 16 rows instead of 2 (rows of 1.5-4 KiB).
 constexpr int MV_CALL_ROWS = 16;
 
 // Matrix-vector products of f16 and bf16 weights (mm_kernel::mv): the activation row rounded
