@@ -270,10 +270,14 @@ int32_t kvg_n_seq_max(const struct kvg_context * ctx);
 // batches; in other batches the products may round differently, as in ggml). Positions removed
 // from the middle are never attended again (the later ones keep their positions). false
 // with a message, and nothing changed, for an unknown sequence or p0 > p1, or where the
-// result could not be exact: a q8_0 cache cut inside a group of 32 positions older than the
-// last two (those keep their keys in f32: the one being filled and the one before it; a cut
-// at a multiple of 32 is always exact), a ring that no longer holds the
-// window before p0 (kvg_status: bad input, unsupported, context full).
+// result could not be exact: a q8_0 cache cut inside a group of 32 slots other than the two
+// it wrote last (those keep their keys in f32: the group written last and the one written
+// before it, which after a rollback may lie past the sequence's end, e.g. after 100 tokens
+// and a cut at 70 they are 96..127 and 64..95; the message names them; a cut at a multiple
+// of 32 is always exact), a ring that no longer holds the window before p0, or a middle
+// range of a ring that reaches into the window its next token attends (positions
+// n_past - n_window + 1 .. n_past - 1 past the sinks: that token must find them all; a ring
+// removes from there a suffix only) (kvg_status: bad input, unsupported, context full).
 bool kvg_seq_rm(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, char * err, size_t err_size);
 // Makes dst hold what src holds in [p0, p1) (p1 < 0: to the end). A prefix (p0 <= 0) replaces
 // what dst held, and dst continues where the prefix ends; a later range (p0 > 0, linear f32
@@ -281,9 +285,11 @@ bool kvg_seq_rm(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, c
 // copied: pages of the cache that src and dst hold alike are resident once, and a later
 // write copies only the page it touches (copy-on-write), so N sequences branching from one
 // prompt pay for the prompt once. Exact: dst gives the logits a context fed the same tokens
-// gives. false with a message, nothing changed, for unknown sequences, p0 > p1, a ring
-// (whole sequences only), a range with p0 > 0 in a q8_0 or ring cache, or a q8_0 prefix cut
-// inside a group older than the last two.
+// gives. src == dst: a prefix of a sequence onto itself is a rollback to that prefix (as
+// kvg_seq_rm(ctx, src, p1, -1), with its refusals); the whole sequence or a range with p0 > 0
+// onto itself changes nothing. false with a message, nothing changed, for unknown sequences,
+// p0 > p1, a ring (whole sequences only), a range with p0 > 0 in a q8_0 or ring cache, or a
+// q8_0 prefix cut inside a group other than the two written last (see kvg_seq_rm).
 bool kvg_seq_cp(struct kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1, char * err,
                 size_t err_size);
 // Moves positions [p0, p1) of seq by delta (p0 < 0: from 0, p1 < 0: to the end): their rows
@@ -309,7 +315,8 @@ int32_t kvg_seq_pos_max(const struct kvg_context * ctx, int32_t seq);
 // checksum. Restoring is exact: the sequence then gives the logits it gave when saved, bit
 // for bit. It restores into any sequence of any context of the same model with the same
 // cache type and mode (a ring: the same n_ctx, window and sinks; linear: an n_ctx that holds
-// its positions), replacing what that sequence held.
+// its positions, i.e. n_ctx >= its n_past, however many slots it once used before a rollback),
+// replacing what that sequence held. Positions are below INT32_MAX in every mode.
 // Bytes kvg_state_seq_get needs now; 0 for a NULL ctx or an unknown sequence.
 size_t kvg_state_seq_size(const struct kvg_context * ctx, int32_t seq);
 // Writes the state into dst; returns the bytes written, or 0 with a message if dst is NULL
@@ -318,7 +325,8 @@ size_t kvg_state_seq_get(const struct kvg_context * ctx, int32_t seq, uint8_t * 
                          size_t err_size);
 // Replaces what sequence seq holds with a state from kvg_state_seq_get. false with a message,
 // and seq unchanged, for a state that is truncated, altered (checksum), of another model,
-// cache type or mode, or that does not fit this context.
+// cache type or mode, that does not fit this context, or whose header or positions are
+// inconsistent (a position not in its slot, n_past past INT32_MAX, ...): kvg_status bad input.
 bool kvg_state_seq_set(struct kvg_context * ctx, int32_t seq, const uint8_t * src, size_t size, char * err,
                        size_t err_size);
 // The state and the tokens that produced it (n_tokens of them) in a file, written to a
@@ -327,8 +335,12 @@ bool kvg_state_seq_save_file(const struct kvg_context * ctx, int32_t seq, const 
                              int32_t n_tokens, char * err, size_t err_size);
 // Restores a file of kvg_state_seq_save_file into seq and copies its tokens to tokens_out
 // (at most n_max); returns the token count, or -1 with a message (and seq unchanged) if the
-// file cannot be read, is not such a file, is damaged, holds more than n_max tokens, or its
-// state does not fit (see kvg_state_seq_set).
+// file cannot be opened or read or is not a regular file (kvg_status io), is not such a file
+// or is truncated, or holds a state larger than any of this context (bad file), holds more
+// than n_max tokens (bad input), or its state is damaged or does not fit (see
+// kvg_state_seq_set). The 12-byte header and the sizes it declares are checked against the
+// file's size and this context before anything else is read, so a large file that is not a
+// state is refused after reading 20 bytes.
 int32_t kvg_state_seq_load_file(struct kvg_context * ctx, int32_t seq, const char * path, kvg_token * tokens_out,
                                 int32_t n_max, char * err, size_t err_size);
 

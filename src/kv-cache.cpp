@@ -315,24 +315,44 @@ void KvCache::rewind(int seq, int64_t pos) {
     s.n_past = pos;
 }
 
+// "slots 96..127 and 64..95": the groups whose exact f32 keys seq keeps (the one written
+// last, then the one written before it), which after a rollback may lie past its end.
+std::string KvCache::exact_groups(int seq) const {
+    std::string out;
+    for (int g : {seqs[seq].recent_group, seqs[seq].prev_group}) {
+        if (g < 0) continue;
+        const int64_t end = std::min<int64_t>((int64_t) (g + 1) * GGML_KV_GROUP, n_ctx) - 1;
+        out += (out.empty() ? "slots " : " and ") + std::to_string((int64_t) g * GGML_KV_GROUP) + ".." + std::to_string(end);
+    }
+    return out.empty() ? "none" : out;
+}
+
 bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
     Seq & s = seqs[seq];
     if (p0 >= s.n_past || p0 >= p1) return true; // nothing held there
+    auto refuse = [&](const std::string & msg) {
+        kvg::note_status(KVG_STATUS_UNSUPPORTED);
+        if (err) *err = msg;
+        return false;
+    };
     if (p1 < s.n_past) { // a middle range: never attended again
+        // a ring's next token must find its whole window (check_start): keep that window whole
+        const int64_t lo = std::max({p0, (int64_t) n_sink, s.n_past - n_window + 1}), hi = p1;
+        if (mode == KvMode::Ring && lo < hi) {
+            return refuse("positions " + std::to_string(lo) + ".." + std::to_string(hi - 1) + " lie in the window that the "
+                          "next token of sequence " + std::to_string(seq) + " (position " + std::to_string(s.n_past) +
+                          ") attends: a ring cache removes from its window a suffix only (p1 < 0)");
+        }
         for (int64_t & q : s.slot_pos) {
             if (q >= p0 && q < p1) q = -1;
         }
         return true;
     }
-    const int64_t group = slot(p0) / GGML_KV_GROUP;
+    const int group = (int) (slot(p0) / GGML_KV_GROUP);
     if (grouped() && slot(p0) % GGML_KV_GROUP != 0 && group != s.recent_group && group != s.prev_group) {
-        kvg::note_status(KVG_STATUS_UNSUPPORTED);
-        if (err) {
-            *err = "position " + std::to_string(p0) + " lies inside a finished group of 32 slots of the q8_0 cache, whose keys "
-                   "are kept only rounded: remove from a multiple of 32, from the group being filled (slots " +
-                   std::to_string((int64_t) s.recent_group * GGML_KV_GROUP) + " on) or from the one before it";
-        }
-        return false;
+        return refuse("position " + std::to_string(p0) + " lies inside a group of 32 slots of the q8_0 cache whose keys are "
+                      "kept only rounded: remove from a multiple of 32 or inside one of the two groups written last, whose "
+                      "keys are kept exactly (" + exact_groups(seq) + ")");
     }
     if (!check_start(seq, p0, err)) return false; // a ring must still hold the window before p0
     rewind(seq, p0);
@@ -386,10 +406,11 @@ bool KvCache::copy_seq(int src, int dst, int64_t p1, std::string * err) {
     if (mode == KvMode::Ring && !whole) return refuse("a ring cache copies whole sequences only (p1 < 0)");
     const int64_t cut_group = end / GGML_KV_GROUP;
     if (grouped() && !whole && end % GGML_KV_GROUP != 0 && cut_group != s.recent_group && cut_group != s.prev_group) {
-        return refuse("position " + std::to_string(end) + " lies inside a finished group of 32 slots of the q8_0 cache: "
-                      "copy up to a multiple of 32 or into the group being filled");
+        return refuse("position " + std::to_string(end) + " lies inside a group of 32 slots of the q8_0 cache whose keys are "
+                      "kept only rounded: copy up to a multiple of 32 or into one of the two groups written last, whose "
+                      "keys are kept exactly (" + exact_groups(src) + ")");
     }
-    if (src == dst) return true;
+    if (src == dst) return whole || remove(src, end, INT64_MAX, err); // its own prefix: a rollback to it
     const int64_t n_slots = whole ? s.n_used : end; // linear when not whole: slot = position
     for (size_t il = 0; il < k.size(); ++il) {
         for (const ggml_tensor * t : {k[il], v[il]}) {

@@ -147,15 +147,17 @@ struct KvCache {
     void rewind(int seq, int64_t pos); // forget positions >= pos
     // Forget positions [p0, p1) of seq (p1 past n_past: a suffix, the next token goes at p0).
     // Refused with a message (nothing changes) where the result would not be exact: a q8_0
-    // cache cut inside a 32-slot group older than the last two (its keys survive only rounded), or a ring
-    // that no longer holds the window before p0.
+    // cache cut inside a 32-slot group other than recent_group and prev_group (the two written
+    // last; only they keep f32 keys), a ring that no longer holds the window before p0, or a
+    // ring's middle range inside the window of its next token (which check_start requires whole).
     bool remove(int seq, int64_t p0, int64_t p1, std::string * err);
     void keep_only(int seq);             // forget every other sequence
     // dst (emptied first) holds src's positions [0, p1) (p1 past src's: all of them), reading
     // src's pages where they align (copy-on-write: a later write copies only the page it
     // touches) and copies of the rest. Refused with a message (nothing changes) where the
     // copy would not be exact or is not a prefix: a ring copies whole sequences only; a q8_0
-    // cache cuts at a multiple of 32 or inside src's last two groups.
+    // cache cuts at a multiple of 32 or inside src's last two groups. src == dst: a prefix is
+    // remove(src, p1, end), the whole sequence a no-op.
     bool copy_seq(int src, int dst, int64_t p1, std::string * err);
     // dst also holds src's positions [p0, p1) (p0 > 0; what dst held there is replaced, the rest
     // kept), sharing pages as copy_seq does. Linear f32/f16 caches (a q8_0 group or a ring slot
@@ -181,6 +183,7 @@ struct KvCache {
     void state_write(int seq, uint64_t model_id, std::vector<uint8_t> * out) const;
     size_t state_size(int seq) const; // bytes state_write would write now, without writing them
     bool state_read(int seq, uint64_t model_id, const uint8_t * src, size_t size, std::string * err);
+    size_t state_max_bytes() const; // the largest state of this cache: a state file's size can be judged before it is read
     // The next graph writes pos (call in token order). Grouped K: if pos's group is not the
     // sequence's recent group, its rows are first loaded into k_recent from the q8_0 copy
     // (slots still held there, e.g. after a rewind or a ring wrap, stay readable).
@@ -232,6 +235,8 @@ private:
     size_t state_bytes(int64_t n_held, int64_t n_groups, bool open_group, bool prev_group) const;
     size_t k_row_bytes() const; // bytes of one K row per layer (grouped: one channel's q8_0 block)
     void restore_recent(int seq, const Batch & b);
+    void reopen_first_group(int seq);
+    std::string exact_groups(int seq) const; // for messages: the groups whose keys seq keeps in f32
 
     std::vector<Seq> seqs;
     Batch * open_batch = nullptr; // between begin_batch and commit/rollback

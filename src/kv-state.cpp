@@ -12,6 +12,7 @@
 #include "kv-cache.h"
 #include "status.h"
 
+#include <climits>
 #include <cstring>
 
 namespace kvg {
@@ -136,12 +137,17 @@ bool KvCache::state_check(const StateHeader & h, uint64_t model_id, std::string 
         return fail("the state was saved from a ring of " + std::to_string(h.n_ctx) + " slots, window " +
                     std::to_string(h.n_window) + ", " + std::to_string(h.n_sink) + " sinks; this context's differs");
     }
-    if (h.n_used < 0 || h.n_used > n_ctx || h.n_past < 0 || (mode == KvMode::Linear && h.n_past > n_ctx) ||
-        h.recent_group < -1 || h.recent_group >= n_groups(n_ctx) || h.prev_group < -1 || h.prev_group >= n_groups(n_ctx) ||
-        h.n_held < 0 || h.n_held > h.n_used ||
-        h.n_groups < 0 || h.n_groups > n_groups(n_ctx)) {
+    // linear: the positions must fit; the slots once written may not (a rollback keeps n_used)
+    const int64_t top_group = n_groups(mode == KvMode::Ring ? n_ctx : std::max(n_ctx, h.n_used));
+    if (h.n_used < 0 || (mode == KvMode::Ring && h.n_used > n_ctx) || h.n_past < 0 ||
+        (mode == KvMode::Linear && h.n_past > n_ctx) || h.recent_group < -1 || h.recent_group >= top_group ||
+        h.prev_group < -1 || h.prev_group >= top_group || h.n_held < 0 || h.n_held > h.n_used || h.n_groups < 0 ||
+        h.n_groups > n_groups(n_ctx)) {
         return fail("the state holds " + std::to_string(h.n_past) + " positions in " + std::to_string(h.n_used) +
                     " slots, more than this context's " + std::to_string(n_ctx) + " (or the state is damaged)");
+    }
+    if (h.n_past > INT32_MAX) { // positions are int32 in the API (a ring's are otherwise unbounded)
+        return fail("the state holds positions up to " + std::to_string(h.n_past - 1) + ", past 2147483647 (it is damaged)");
     }
     return true;
 }
@@ -171,9 +177,11 @@ bool KvCache::state_read(int seq, uint64_t model_id, const uint8_t * src, size_t
         std::memcpy(x, src + sizeof h + i * sizeof x, sizeof x);
         held[i] = {x[0], x[1]};
     }
+    const int64_t oldest = mode == KvMode::Ring ? h.n_past - (n_ctx - n_sink) : 0; // a ring holds its last lap
     for (size_t i = 0; i < held.size(); ++i) {
         const int64_t j = held[i].first, q = held[i].second;
-        if (j < 0 || j >= h.n_used || (i > 0 && j <= held[i - 1].first) || q < 0 || q >= h.n_past || slot(q) != j) {
+        if (j < 0 || j >= h.n_used || (i > 0 && j <= held[i - 1].first) || q < 0 || q >= h.n_past || slot(q) != j ||
+            (q >= n_sink && q < oldest)) {
             return damaged("a held slot does not match its position");
         }
     }
@@ -185,9 +193,11 @@ bool KvCache::state_read(int seq, uint64_t model_id, const uint8_t * src, size_t
     }
     rewind(seq, 0);
     Seq & s = seqs[seq];
-    s.n_past = h.n_past, s.n_used = h.n_used, s.recent_group = h.recent_group;
-    s.prev_group = h.prev_group;
-    s.slot_pos.assign((size_t) h.n_used, -1);
+    // linear into fewer slots: slots past n_ctx hold no position, and neither do groups past it
+    s.n_past = h.n_past, s.n_used = std::min(h.n_used, n_ctx);
+    s.recent_group = h.recent_group < n_groups(n_ctx) ? h.recent_group : -1;
+    s.prev_group = h.prev_group < n_groups(n_ctx) ? h.prev_group : -1;
+    s.slot_pos.assign((size_t) s.n_used, -1);
     const uint8_t * p = src + sizeof h + held.size() * 2 * sizeof(int64_t);
     for (const auto & x : held) {
         s.slot_pos[(size_t) x.first] = x.second;
@@ -203,17 +213,29 @@ bool KvCache::state_read(int seq, uint64_t model_id, const uint8_t * src, size_t
             std::memcpy((char *) k[il]->data + (size_t) ((int64_t) seq * n_groups(n_ctx) + g) * n, p, n), p += n;
         }
     }
-    for (size_t il = 0; grouped() && h.recent_group >= 0 && il < L; ++il) {
-        std::memcpy((float *) k_recent[il]->data + (size_t) seq * rows, p, rows * sizeof(float)), p += rows * sizeof(float);
+    for (size_t il = 0; grouped() && h.recent_group >= 0 && il < L; ++il, p += rows * sizeof(float)) {
+        if (s.recent_group >= 0) std::memcpy((float *) k_recent[il]->data + (size_t) seq * rows, p, rows * sizeof(float));
     }
-    for (size_t il = 0; grouped() && h.prev_group >= 0 && il < L; ++il) {
-        std::memcpy(prev_mem.data() + (il * n_seq + seq) * rows, p, rows * sizeof(float)), p += rows * sizeof(float);
+    for (size_t il = 0; grouped() && h.prev_group >= 0 && il < L; ++il, p += rows * sizeof(float)) {
+        if (s.prev_group >= 0) std::memcpy(prev_mem.data() + (il * n_seq + seq) * rows, p, rows * sizeof(float));
     }
     for (size_t il = 0; grouped() && n_sink > 0 && il < L; ++il) {
         const size_t n = (size_t) n_sink * n_embd_kv;
         std::memcpy(sink_mem.data() + (il * n_seq + seq) * n, p, n * sizeof(float)), p += n * sizeof(float);
     }
+    if (grouped() && s.recent_group < 0) reopen_first_group(seq);
     return true;
 }
+
+// No open group (dropped because it lay past n_ctx, or none saved): each graph re-quantizes
+// group 0 from k_recent (recent_group()), so k_recent must hold group 0's keys first.
+void KvCache::reopen_first_group(int seq) {
+    Seq & s = seqs[seq];
+    const int prev = s.prev_group;
+    load_recent(seq, 0); // prev 0: its exact rows come back, and group 0 is open again
+    if (prev != 0) s.recent_group = -1, s.prev_group = prev; // dequantized: not claimed exact
+}
+
+size_t KvCache::state_max_bytes() const { return state_bytes(n_ctx, grouped() ? n_groups(n_ctx) : 0, true, true); }
 
 } // namespace kvg

@@ -8,6 +8,7 @@
 #include "ggml-cpu.h"
 #include "gguf.h"
 
+#include <cctype>
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -360,6 +361,19 @@ bool has_matrix_to_change(const gguf_context * g, const LoadOptions & opt) {
 
 } // namespace
 
+// The GGUF reader names an unsupported tensor type by its number; add ggml's name for it:
+// "tensor type 23 (iq4_xs) is not supported".
+static std::string name_tensor_type(std::string msg) {
+    const std::string key = "tensor type ";
+    const size_t at = msg.find(key);
+    if (at == std::string::npos) return msg;
+    size_t end = at + key.size();
+    int type = 0;
+    while (end < msg.size() && std::isdigit((unsigned char) msg[end]) && type < GGML_TYPE_COUNT) type = type * 10 + (msg[end++] - '0');
+    if (end == at + key.size() || type >= GGML_TYPE_COUNT || msg.compare(end, 17, " is not supported") != 0) return msg;
+    return msg.insert(end, std::string(" (") + ggml_type_name((ggml_type) type) + ")");
+}
+
 std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & opt, std::string * err) {
     std::string e;
     if (!err) err = &e;
@@ -370,7 +384,7 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
     gguf_init_params gp = {true, &meta};
     gguf_context * g = gguf_init_from_file_ex(path.c_str(), gp, gerr, sizeof(gerr));
     if (!g) {
-        fail(err, path + ": " + gerr);
+        fail(err, path + ": " + name_tensor_type(gerr));
         return nullptr;
     }
     m->ctx = meta;

@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using kvg::begin_call;
@@ -185,42 +185,98 @@ bool kvg_state_seq_save_file(const kvg_context * ctx, int32_t seq, const char * 
     return false;
 }
 
+namespace {
+
+// Reads n bytes at offset off; false with errno set on an error or a short read.
+bool read_at(int fd, void * dst, size_t n, uint64_t off) {
+    for (size_t done = 0; done < n;) {
+        const ssize_t r = pread(fd, (char *) dst + done, n - done, (off_t) (off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            if (r == 0) errno = EIO;
+            return false;
+        }
+        done += (size_t) r;
+    }
+    return true;
+}
+
+struct StateFile {
+    std::vector<int32_t> tokens;
+    std::vector<uint8_t> state;
+};
+
+// Opens path, checks its header and the sizes it declares against the file's size and this
+// context, then reads only what they say: a large file that is not a state costs 20 bytes.
+bool read_state_file(const kvg_context * ctx, const char * path, int32_t n_max, bool has_out, StateFile * out,
+                     std::string * msg, kvg_status * kind) {
+    const std::string name = std::string("'") + path + "'";
+    auto fail = [&](kvg_status k, const std::string & m) { return *kind = k, *msg = m, false; };
+    auto io = [&](const char * what) { return fail(KVG_STATUS_IO, "cannot " + std::string(what) + " " + name + ": " + std::strerror(errno)); };
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return io("open");
+    struct Closer { int fd; ~Closer() { close(fd); } } closer{fd};
+    struct stat st;
+    if (fstat(fd, &st) != 0) return io("inspect");
+    if (S_ISDIR(st.st_mode)) return fail(KVG_STATUS_IO, name + " is a directory, not a state file");
+    if (!S_ISREG(st.st_mode)) return fail(KVG_STATUS_IO, name + " is not a regular file");
+    const uint64_t size = (uint64_t) st.st_size;
+    const std::string not_state = name + " is not a kvgraph state file or is truncated";
+    uint8_t head[12];
+    if (size < sizeof head + 8) return fail(KVG_STATUS_BAD_FILE, not_state);
+    if (!read_at(fd, head, sizeof head, 0)) return io("read");
+    uint32_t version;
+    int32_t n_tokens;
+    std::memcpy(&version, head + 4, 4), std::memcpy(&n_tokens, head + 8, 4);
+    const uint64_t tokens_end = 12 + 4 * (uint64_t) std::max(n_tokens, 0);
+    if (std::memcmp(head, FILE_MAGIC, 4) != 0 || version != FILE_VERSION || n_tokens < 0 || size < tokens_end + 8) {
+        return fail(KVG_STATUS_BAD_FILE, not_state);
+    }
+    uint64_t blob_size;
+    if (!read_at(fd, &blob_size, 8, tokens_end)) return io("read");
+    if (blob_size != size - tokens_end - 8) return fail(KVG_STATUS_BAD_FILE, not_state);
+    if (n_tokens > n_max || (n_tokens > 0 && !has_out)) {
+        return fail(KVG_STATUS_BAD_INPUT, "the file holds " + std::to_string(n_tokens) + " tokens, more than n_max = " +
+                                              std::to_string(n_max));
+    }
+    const size_t most = ctx->kv.state_max_bytes();
+    if (blob_size > most) {
+        return fail(KVG_STATUS_BAD_FILE, name + " holds a state of " + std::to_string(blob_size) + " bytes, more than any "
+                    "state of this context (at most " + std::to_string(most) + ")");
+    }
+    out->tokens.resize((size_t) n_tokens);
+    out->state.resize((size_t) blob_size);
+    if (!read_at(fd, out->tokens.data(), out->tokens.size() * 4, 12) ||
+        !read_at(fd, out->state.data(), out->state.size(), tokens_end + 8)) {
+        return io("read");
+    }
+    return true;
+}
+
+} // namespace
+
 int32_t kvg_state_seq_load_file(kvg_context * ctx, int32_t seq, const char * path, kvg_token * tokens_out, int32_t n_max,
                                 char * err, size_t err_size) try {
     begin_call(err, err_size);
     if (!known_seq(ctx, seq, "kvg_state_seq_load_file", err, err_size)) return -1;
-    std::ifstream in(path ? path : "", std::ios::binary);
-    if (!in) {
-        kvg::note_status(KVG_STATUS_IO);
-        set_err(err, err_size, std::string("kvg_state_seq_load_file: cannot open '") + (path ? path : "") + "'");
+    if (!path) {
+        set_err(err, err_size, "kvg_state_seq_load_file: no path");
         return -1;
     }
-    const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    char magic[4] = {0};
-    uint32_t version = 0;
-    int32_t n_tokens = -1;
-    uint64_t blob_size = 0;
-    if (file.size() >= 12) std::memcpy(magic, file.data(), 4), std::memcpy(&version, &file[4], 4), std::memcpy(&n_tokens, &file[8], 4);
-    const size_t tokens_end = 12 + (n_tokens > 0 ? (size_t) n_tokens * 4 : 0);
-    if (file.size() >= tokens_end + 8) std::memcpy(&blob_size, &file[tokens_end], 8);
-    if (file.size() < 12 || std::memcmp(magic, FILE_MAGIC, 4) != 0 || version != FILE_VERSION || n_tokens < 0 ||
-        file.size() < tokens_end + 8 || blob_size != file.size() - tokens_end - 8) {
-        set_err(err, err_size, std::string("kvg_state_seq_load_file: '") + path + "' is not a kvgraph state file or is truncated",
-                KVG_STATUS_BAD_FILE);
-        return -1;
-    }
-    if (n_tokens > n_max || (n_tokens > 0 && !tokens_out)) {
-        set_err(err, err_size, "kvg_state_seq_load_file: the file holds " + std::to_string(n_tokens) +
-                                   " tokens, more than n_max = " + std::to_string(n_max));
-        return -1;
-    }
+    StateFile f;
     std::string e;
-    if (!ctx->kv.state_read(seq, model_id(*ctx->model), file.data() + tokens_end + 8, (size_t) blob_size, &e)) {
+    kvg_status kind = KVG_STATUS_BAD_INPUT;
+    if (!read_state_file(ctx, path, n_max, tokens_out != nullptr, &f, &e, &kind)) {
+        kvg::note_status(kind);
+        set_err(err, err_size, "kvg_state_seq_load_file: " + e, kind);
+        return -1;
+    }
+    if (!ctx->kv.state_read(seq, model_id(*ctx->model), f.state.data(), f.state.size(), &e)) {
         set_err(err, err_size, std::string("kvg_state_seq_load_file: '") + path + "': " + e);
         return -1;
     }
-    if (n_tokens > 0) std::memcpy(tokens_out, &file[12], (size_t) n_tokens * 4);
-    return n_tokens;
+    if (!f.tokens.empty()) std::memcpy(tokens_out, f.tokens.data(), f.tokens.size() * 4);
+    return (int32_t) f.tokens.size();
 } catch (...) {
     set_exception_err(err, err_size, "kvg_state_seq_load_file");
     return -1;

@@ -84,3 +84,11 @@ inline std::vector<int> greedy(kvg_context * c, int nv, const std::vector<int> &
     }
     return out;
 }
+
+// What kvg_state_seq_get writes for sequence seq now.
+inline std::vector<uint8_t> seq_state(kvg_context * c, int seq) {
+    std::vector<uint8_t> s(kvg_state_seq_size(c, seq));
+    char err[256] = "";
+    REQUIRE(kvg_state_seq_get(c, seq, s.data(), s.size(), err, sizeof err) == s.size());
+    return s;
+}
