@@ -229,8 +229,8 @@ struct program {
         cfg.reverse_roots = chance(30);
         cfg.barrier = chance(30);
         cfg.n_threads = uni(1, 8);
-        data = new_ctx(1u << 20, false);
-        for (int i = 0; i < 2; ++i) ctx[i] = new_ctx(4u << 20, cfg.planner);
+        data = new_ctx(256u << 10, false);
+        for (int i = 0; i < 2; ++i) ctx[i] = new_ctx(ggml_graph_overhead() + (512u << 10), cfg.planner);
         for (int b = 0; b < NBUF; ++b) {
             bufs[b] = ggml_format_name(ggml_new_tensor_3d(data, GGML_TYPE_F32, BNE0, BNE1, BNE2), "buf%d", b);
             init.buf[b].resize(BUF_N);
@@ -539,6 +539,8 @@ struct program {
             if (is_view_op(t)) continue;
             auto it = id.find(t);
             if (it == id.end()) err += "node " + std::to_string(k) + " (" + t->name + ") is no op of the program\n";
+            else if (std::count(r.begin(), r.end(), it->second))
+                err += "#" + std::to_string(it->second) + " is listed twice\n";
             else r.push_back(it->second);
         }
         return r;
