@@ -2,10 +2,12 @@
 // start from files the loaders accept (the llama2.c format has no magic and must match its
 // header to the byte, so random bytes alone would never get past the size check).
 //
-//   fuzz-make-seeds <tests/fuzz/corpus> [shared dir]
+//   fuzz-make-seeds <tests/fuzz/corpus> [target...]
 //
 // Writes corpus/llama2c/*.bin, corpus/tokenizer-bin/*.bin, corpus/gguf/*.gguf (the llama2.c
-// models converted with kvg_model_save_gguf) and corpus/tokenize/*.txt. Deterministic.
+// models converted with kvg_model_save_gguf), corpus/tokenize/*.txt and corpus/state/*.kvgs
+// (sequence states of shared/models/stories260K.bin; $KVG_SHARED_DIR overrides the path
+// compiled in), or those of the targets named. Deterministic.
 #include "kvgraph.h"
 
 #include <algorithm>
@@ -71,6 +73,48 @@ std::vector<uint8_t> tokenizer(const std::vector<std::string> & pieces) {
     return out;
 }
 
+// States of stories260K in the contexts fuzz-state.cpp makes (n_ctx 64, two sequences, a
+// ring with 4 sinks and a window of 40), after histories that reach each part of the
+// layout: open and left q8_0 groups, a wrapped ring, middle holes, an empty sequence.
+void write_state_seeds(const std::string & dir) {
+    const char * env = std::getenv("KVG_SHARED_DIR");
+    const std::string path = std::string(env && *env ? env : KVG_SHARED_DIR) + "/models/stories260K.bin";
+    char err[512] = "";
+    kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    if (!m) {
+        std::fprintf(stderr, "%s: %s\n", path.c_str(), err);
+        std::exit(1);
+    }
+    struct Seed { const char * name; kvg_kv_type type; kvg_kv_mode mode; int n, rm0, rm1; };
+    const Seed seeds[] = {
+        {"f32-30", KVG_KV_F32, KVG_KV_LINEAR, 30, -1, -1},        {"f32-hole", KVG_KV_F32, KVG_KV_LINEAR, 30, 5, 12},
+        {"f32-empty", KVG_KV_F32, KVG_KV_LINEAR, 30, 0, -1},      {"f32-last-only", KVG_KV_F32, KVG_KV_LINEAR, 30, 0, 29},
+        {"f16-20", KVG_KV_F16, KVG_KV_LINEAR, 20, -1, -1},        {"q8_0-50", KVG_KV_Q8_0, KVG_KV_LINEAR, 50, -1, -1},
+        {"q8_0-rolled-back", KVG_KV_Q8_0, KVG_KV_LINEAR, 60, 40, -1}, {"ring-f32-100", KVG_KV_F32, KVG_KV_RING, 100, -1, -1},
+        {"ring-q8_0-150", KVG_KV_Q8_0, KVG_KV_RING, 150, 140, -1},
+    };
+    for (const Seed & s : seeds) {
+        kvg_context_params p = kvg_context_default_params();
+        p.n_ctx = 64, p.n_seq_max = 2, p.n_threads = 1, p.kv_type = s.type, p.kv_mode = s.mode;
+        if (s.mode == KVG_KV_RING) p.n_sink = 4, p.n_window = 40;
+        kvg_context * c = kvg_context_new(m, p, err, sizeof err);
+        bool ok = c != nullptr;
+        for (int i = 0; ok && i < s.n; ++i) {
+            const kvg_token t = 3 + (11 * i + 5) % 500;
+            ok = kvg_decode(c, &t, 1, i, err, sizeof err) != nullptr;
+        }
+        if (ok && (s.rm0 >= 0 || s.rm1 >= 0)) ok = kvg_seq_rm(c, 0, s.rm0, s.rm1, err, sizeof err);
+        std::vector<uint8_t> state(ok ? kvg_state_seq_size(c, 0) : 0);
+        if (!ok || kvg_state_seq_get(c, 0, state.data(), state.size(), err, sizeof err) != state.size()) {
+            std::fprintf(stderr, "%s: %s\n", s.name, err);
+            std::exit(1);
+        }
+        write_file(dir + "/state/" + s.name + ".kvgs", state);
+        kvg_context_free(c);
+    }
+    kvg_model_free(m);
+}
+
 } // namespace
 
 int main(int argc, char ** argv) {
@@ -79,9 +123,16 @@ int main(int argc, char ** argv) {
         return 1;
     }
     const std::string dir = argv[1];
-    for (const char * sub : {"llama2c", "tokenizer-bin", "gguf", "tokenize"}) {
+    for (const char * sub : {"llama2c", "tokenizer-bin", "gguf", "tokenize", "state"}) {
         std::filesystem::create_directories(dir + "/" + sub);
     }
+    const std::vector<std::string> only(argv + 2, argv + argc);
+    if (std::find(only.begin(), only.end(), "state") != only.end() || only.empty()) write_state_seeds(dir);
+    if (!only.empty() && (only.size() > 1 || only[0] != "state")) {
+        std::fprintf(stderr, "only the state seeds can be written alone\n");
+        return 1;
+    }
+    if (!only.empty()) return 0;
 
     // 16 pieces: 3 specials, 13 text pieces with merges ("a"+"b" -> "ab", ...)
     const std::vector<std::string> tiny_pieces = {" ", "a", "b", "c", " a", "ab", " ab", "abc", "<0x41>", "<0x0A>", "x", "\xC3\xA9", "bc"};
