@@ -106,9 +106,10 @@ struct Harness {
         if (p == 0) s.clean = true;
     }
 
-    void check_positions(const char * op) {
+    void check_positions(const char * when) {
+        const std::string what = when;
         for (int i = 0; i < n_seq; ++i) {
-            CAPTURE(op);
+            CAPTURE(what);
             CAPTURE(i);
             CHECK(kvg_seq_pos_min(ctx, i) == pos_min(seqs[i]));
             CHECK(kvg_seq_pos_max(ctx, i) == pos_max(seqs[i]));
@@ -118,8 +119,9 @@ struct Harness {
     // The call's result against the rules' prediction; a refusal changes no sequence.
     void check_outcome(const char * op, bool got, const Outcome & want, const char * err,
                        const std::vector<std::vector<uint8_t>> & before) {
-        CAPTURE(op);
-        CAPTURE(err);
+        const std::string call = op, message = err;
+        CAPTURE(call);
+        CAPTURE(message);
         REQUIRE(got == want.ok);
         if (got) ++n_accepted[op];
         if (got) return;
