@@ -304,7 +304,9 @@ bool kvg_seq_add(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, 
 // with a message for an unknown sequence.
 bool kvg_seq_keep(struct kvg_context * ctx, int32_t seq, char * err, size_t err_size);
 // Smallest / largest position sequence seq holds; -1 when it holds none, seq is unknown or
-// ctx is NULL. A ring holds only its window and sinks.
+// ctx is NULL. A ring holds only its window and sinks. Always 0 <= pos_min <= pos_max <
+// kvg_seq_n_past for a sequence that holds positions; one that holds none has both -1 and
+// may still have n_past > 0 (its positions removed as middle ranges): it continues there.
 int32_t kvg_seq_pos_min(const struct kvg_context * ctx, int32_t seq);
 int32_t kvg_seq_pos_max(const struct kvg_context * ctx, int32_t seq);
 
