@@ -356,6 +356,69 @@ TEST_CASE("edges: strided and permuted views are conservative (hull of the touch
     CHECK(dep_kind(w_b3, r_b3) == GGML_DEP_WAR);
 }
 
+TEST_CASE("edges: only a dense write hides the earlier writes inside its span") {
+    ctx_guard ctx;
+    // 8 rows of 4 floats, zero; a write of floats 1..2, then a column write (floats 0, 4,
+    // 8, 12: its span holds 1..2 but it does not write them)
+    ggml_tensor * buf = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, 8);
+    std::memset(buf->data, 0, ggml_nbytes(buf));
+    const size_t row = buf->nb[1];
+    ggml_tensor * two = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2), * col = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 1, 4);
+    for (int i = 0; i < 2; ++i) f32(two)[i] = 1.0f;
+    for (int i = 0; i < 4; ++i) f32(col)[i] = 5.0f;
+    ggml_tensor * w_mid = ggml_cpy(ctx, two, ggml_view_1d(ctx, buf, 2, sizeof(float)));
+    ggml_tensor * w_col = ggml_cpy(ctx, col, ggml_view_2d(ctx, buf, 1, 4, row, 0));
+    ggml_tensor * r = ggml_scale(ctx, ggml_view_1d(ctx, buf, 16, 0), 1.0f);
+    CHECK(dep_kind(r, w_col) == GGML_DEP_RAW);
+    CHECK(dep_kind(r, w_mid) == GGML_DEP_RAW); // the bytes the column skips
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, r);
+    REQUIRE(ggml_graph_compute_with_ctx(ctx, gf, 2) == GGML_STATUS_SUCCESS);
+    for (int i = 0; i < 16; ++i) CHECK(f32(r)[i] == (i % 4 == 0 ? 5.0f : (i == 1 || i == 2) ? 1.0f : 0.0f));
+    CHECK(node_index(gf, w_mid) < node_index(gf, w_col)); // the node list follows the WAW edge
+    CHECK(ggml_graph_validate(gf, nullptr, 0, stderr) == 0);
+
+    // a dense write (a permuted view of all of a tensor, no gaps) still hides what it covers
+    ggml_tensor * b3 = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 2, 3, 4);
+    ggml_tensor * w_part = ggml_cpy(ctx, two, ggml_view_1d(ctx, b3, 2, 4 * sizeof(float)));
+    ggml_tensor * w_all = ggml_scale_inplace(ctx, ggml_permute(ctx, b3, 1, 0, 2, 3), 3.0f);
+    ggml_tensor * r_b3 = ggml_scale(ctx, ggml_view_1d(ctx, b3, 2, 4 * sizeof(float)), 1.0f);
+    CHECK(dep_kind(w_all, w_part) == GGML_DEP_RAW); // in place: it reads what it scales
+    CHECK(dep_kind(r_b3, w_all) == GGML_DEP_RAW);
+    CHECK(dep_kind(r_b3, w_part) == -1);
+}
+
+TEST_CASE("edges: a manual edge into another context is dropped when that context goes") {
+    ctx_guard keep;
+    ggml_tensor * cache = ggml_new_tensor_1d(keep, GGML_TYPE_F32, 8);
+    std::memset(cache->data, 0, ggml_nbytes(cache));
+    ggml_tensor * wv = ggml_view_1d(keep, cache, 4, 0);
+    for (int step = 0; step < 3; ++step) { // a per-step context, freed after each step
+        ggml_init_params p = {1u << 20, nullptr, false};
+        ggml_context * sc = ggml_init(p);
+        ggml_tensor * x = ggml_new_tensor_1d(sc, GGML_TYPE_F32, 4);
+        for (int i = 0; i < 4; ++i) f32(x)[i] = (float) (step + i);
+        ggml_tensor * prep = ggml_scale(sc, x, 2.0f);
+        ggml_add_control_dep(sc, wv, prep);
+        CHECK(ggml_n_control_deps(wv) == 1); // the previous step's edge went with its context
+        ggml_tensor * w = ggml_cpy(sc, prep, wv);
+        ggml_cgraph * gf = ggml_new_graph(sc);
+        ggml_build_forward_expand(gf, w);
+        REQUIRE(ggml_graph_compute_with_ctx(sc, gf, 1) == GGML_STATUS_SUCCESS);
+        ggml_free(sc);
+        CHECK(ggml_n_control_deps(wv) == 0);
+        for (int i = 0; i < 4; ++i) CHECK(f32(cache)[i] == 2.0f * (float) (step + i));
+    }
+    // the other way round: the context holding the edge goes first, then its target's
+    ggml_init_params p = {1u << 20, nullptr, false};
+    ggml_context * holder = ggml_init(p), * target = ggml_init(p);
+    ggml_tensor * t = ggml_scale(holder, ggml_new_tensor_1d(holder, GGML_TYPE_F32, 4), 1.0f);
+    ggml_add_control_dep(holder, t, ggml_scale(target, ggml_new_tensor_1d(target, GGML_TYPE_F32, 4), 1.0f));
+    CHECK(ggml_n_control_deps(t) == 1);
+    ggml_free(holder);
+    ggml_free(target); // must not touch the freed holder (ASan)
+}
+
 TEST_CASE("edges: reads of a leaf that is never written produce none") {
     ctx_guard ctx;
     ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 8);

@@ -168,7 +168,8 @@ template <class F> void each_op_and_thread_count(F f) {
     }
 }
 
-// n_reversed: edges the node list contradicts (the validator counts them; compute honours them)
+// n_reversed: edges the node list contradicts (the validator counts them; compute honours them;
+// expansion leaves none)
 void compute_threads(ggml_context * ctx, ggml_cgraph * gf, int n_threads, int n_reversed) {
     CHECK(ggml_graph_validate(gf, nullptr, 0, nullptr) == n_reversed);
     REQUIRE(ggml_graph_compute_with_ctx(ctx, gf, n_threads) == GGML_STATUS_SUCCESS);
@@ -207,11 +208,11 @@ TEST_CASE("set/acc in place: an earlier reader runs before the write (WAR), even
         CHECK(dep_kind(w, early) == GGML_DEP_WAR);
         CHECK(dep_kind(w, early_apart) == -1);
         ggml_cgraph * gf = ggml_new_graph(ctx);
-        ggml_build_forward_expand(gf, w); // node list: the write first; the edge must win
+        ggml_build_forward_expand(gf, w); // the write first: expanding the reader moves it before
         ggml_build_forward_expand(gf, early);
         ggml_build_forward_expand(gf, early_apart);
-        CHECK(node_index(gf, w) < node_index(gf, early));
-        compute_threads(ctx, gf, n_threads, 1);
+        CHECK(node_index(gf, early) < node_index(gf, w));
+        compute_threads(ctx, gf, n_threads, 0);
         CHECK(bit_equal(values(early), slice(cache.init, 6, 3)));
         CHECK(bit_equal(values(early_apart), slice(cache.init, 0, 4)));
         CHECK(bit_equal(values(cache.c), after(cache.init, op, values(x), 5)));
@@ -231,11 +232,13 @@ TEST_CASE("set/acc in place: overlapping writes keep program order (WAW; acc rea
         CHECK(dep_kind(w3, w2) >= 0);
         ggml_cgraph * gf = ggml_new_graph(c.ctx);
         for (ggml_tensor * t : {w3, w2, w1}) ggml_build_forward_expand(gf, t); // listed backwards
-        // w2's read of the region is a RAW edge: it pulls w1 in before itself; w3 -> w2 stays reversed
+        // w2's read of the region is a RAW edge: it pulls w1 in before itself; w3 -> w2 (WAW)
+        // does not pull, but expanding w2 moves it before w3
         CHECK(node_index(gf, w1) < node_index(gf, w2));
+        CHECK(node_index(gf, w2) < node_index(gf, w3));
         CHECK(dep_kind(w2, w1) == GGML_DEP_RAW);
         CHECK(dep_kind(w3, w2) == GGML_DEP_WAW);
-        compute_threads(c.ctx, gf, n_threads, 1);
+        compute_threads(c.ctx, gf, n_threads, 0);
         std::vector<float> mem = after(cache.init, GGML_OP_SET, values(x1), 2);
         mem = after(mem, GGML_OP_ACC, values(x2), 4);
         mem = after(mem, GGML_OP_SET, values(x3), 6);
@@ -252,8 +255,9 @@ TEST_CASE("set/acc not in place read all of a: a later write into a waits for th
         CHECK(dep_kind(later, s) == GGML_DEP_WAR);
         ggml_cgraph * gf = ggml_new_graph(ctx);
         ggml_build_forward_expand(gf, later);
-        ggml_build_forward_expand(gf, s);
-        compute_threads(ctx, gf, n_threads, 1);
+        ggml_build_forward_expand(gf, s); // listed after the write, it moves before it
+        CHECK(node_index(gf, s) < node_index(gf, later));
+        compute_threads(ctx, gf, n_threads, 0);
         CHECK(bit_equal(values(s), after(cache.init, op, values(x), 0)));
         CHECK(bit_equal(slice(values(cache.c), 12, 3), values(y)));
     });

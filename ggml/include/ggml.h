@@ -1456,12 +1456,17 @@ GGML_API enum ggml_type ggml_ftype_to_ggml_type(enum ggml_ftype ftype);
 // while an op an earlier graph holds is never pulled into a new one (one context may hold
 // many graphs, as in ggml). When a graph is computed, nodes that touch overlapping bytes
 // (one writing) with no edge between them run in node-list order, and an edge the node
-// list contradicts is honoured. Rules and reasoning: ggml/src/hazards.cpp.
+// list contradicts is honoured. Only a dense write (every byte of its span) hides earlier
+// writes: a strided write leaves the bytes it skips to their earlier writers. Expansion
+// keeps the node list a topological order of the edges among its nodes (it sorts the list
+// again when a later expansion adds an op an earlier node must follow), also through ops
+// that run in no graph. Rules and reasoning: ggml/src/hazards.cpp.
 
 // Order `tensor`'s op after `dep`'s op (for side effects the library cannot see). The
 // edge is stored with `tensor`, in the context that created it (ctx is not used for
 // storage, and may be freed right after); it pulls `dep` into a graph that `tensor` joins
-// unless another graph holds `dep`. An edge that closes a cycle makes ggml_graph_compute
+// unless another graph holds `dep`. `dep` may live in another context than `tensor`: the
+// edge is then dropped when either of the two contexts is freed or reset. An edge that closes a cycle makes ggml_graph_compute
 // and ggml_gallocr_* refuse the graph with a message. NULL tensor or dep: message, no edge.
 GGML_API void ggml_add_control_dep(struct ggml_context * ctx, struct ggml_tensor * tensor, struct ggml_tensor * dep);
 GGML_API int  ggml_n_control_deps(const struct ggml_tensor * tensor);

@@ -7,9 +7,12 @@
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 void ggml_abort(const char * file, int line, const char * fmt, ...) {
     fflush(stdout);
@@ -145,8 +148,11 @@ static void free_graph_scheds(ggml_context * ctx) {
     }
 }
 
+static void release_cross_edges(ggml_context * ctx); // below, with the edges
+
 void ggml_reset(ggml_context * ctx) {
     if (!ctx) return;
+    release_cross_edges(ctx);
     free_graph_scheds(ctx);
     ctx->n_objects = 0;
     ctx->objects_begin = ctx->objects_end = nullptr;
@@ -156,6 +162,7 @@ void ggml_reset(ggml_context * ctx) {
 
 void ggml_free(ggml_context * ctx) {
     if (!ctx) return;
+    release_cross_edges(ctx);
     free_graph_scheds(ctx);
     if (ctx->mem_buffer_owned) std::free(ctx->mem_buffer);
     delete ctx->tensor_states;
@@ -332,12 +339,57 @@ void ggml_set_op_params_i32(ggml_tensor * t, uint32_t i, int32_t value) { t->op_
 void ggml_set_op_params_f32(ggml_tensor * t, uint32_t i, float value) { std::memcpy(&t->op_params[i], &value, sizeof(value)); }
 
 // ---- control edges storage -----------------------------------------------------------------
+// ---- edges between contexts --------------------------------------------------------------
+// An edge is stored with the tensor that waits; its target may live in another context
+// (ggml_add_control_dep). Freeing or resetting either context drops such edges, so none
+// points at freed memory. Rare, hence one list under one lock.
+namespace {
+struct cross_edge {
+    ggml_tensor * holder;        // the tensor whose deps hold the edge
+    ggml_context * holder_ctx;
+    ggml_context * target_ctx;
+};
+std::mutex g_cross_mutex;
+std::vector<cross_edge> g_cross_edges;
+
+void drop_deps_into(ggml_tensor * t, const ggml_context * target_ctx) {
+    std::vector<ggml_dep> & list = ggml_state(t)->deps;
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](const ggml_dep & d) { return ggml_state(d.tensor)->owner == target_ctx; }),
+               list.end());
+    t->deps = list.data();
+    t->n_deps = (int32_t) list.size();
+}
+} // namespace
+
+// ctx's tensors are going away: edges into them are dropped, its own are forgotten.
+static void release_cross_edges(ggml_context * ctx) {
+    std::lock_guard<std::mutex> lock(g_cross_mutex);
+    if (g_cross_edges.empty()) return;
+    bool dropped = false;
+    for (const cross_edge & e : g_cross_edges) {
+        if (e.target_ctx == ctx && e.holder_ctx != ctx) {
+            drop_deps_into(e.holder, ctx);
+            dropped = true;
+        }
+    }
+    g_cross_edges.erase(std::remove_if(g_cross_edges.begin(), g_cross_edges.end(),
+                                       [&](const cross_edge & e) { return e.target_ctx == ctx || e.holder_ctx == ctx; }),
+                        g_cross_edges.end());
+    if (dropped) ggml_graph_edges_changed();
+}
+
 void ggml_push_dep(ggml_tensor * tensor, ggml_tensor * dep, enum ggml_dep_kind kind) {
     if (dep == tensor || dep == nullptr) return;
     for (int i = 0; i < tensor->n_deps; ++i) {
         if (tensor->deps[i].tensor == dep) return; // one edge per pair: the first reason found is kept
     }
     if (ggml_state(tensor)->graph_id != 0) ggml_graph_edges_changed(); // a graph holds it already
+    ggml_context * holder_ctx = ggml_state(tensor)->owner, * target_ctx = ggml_state(dep)->owner;
+    if (holder_ctx != target_ctx) {
+        std::lock_guard<std::mutex> lock(g_cross_mutex);
+        g_cross_edges.push_back({tensor, holder_ctx, target_ctx});
+    }
     std::vector<ggml_dep> & list = ggml_state(tensor)->deps;
     list.push_back({dep, kind});
     tensor->deps = list.data();

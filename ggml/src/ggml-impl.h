@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #ifdef __cplusplus
+#include <algorithm>
 #include <deque>
 #include <vector>
 
@@ -82,6 +83,9 @@ struct ggml_cgraph {
     uint64_t id;                 // unique over the process, never reused
     uint64_t version;            // bumped whenever the node list changes
     ggml_graph_sched * sched;    // cached execution order (schedule.cpp); freed with ctx
+    // Nodes with a WAR/WAW edge to an op that is not yet a node: a later expansion may add
+    // it (or an op ordered through it) and must then keep the list in order (graph.cpp).
+    std::vector<ggml_tensor *> * open_nodes; // heap, freed with ctx; null while none
 };
 
 // op_params of GGML_OP_MAP_CUSTOM1..3
@@ -120,10 +124,14 @@ bool ggml_op_computes(const struct ggml_tensor * t);
 // Byte extent [begin, end) of a tensor inside its root (conservative hull for strided views).
 void ggml_tensor_extent(const struct ggml_tensor * t, const struct ggml_tensor ** root, size_t * begin, size_t * end);
 
+// Do the tensor's elements fill its extent, every byte of it? (contiguous, or permuted without gaps)
+bool ggml_tensor_is_dense(const struct ggml_tensor * t);
+
 struct ggml_access {
     const ggml_tensor * root;
     size_t begin, end;
     bool write;
+    bool dense; // touches every byte of [begin, end); else some bytes in between are left alone
     // A read of a source: the op whose result it reads, the first op on the source's view
     // chain that is not a view (the data edge orders the reader after it). Else null.
     const ggml_tensor * producer;
@@ -149,22 +157,49 @@ struct ggml_set_region {
 };
 ggml_set_region ggml_get_set_region(const struct ggml_tensor * t);
 
-// The predecessors of t among the nodes of a graph: each src[] entry and control-edge
-// target for which is_node() holds; one that is not a node but a view op (a hand-built
-// graph may omit views) is looked through to its own sources and edges. f(p, kind, direct):
-// kind is RAW for a data edge, else the control edge's kind (an edge on a view passes its
-// kind on to data readers of the view); direct: p is one of t's own src[] entries. A
-// predecessor may be reported more than once.
-template <typename IsNode, typename F>
-void ggml_for_each_pred(const ggml_tensor * t, IsNode is_node, F f, ggml_dep_kind via = GGML_DEP_RAW, int depth = 0) {
-    auto visit = [&](const ggml_tensor * p, ggml_dep_kind kind, bool src) {
-        if (p == nullptr || p == t) return;
+// Would an op that is not a node of graph `graph_id` run in no graph at all? (a computing
+// op that no graph holds, or only this one before it was cleared)
+static inline bool ggml_op_runs_nowhere(const ggml_tensor * p, uint64_t graph_id) {
+    const uint64_t holder = ((const ggml_tensor_state *) p->impl)->graph_id;
+    return p->op != GGML_OP_NONE && !ggml_op_is_view(p->op) && (holder == 0 || holder == graph_id);
+}
+
+// The predecessors of t among the nodes of graph `graph_id`: each src[] entry and
+// control-edge target for which is_node() holds. One that is not a node is looked through
+// to its own sources and edges when it is a view op (a hand-built graph may omit views), or
+// when a control edge led to it and it runs in no graph: the ordering ran through it (a
+// write that a later write overwrote before anyone read it still orders that later write
+// after the readers it waited for; hazards.cpp). f(p, kind, direct): kind is RAW for a data
+// edge, else the first control edge's kind on the way; direct: p is one of t's own src[]
+// entries. A predecessor may be reported more than once.
+template <typename IsNode, typename F> struct ggml_pred_walk {
+    const ggml_tensor * origin;
+    uint64_t graph_id;
+    IsNode & is_node;
+    F & f;
+    std::vector<const ggml_tensor *> passed; // ops looked through that run nowhere (rare)
+
+    void from(const ggml_tensor * t, ggml_dep_kind via, bool control, int depth) {
+        for (int i = 0; i < GGML_MAX_SRC; ++i) step(t->src[i], GGML_DEP_RAW, via, control, depth);
+        for (int i = 0; i < t->n_deps; ++i) step(t->deps[i].tensor, t->deps[i].kind, via, true, depth);
+    }
+    void step(const ggml_tensor * p, ggml_dep_kind kind, ggml_dep_kind via, bool control, int depth) {
+        if (p == nullptr || p == origin) return;
         const ggml_dep_kind k = via == GGML_DEP_RAW ? kind : via;
-        if (is_node(p)) f(p, k, src && depth == 0);
-        else if (ggml_op_is_view(p->op) && depth < 64) ggml_for_each_pred(p, is_node, f, k, depth + 1);
-    };
-    for (int i = 0; i < GGML_MAX_SRC; ++i) visit(t->src[i], GGML_DEP_RAW, true);
-    for (int i = 0; i < t->n_deps; ++i) visit(t->deps[i].tensor, t->deps[i].kind, false);
+        if (is_node(p)) f(p, k, depth == 0 && !control);
+        else if (depth >= 1024) return;
+        else if (ggml_op_is_view(p->op)) from(p, k, control, depth + 1);
+        else if (control && ggml_op_runs_nowhere(p, graph_id) &&
+                 std::find(passed.begin(), passed.end(), p) == passed.end()) {
+            passed.push_back(p);
+            from(p, k, true, depth + 1);
+        }
+    }
+};
+template <typename IsNode, typename F>
+void ggml_for_each_pred(const ggml_tensor * t, uint64_t graph_id, IsNode is_node, F f) {
+    ggml_pred_walk<IsNode, F> walk{t, graph_id, is_node, f, {}};
+    walk.from(t, GGML_DEP_RAW, false, 0);
 }
 
 // The RAW/WAR/WAW rules over a sequence of accesses, per root buffer. record() compares
@@ -289,6 +324,10 @@ struct ggml_graph_sched {
     mutable int facts_threads = 0, facts_path = -1;
     mutable size_t facts_max_ws = 0; // largest wsize
 };
+// Kahn's order of positions 0..n-1 whose predecessors are preds[off[i] .. off[i+1]), the
+// earliest-listed ready position first (an order already topological is kept); false on a
+// cycle (order then holds the positions it could place).
+bool ggml_topological_order(int n, const std::vector<int> & off, const std::vector<int> & preds, std::vector<int> & order);
 // The schedule of g, rebuilt when its node list or the edges of its nodes changed.
 const ggml_graph_sched * ggml_graph_get_sched(struct ggml_cgraph * g);
 // Sees the nodes while a schedule is built, each right after the build read its tensor
@@ -306,6 +345,7 @@ struct ggml_sched_visitor {
 const ggml_graph_sched * ggml_graph_get_sched_visiting(struct ggml_cgraph * g, ggml_sched_visitor * v, bool * visited);
 // Would ggml_graph_get_sched return a cached schedule (no build)?
 bool ggml_graph_sched_current(const struct ggml_cgraph * g);
+// Frees what a graph keeps on the heap (its schedule, its open nodes).
 void ggml_graph_sched_free(struct ggml_cgraph * g);
 // Called when an edge is added to a tensor a graph already holds: cached schedules are stale.
 void ggml_graph_edges_changed(void);

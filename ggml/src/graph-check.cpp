@@ -3,8 +3,9 @@
 //
 // Model. What each node touches and which nodes it waits for come from hazards.cpp
 // (ggml_op_accesses, ggml_for_each_pred): only computing nodes touch bytes; views the
-// graph does not list are looked through; edges to tensors outside the graph are dropped
-// (they will not run). The check covers the graph's own edges only, not the extra
+// graph does not list are looked through, and so are ops that run in no graph when a
+// control edge leads to them (the order ran through them); other edges to tensors outside
+// the graph are dropped (they will not run). The check covers the graph's own edges only, not the extra
 // node-order edges the schedule adds (schedule.cpp): it reports what those had to fix.
 //
 // Search. Nodes are visited in a topological order of the edges, each with the bitset of
@@ -55,7 +56,7 @@ struct checker {
         preds.resize(nodes.size());
         for (size_t i = 0; i < nodes.size(); ++i) {
             std::vector<pred_edge> & p = preds[i];
-            ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor * q, ggml_dep_kind kind, bool) { p.push_back({idx.at(q), kind}); });
+            ggml_for_each_pred(nodes[i], g->id, is_node, [&](const ggml_tensor * q, ggml_dep_kind kind, bool) { p.push_back({idx.at(q), kind}); });
             // one edge per predecessor; a control edge's kind says more than "data"
             std::stable_sort(p.begin(), p.end(), [](const pred_edge & a, const pred_edge & b) {
                 return a.node != b.node ? a.node < b.node : a.kind > b.kind;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 // ---- hash set --------------------------------------------------------------------------
 static size_t hash_size_for(size_t min_size) {
@@ -63,6 +64,7 @@ ggml_cgraph * ggml_new_graph_custom(ggml_context * ctx, size_t size, bool grads)
     g->ctx = ctx;
     g->id = next_id.fetch_add(1, std::memory_order_relaxed);
     g->sched = nullptr;
+    g->open_nodes = nullptr;
     g->version = 0;
     g->size = (int) size;
     g->n_nodes = 0;
@@ -81,6 +83,7 @@ void ggml_graph_clear(ggml_cgraph * g) {
     g->version++;
     g->n_nodes = 0;
     g->n_leafs = 0;
+    if (g->open_nodes) g->open_nodes->clear();
     std::memset(g->visited_hash_set.used, 0, ((g->visited_hash_set.size + 31) / 32) * sizeof(uint32_t));
 }
 
@@ -93,15 +96,26 @@ static void claim(ggml_cgraph * g, ggml_tensor * t) {
     st->owner->current_graph_id = g->id;
 }
 
+// Could a control edge of a node order it after an op that is not in g yet? Its target is
+// no node of g, and may become one, or be looked through (ggml_for_each_pred).
+static bool edge_may_open(const ggml_cgraph * g, const ggml_dep & d) {
+    const ggml_tensor * p = d.tensor;
+    if (ggml_hash_contains(&g->visited_hash_set, p)) return false;
+    return ggml_op_is_view(p->op) || ggml_op_runs_nowhere(p, g->id);
+}
+
 // Post-order DFS over data edges (src[]) and the control edges that pull (ggml_dep_pulls):
-// every predecessor it adds is placed before its consumer.
+// every predecessor it adds is placed before its consumer. Edges are taken oldest first, so
+// that writers a reader pulls land in the order they were created.
 static void visit(ggml_cgraph * g, ggml_tensor * t) {
     if (!hash_insert(&g->visited_hash_set, t)) return;
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
         if (t->src[i]) visit(g, t->src[i]);
     }
-    for (int i = 0; i < t->n_deps; ++i) {
+    bool open = false;
+    for (int i = t->n_deps - 1; i >= 0; --i) {
         if (ggml_dep_pulls(t->deps[i], g)) visit(g, t->deps[i].tensor);
+        else open = open || edge_may_open(g, t->deps[i]);
     }
     if (t->op == GGML_OP_NONE && !(t->flags & GGML_TENSOR_FLAG_PARAM)) {
         GGML_ASSERT(g->n_leafs < g->size && "graph is full: use ggml_new_graph_custom with a larger size");
@@ -112,10 +126,64 @@ static void visit(ggml_cgraph * g, ggml_tensor * t) {
         if (t->name[0] == '\0') ggml_format_name(t, "node_%d", g->n_nodes);
         g->nodes[g->n_nodes++] = t;
         claim(g, t);
+        if (open) {
+            if (!g->open_nodes) g->open_nodes = new std::vector<ggml_tensor *>();
+            g->open_nodes->push_back(t);
+        }
     }
 }
 
-void ggml_build_forward_expand(ggml_cgraph * g, ggml_tensor * tensor) { visit(g, tensor); }
+// Sorts the node list into a topological order of every edge among its nodes (the
+// earliest-listed ready node first, so a list in order stays as it is). On a cycle of
+// manual edges the list stays: the schedule refuses the graph with a message.
+static void reorder_nodes(ggml_cgraph * g) {
+    const int n = g->n_nodes;
+    ggml_ptr_index index((size_t) n);
+    for (int i = 0; i < n; ++i) index.put(g->nodes[i], i);
+    std::vector<int> off(n + 1, 0), preds, order;
+    auto is_node = [&](const ggml_tensor * p) { return index.get(p) >= 0; };
+    for (int i = 0; i < n; ++i) {
+        ggml_for_each_pred(g->nodes[i], g->id, is_node, [&](const ggml_tensor * p, ggml_dep_kind, bool) {
+            const int k = index.get(p);
+            if (k != i) preds.push_back(k);
+        });
+        off[i + 1] = (int) preds.size();
+    }
+    if (!ggml_topological_order(n, off, preds, order)) return;
+    std::vector<ggml_tensor *> old(g->nodes, g->nodes + n);
+    for (int k = 0; k < n; ++k) g->nodes[k] = old[order[k]];
+    g->version++;
+}
+
+// After an expansion that added nodes [first_new, n_nodes): does an open node now have a
+// predecessor placed after it? Only new nodes can be such predecessors (the list was in
+// order before). Open nodes whose edges all reach nodes now are closed.
+static void settle_order(ggml_cgraph * g, int first_new) {
+    std::vector<ggml_tensor *> & open = *g->open_nodes;
+    ggml_ptr_index fresh((size_t) (g->n_nodes - first_new));
+    for (int i = first_new; i < g->n_nodes; ++i) fresh.put(g->nodes[i], i);
+    auto is_node = [&](const ggml_tensor * p) { return ggml_graph_has_node(g, p); };
+    bool misordered = false;
+    size_t kept = 0;
+    for (ggml_tensor * t : open) {
+        const int pos = fresh.get(t); // -1: an older node
+        ggml_for_each_pred(t, g->id, is_node, [&](const ggml_tensor * p, ggml_dep_kind, bool) {
+            const int pp = fresh.get(p);
+            misordered = misordered || (pp >= 0 && (pos < 0 || pp > pos));
+        });
+        bool still_open = false;
+        for (int i = 0; i < t->n_deps; ++i) still_open = still_open || edge_may_open(g, t->deps[i]);
+        if (still_open) open[kept++] = t;
+    }
+    open.resize(kept);
+    if (misordered) reorder_nodes(g);
+}
+
+void ggml_build_forward_expand(ggml_cgraph * g, ggml_tensor * tensor) {
+    const int first_new = g->n_nodes;
+    visit(g, tensor);
+    if (g->open_nodes && !g->open_nodes->empty() && g->n_nodes > first_new) settle_order(g, first_new);
+}
 
 void ggml_graph_add_node(ggml_cgraph * g, ggml_tensor * tensor) {
     GGML_ASSERT(g->n_nodes < g->size && "graph is full: use ggml_new_graph_custom with a larger size");

@@ -3,10 +3,11 @@
 //
 // Memory model. Every tensor's bytes are (root, [begin, end)): root is view_src (ggml
 // keeps view_src pointing at the tensor that owns the bytes) or the tensor itself, and
-// the extent runs from the first to one past the last byte the tensor can touch. For
-// contiguous tensors that is exact. For strided views (permuted, row-strided, per-head
-// slices) it is the hull of the touched bytes: it never misses a real overlap, but may
-// report one where interleaved rows do not actually touch (an extra edge, never a
+// the extent runs from the first to one past the last byte the tensor can touch. An
+// access is dense when it touches every byte of its extent (contiguous, or permuted
+// without gaps); a strided view (rows with gaps, per-head slices, a transposed block)
+// touches only some. Overlap is judged on extents: it never misses a real overlap, but
+// may report one where interleaved rows do not actually touch (an extra edge, never a
 // missing one).
 //
 // Accesses (ggml_op_accesses). A computing op reads the extent of each of its sources
@@ -21,15 +22,19 @@
 // contents, which its result exposes, so it also reads its destination (a
 // read-modify-write: it waits for, and pulls in, the earlier writers of those bytes).
 //
-// Rules (ggml_hazard_rules), applied to accesses in sequence, per root buffer:
+// Rules (ggml_hazard_rules), applied to accesses in sequence, per root buffer. A write
+// covers an extent when it is dense and its extent contains it: only then are all the
+// bytes there its own.
 //   RAW  a read gets an edge to each overlapping write since the last write that covers
 //        the whole read extent (that covering write included).
 //   WAW  a write gets an edge to each overlapping write since the last write covering it.
 //   WAR  a write gets an edge to each overlapping read since that covering write.
 // Stopping at a covering write is sound: everything before it that overlaps is already
-// ordered before it by these same rules, and edges compose. A new write drops logged
-// accesses lying fully inside its extent (they are ordered before it, so anything that
-// conflicts with them later conflicts with it), so the cost of an access is O(live
+// ordered before it by these same rules, and edges compose. A strided write never stops a
+// scan: the bytes in its extent that it skips keep their earlier writers, which a later
+// reader needs (and pulls in). A new dense write drops logged accesses lying fully inside
+// its extent (they are ordered before it, so anything that conflicts with them later
+// conflicts with it); a strided write drops nothing. So the cost of an access is O(live
 // accesses to its buffer), not O(program).
 //
 // Two sequences use the rules. At op creation (ggml_hazards_on_new_op), per context, in
@@ -56,6 +61,19 @@
 // earlier graph's ops cannot be pulled into it, and edges to them would only grow. (A
 // program that goes back to extend an older graph still runs correctly: the schedule's
 // edges order its nodes.)
+//
+// Orders through ops that do not run. The rules lean on composition: a write that covers
+// an earlier write W is ordered only after W, and W after the readers before it. When W
+// runs in no graph (a dead write: overwritten before anyone read it), that chain still
+// holds: every consumer of edges (ggml_for_each_pred: expansion, schedule, planner,
+// validator) looks through an op that a control edge leads to and that runs nowhere, to
+// the ops it waited for. Expansion keeps the node list a topological order of these edges:
+// a node whose WAR/WAW edge leads outside the graph stays open, and when a later
+// expansion adds an op it must follow, the list is sorted again (graph.cpp).
+//
+// Edges between contexts. Hazard edges join ops of one context (one log); a manual edge
+// (ggml_add_control_dep) may join two, and is dropped when either context is freed or
+// reset (context.cpp), so no edge points at freed memory.
 #include "ggml-impl.h"
 
 #include <algorithm>
@@ -68,6 +86,7 @@ struct logged_access {
     ggml_tensor * op;
     size_t begin, end;
     uint64_t seq; // order of recording
+    bool dense;   // every byte of [begin, end) is touched
 };
 
 struct buffer_log {
@@ -77,7 +96,9 @@ struct buffer_log {
 };
 
 bool overlaps(size_t b0, size_t e0, size_t b1, size_t e1) { return b0 < e1 && b1 < e0; }
-bool covers(const logged_access & a, size_t b, size_t e) { return a.begin <= b && e <= a.end; }
+// A write covers [b, e) only if it writes every byte of it: a strided write's span holds
+// bytes it leaves alone, and their earlier writers must stay visible.
+bool covers(const logged_access & w, size_t b, size_t e) { return w.dense && w.begin <= b && e <= w.end; }
 
 // Index of the latest write covering [b, e), or -1.
 long last_covering_write(const buffer_log & log, size_t b, size_t e) {
@@ -128,19 +149,22 @@ void ggml_hazard_rules::record_impl(ggml_tensor * op, const ggml_access & a, voi
         edge(log.writes[i], a.write ? GGML_DEP_WAW : GGML_DEP_RAW);
     }
     if (!a.write) {
-        log.reads.push_back({op, a.begin, a.end, p->next_seq++});
+        log.reads.push_back({op, a.begin, a.end, p->next_seq++, a.dense});
         return;
     }
     const uint64_t since = stop >= 0 ? log.writes[stop].seq : 0;
     for (long i = (long) log.reads.size() - 1; i >= 0 && log.reads[i].seq >= since; --i) edge(log.reads[i], GGML_DEP_WAR);
-    // Drop what this write dominates, then log it. Only the covering write and accesses
-    // since can lie inside this extent: older ones inside it lay inside that write and went then.
-    auto inside = [&](const logged_access & x) { return a.begin <= x.begin && x.end <= a.end && x.op != op; };
-    log.writes.erase(std::remove_if(log.writes.begin() + std::max(stop, 0L), log.writes.end(), inside), log.writes.end());
-    const auto recent = std::lower_bound(log.reads.begin(), log.reads.end(), since,
-                                         [](const logged_access & x, uint64_t seq) { return x.seq < seq; });
-    log.reads.erase(std::remove_if(recent, log.reads.end(), inside), log.reads.end());
-    log.writes.push_back({op, a.begin, a.end, p->next_seq++});
+    // A dense write dominates what lies inside its extent: drop that, then log the write.
+    // Only the covering write and accesses since can lie inside: older ones inside it lay
+    // inside that (dense) write and went then.
+    if (a.dense) {
+        auto inside = [&](const logged_access & x) { return a.begin <= x.begin && x.end <= a.end && x.op != op; };
+        log.writes.erase(std::remove_if(log.writes.begin() + std::max(stop, 0L), log.writes.end(), inside), log.writes.end());
+        const auto recent = std::lower_bound(log.reads.begin(), log.reads.end(), since,
+                                             [](const logged_access & x, uint64_t seq) { return x.seq < seq; });
+        log.reads.erase(std::remove_if(recent, log.reads.end(), inside), log.reads.end());
+    }
+    log.writes.push_back({op, a.begin, a.end, p->next_seq++, a.dense});
 }
 
 // ---- the access model -----------------------------------------------------------------------
@@ -164,9 +188,33 @@ static bool op_reads_src(const ggml_tensor * t, int i) {
     return !(i == 0 && is_region_write(t));
 }
 
+// Do elements of this shape and these strides fill their span without gaps? Sorted by
+// stride, each dimension must start where the one below it ends (block types count
+// blocks along dimension 0). Broadcast (stride 0) and gapped views do not.
+static bool layout_is_dense(ggml_type type, const int64_t * ne, const size_t * nb) {
+    struct dim {
+        int64_t n;
+        size_t stride;
+    } d[GGML_MAX_DIMS];
+    int nd = 0;
+    const int64_t blocks0 = ne[0] / ggml_blck_size(type);
+    if (blocks0 > 1) d[nd++] = {blocks0, nb[0]};
+    for (int i = 1; i < GGML_MAX_DIMS; ++i) if (ne[i] > 1) d[nd++] = {ne[i], nb[i]};
+    std::sort(d, d + nd, [](const dim & x, const dim & y) { return x.stride < y.stride; });
+    size_t next = ggml_type_size(type);
+    for (int i = 0; i < nd; ++i) {
+        if (d[i].stride != next) return false;
+        next *= (size_t) d[i].n;
+    }
+    return true;
+}
+
+bool ggml_tensor_is_dense(const ggml_tensor * t) { return layout_is_dense(t->type, t->ne, t->nb); }
+
 static bool extent_access(const ggml_tensor * t, bool write, ggml_access * out) {
     ggml_tensor_extent(t, &out->root, &out->begin, &out->end);
     out->write = write;
+    out->dense = ggml_tensor_is_dense(t);
     out->producer = nullptr;
     return out->begin < out->end;
 }
@@ -188,6 +236,7 @@ static bool region_access(const ggml_tensor * t, bool write, ggml_access * out) 
     out->begin += g.offset;
     out->end = out->begin + g.nbytes;
     out->write = write;
+    out->dense = layout_is_dense(t->type, g.ne, g.nb);
     out->producer = nullptr;
     return out->begin < out->end;
 }

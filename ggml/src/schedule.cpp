@@ -25,6 +25,29 @@
 #include <queue>
 
 static std::atomic<uint64_t> g_edge_epoch{1};
+
+bool ggml_topological_order(int n, const std::vector<int> & off, const std::vector<int> & preds, std::vector<int> & order) {
+    std::vector<int> indeg(n, 0), succ_off(n + 1, 0), succ(preds.size());
+    for (int i = 0; i < n; ++i) {
+        indeg[i] = off[i + 1] - off[i];
+        for (int k = off[i]; k < off[i + 1]; ++k) succ_off[preds[k] + 1]++;
+    }
+    for (int i = 0; i < n; ++i) succ_off[i + 1] += succ_off[i];
+    std::vector<int> fill(succ_off.begin(), succ_off.end() - 1);
+    for (int i = 0; i < n; ++i) {
+        for (int k = off[i]; k < off[i + 1]; ++k) succ[fill[preds[k]]++] = i;
+    }
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (int i = 0; i < n; ++i) if (indeg[i] == 0) ready.push(i);
+    order.clear();
+    while (!ready.empty()) {
+        const int v = ready.top();
+        ready.pop();
+        order.push_back(v);
+        for (int k = succ_off[v]; k < succ_off[v + 1]; ++k) if (--indeg[succ[k]] == 0) ready.push(succ[k]);
+    }
+    return (int) order.size() == n;
+}
 void ggml_graph_edges_changed(void) { g_edge_epoch.fetch_add(1, std::memory_order_relaxed); }
 
 namespace {
@@ -103,7 +126,7 @@ bool collect_nodes(const ggml_cgraph * g, std::vector<ggml_tensor *> & nodes, gg
     is_src.assign(n, 0);
     bool sorted = true;
     for (int i = 0; i < n; ++i) {
-        ggml_for_each_pred(nodes[i], is_node, [&](const ggml_tensor *, ggml_dep_kind, bool direct) {
+        ggml_for_each_pred(nodes[i], g->id, is_node, [&](const ggml_tensor *, ggml_dep_kind, bool direct) {
             preds.push_back(found);
             sorted = sorted && found < i;
             if (direct) is_src[found] = 1;
@@ -126,25 +149,14 @@ bool topological_order(const std::vector<ggml_tensor *> & nodes, const std::vect
         for (int i = 0; i < n; ++i) order.push_back(i);
         return true;
     }
-    std::vector<int> indeg(n, 0);
-    std::vector<std::vector<int>> succ(n);
+    if (ggml_topological_order(n, off, preds, order)) return true;
+    std::vector<char> placed(n, 0);
+    for (int v : order) placed[v] = 1;
     for (int i = 0; i < n; ++i) {
-        for (int k = off[i]; k < off[i + 1]; ++k) { succ[preds[k]].push_back(i); ++indeg[i]; }
-    }
-    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-    for (int i = 0; i < n; ++i) if (indeg[i] == 0) ready.push(i);
-    while (!ready.empty()) {
-        const int v = ready.top();
-        ready.pop();
-        order.push_back(v);
-        for (int s : succ[v]) if (--indeg[s] == 0) ready.push(s);
-    }
-    if ((int) order.size() == n) return true;
-    for (int i = 0; i < n; ++i) {
-        if (indeg[i] == 0) continue;
+        if (placed[i]) continue;
         for (int k = off[i]; k < off[i + 1]; ++k) {
             const int p = preds[k];
-            if (indeg[p] == 0) continue;
+            if (placed[p]) continue;
             GGML_LOG_ERROR("ggml_graph_compute: node '%s' (%s) and node '%s' (%s) wait for each other through their edges "
                             "(a cycle of control edges); the graph cannot run\n",
                     nodes[i]->name, ggml_op_desc(nodes[i]), nodes[p]->name, ggml_op_desc(nodes[p]));
@@ -269,4 +281,6 @@ const ggml_graph_sched * ggml_graph_get_sched(ggml_cgraph * g) { return ggml_gra
 void ggml_graph_sched_free(ggml_cgraph * g) {
     delete g->sched;
     g->sched = nullptr;
+    delete g->open_nodes;
+    g->open_nodes = nullptr;
 }
