@@ -129,8 +129,10 @@ bool KvCache::state_check(const StateHeader & h, uint64_t model_id, std::string 
         return fail("the state was saved from another model");
     }
     if (h.type != (int32_t) type || h.grouped != (int32_t) grouped()) {
-        return fail(std::string("the state holds a ") + ggml_type_name((ggml_type) h.type) + " cache, this context's is " +
-                    ggml_type_name(type));
+        // the number is the state's: named only if it is a type (else it is damaged)
+        const bool known = h.type >= 0 && h.type < GGML_TYPE_COUNT;
+        return fail("the state holds a " + std::string(known ? ggml_type_name((ggml_type) h.type) : "damaged") +
+                    " cache (type " + std::to_string(h.type) + "), this context's is " + ggml_type_name(type));
     }
     if (h.mode != (int32_t) mode) return fail("the state was saved from a cache of another mode (linear / ring)");
     if (mode == KvMode::Ring && (h.n_ctx != n_ctx || h.n_window != n_window || h.n_sink != n_sink)) {

@@ -286,3 +286,17 @@ TEST_CASE("also: an unsupported tensor type is named by number and name") {
     CHECK(contains(err, "type 23 (iq4_xs)"));
     std::remove(path.c_str());
 }
+
+TEST_CASE("found by fuzz-state: a state naming a type number that is no type is refused by number") {
+    Owned own;
+    kvg_context * c = own.ctx(params(KVG_KV_F32, KVG_KV_LINEAR, 64));
+    decode(c, random_tokens(5, own.nv, 10), 0);
+    std::vector<uint8_t> s = seq_state(c, 0);
+    const int32_t type = 22216704; // header: the cache type at byte 24
+    std::memcpy(&s[24], &type, 4);
+    reseal(&s);
+    char err[512] = "";
+    CHECK_FALSE(kvg_state_seq_set(c, 0, s.data(), s.size(), err, sizeof err));
+    CHECK(contains(err, "damaged cache (type 22216704)"));
+    CHECK(kvg_seq_pos_max(c, 0) == 4);
+}

@@ -11,6 +11,8 @@
 //  - either way the context's other sequence is untouched;
 //  - accepted: a token decoded at n_past runs, or fails with a message, and the positions
 //    stay consistent (the sequence is usable).
+// The same state also goes through kvg_state_seq_load_file in a state file, and the raw
+// input as a file (its header fuzzed), with the same invariants.
 #include "fuzz-common.h"
 
 #include <climits>
@@ -49,7 +51,7 @@ std::vector<Target> & targets() {
         const char * env = std::getenv("KVG_SHARED_DIR");
         const std::string path = std::string(env && *env ? env : KVG_SHARED_DIR) + "/models/stories260K.bin";
         char err[512] = "";
-        kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+        static kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
         FUZZ_CHECK(m, "cannot load %s: %s", path.c_str(), err);
         auto * t = new std::vector<Target>{{0, KVG_KV_F32, KVG_KV_LINEAR}, {1, KVG_KV_F16, KVG_KV_LINEAR},
                                            {8, KVG_KV_Q8_0, KVG_KV_LINEAR}, {0, KVG_KV_F32, KVG_KV_RING},
@@ -64,7 +66,7 @@ std::vector<Target> & targets() {
             decode(x.ctx, 1, 40, 2);
             x.other = get_state(x.ctx, 0), x.victim = get_state(x.ctx, 1);
         }
-        return t; // kept for the process (with the model): not a leak per input
+        return t; // kept for the process, as the model (static: reachable, not a leak)
     }();
     return *all;
 }
@@ -122,6 +124,34 @@ void try_decode(const Target & t) {
     consistent_positions(t, "after a decode");
 }
 
+// One restore attempt into sequence 1 (by bytes or by file): the invariants, then the
+// victim back for the next attempt.
+void check_restore(Target & t, bool ok, const char * err, const Positions & before, const char * how) {
+    if (!ok) {
+        FUZZ_CHECK(err[0], "%s: refused without a message", how);
+        FUZZ_CHECK(positions(t.ctx, 1) == before, "%s: a refused state changed the positions", how);
+        FUZZ_CHECK(get_state(t.ctx, 1) == t.victim, "%s: a refused state changed the sequence: %s", how, err);
+    } else {
+        consistent_positions(t, how);
+        try_decode(t);
+    }
+    FUZZ_CHECK(get_state(t.ctx, 0) == t.other, "%s: the other sequence changed (%s)", how, ok ? "accepted" : err);
+    char e[512] = "";
+    if (ok) FUZZ_CHECK(kvg_state_seq_set(t.ctx, 1, t.victim.data(), t.victim.size(), e, sizeof e), "restore: %s", e);
+}
+
+// kvg_state_seq_load_file of these bytes as a file.
+void load_file(Target & t, const std::vector<uint8_t> & bytes, const char * how) {
+    static fuzz::MemFile file;
+    const std::string & path = file.write(bytes.data(), bytes.size());
+    const Positions before = positions(t.ctx, 1);
+    kvg_token tokens[4];
+    char err[512] = "";
+    const int32_t n = kvg_state_seq_load_file(t.ctx, 1, path.c_str(), tokens, 4, err, sizeof err);
+    FUZZ_CHECK(n >= -1 && n <= 4, "%s: %d tokens", how, n);
+    check_restore(t, n >= 0, err, before, how);
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
@@ -130,18 +160,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     Target & t = target_for(s);
     const Positions before = positions(t.ctx, 1);
     char err[512] = "";
-    const bool ok = kvg_state_seq_set(t.ctx, 1, s.data(), s.size(), err, sizeof err);
-    if (!ok) {
-        FUZZ_CHECK(err[0], "refused without a message");
-        FUZZ_CHECK(positions(t.ctx, 1) == before, "a refused state changed the positions");
-        FUZZ_CHECK(get_state(t.ctx, 1) == t.victim, "a refused state changed the sequence: %s", err);
-    } else {
-        consistent_positions(t, "accepted");
-        try_decode(t);
-    }
-    FUZZ_CHECK(get_state(t.ctx, 0) == t.other, "the other sequence changed (%s)", ok ? "accepted" : err);
-    if (ok) { // back to the victim for the next input
-        FUZZ_CHECK(kvg_state_seq_set(t.ctx, 1, t.victim.data(), t.victim.size(), err, sizeof err), "restore: %s", err);
-    }
+    check_restore(t, kvg_state_seq_set(t.ctx, 1, s.data(), s.size(), err, sizeof err), err, before, "state_seq_set");
+    // the same state in a state file ("KVGF", version 1, two tokens, its size, the state), and
+    // the raw input as a file, which fuzzes the file's own header
+    std::vector<uint8_t> f = {'K', 'V', 'G', 'F', 1, 0, 0, 0, 2, 0, 0, 0, 7, 0, 0, 0, 9, 0, 0, 0};
+    const uint64_t n = s.size();
+    f.insert(f.end(), (const uint8_t *) &n, (const uint8_t *) &n + 8);
+    f.insert(f.end(), s.begin(), s.end());
+    load_file(t, f, "load_file");
+    load_file(targets()[0], std::vector<uint8_t>(data, data + size), "load_file (raw)");
     return 0;
 }

@@ -126,13 +126,12 @@ int main(int argc, char ** argv) {
     for (const char * sub : {"llama2c", "tokenizer-bin", "gguf", "tokenize", "state"}) {
         std::filesystem::create_directories(dir + "/" + sub);
     }
-    const std::vector<std::string> only(argv + 2, argv + argc);
-    if (std::find(only.begin(), only.end(), "state") != only.end() || only.empty()) write_state_seeds(dir);
-    if (!only.empty() && (only.size() > 1 || only[0] != "state")) {
-        std::fprintf(stderr, "only the state seeds can be written alone\n");
+    if (argc > 2 && (argc > 3 || std::string(argv[2]) != "state")) {
+        std::fprintf(stderr, "only 'state' can be written alone\n");
         return 1;
     }
-    if (!only.empty()) return 0;
+    write_state_seeds(dir);
+    if (argc > 2) return 0;
 
     // 16 pieces: 3 specials, 13 text pieces with merges ("a"+"b" -> "ab", ...)
     const std::vector<std::string> tiny_pieces = {" ", "a", "b", "c", " a", "ab", " ab", "abc", "<0x41>", "<0x0A>", "x", "\xC3\xA9", "bc"};
