@@ -82,29 +82,42 @@ TEST_CASE("1: a rolled-back linear state restores into a smaller context that ho
     Owned own;
     const int nv = own.nv;
     const std::vector<int> t = random_tokens(200, nv, 1), cont = random_tokens(6, nv, 2);
-    for (kvg_kv_type type : {KVG_KV_F32, KVG_KV_Q8_0}) {
+    struct Case {
+        kvg_kv_type type;
+        int n, keep, small_ctx;
+    };
+    // q8_0 after 200: a cut at a group boundary (always exact), the groups written last (192..223,
+    // 160..191) past the small context; after 100, cut at 70: 96..127 past it, 64..95 kept exact
+    for (const Case & k : {Case{KVG_KV_F32, 200, 10, 64}, Case{KVG_KV_Q8_0, 200, 32, 64}, Case{KVG_KV_Q8_0, 100, 70, 96}}) {
+        const kvg_kv_type type = k.type;
+        const int keep = k.keep;
         CAPTURE(type);
-        const int keep = type == KVG_KV_Q8_0 ? 32 : 10; // q8_0: a cut at a group boundary is always exact
+        CAPTURE(keep);
         kvg_context * big = own.ctx(params(type, KVG_KV_LINEAR, 256));
-        decode(big, t, 0);
+        decode(big, std::vector<int>(t.begin(), t.begin() + k.n), 0);
         char err[512] = "";
         REQUIRE_MESSAGE(kvg_seq_rm(big, 0, keep, -1, err, sizeof err), err);
         const std::vector<uint8_t> state = seq_state(big, 0);
         const std::string path = temp_path("seq-hostile", "rolled-back.kvgs");
         REQUIRE_MESSAGE(kvg_state_seq_save_file(big, 0, path.c_str(), t.data(), keep, err, sizeof err), err);
 
-        kvg_context * small = own.ctx(params(type, KVG_KV_LINEAR, 64));
+        kvg_context * small = own.ctx(params(type, KVG_KV_LINEAR, k.small_ctx));
         CHECK_MESSAGE(kvg_state_seq_set(small, 0, state.data(), state.size(), err, sizeof err), err);
         CHECK(kvg_seq_pos_max(small, 0) == keep - 1);
         CHECK(kvg_seq_n_past(small, 0) == keep);
-        kvg_context * from_file = own.ctx(params(type, KVG_KV_LINEAR, 64));
-        std::vector<int> tokens(64);
-        CHECK_MESSAGE(kvg_state_seq_load_file(from_file, 0, path.c_str(), tokens.data(), 64, err, sizeof err) == keep, err);
+        kvg_context * from_file = own.ctx(params(type, KVG_KV_LINEAR, k.small_ctx));
+        std::vector<int> tokens(keep);
+        CHECK_MESSAGE(kvg_state_seq_load_file(from_file, 0, path.c_str(), tokens.data(), keep, err, sizeof err) == keep, err);
         std::remove(path.c_str());
+        // saved again from the small context (its dropped groups stay dropped) and restored
+        const std::vector<uint8_t> again = seq_state(small, 0);
+        kvg_context * twice = own.ctx(params(type, KVG_KV_LINEAR, k.small_ctx));
+        CHECK_MESSAGE(kvg_state_seq_set(twice, 0, again.data(), again.size(), err, sizeof err), err);
         // restoring is exact: the small contexts continue as the big one does, bit for bit
         const std::vector<float> want = continue_seq(big, 0, keep, cont, nv);
         CHECK(continue_seq(small, 0, keep, cont, nv) == want);
         CHECK(continue_seq(from_file, 0, keep, cont, nv) == want);
+        CHECK(continue_seq(twice, 0, keep, cont, nv) == want);
     }
     // positions that do not fit are still refused
     kvg_context * a = own.ctx(params(KVG_KV_F32, KVG_KV_LINEAR, 256));
