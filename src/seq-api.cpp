@@ -212,7 +212,10 @@ bool read_state_file(const kvg_context * ctx, const char * path, int32_t n_max, 
                      std::string * msg, kvg_status * kind) {
     const std::string name = std::string("'") + path + "'";
     auto fail = [&](kvg_status k, const std::string & m) { return *kind = k, *msg = m, false; };
-    auto io = [&](const char * what) { return fail(KVG_STATUS_IO, "cannot " + std::string(what) + " " + name + ": " + std::strerror(errno)); };
+    auto io = [&](const char * what) {
+        const std::string why = std::strerror(errno); // before anything else can change errno
+        return fail(KVG_STATUS_IO, "cannot " + std::string(what) + " " + name + ": " + why);
+    };
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return io("open");
     struct Closer { int fd; ~Closer() { close(fd); } } closer{fd};
