@@ -330,6 +330,9 @@ TEST_CASE("random multi-graph programs: every compute equals a sequential run of
                          << (cfg.hand_built ? " hand-built" : "") << "\nprogram:\n" << t.text.str());
             t.check_membership(t.graphs.back());
             check_schedule_orders_conflicts(t.graphs.back());
+            if (!cfg.two_ctx && !cfg.hand_built) { // expansion keeps the node list in the edges' order
+                CHECK(ggml_graph_validate(t.graphs.back().gf, nullptr, 0, stderr) == 0);
+            }
             const int n_comp = t.uni(1, 3);
             for (int c = 0; c < n_comp; ++c) {
                 const int gi = t.chance(70) ? (int) t.graphs.size() - 1 : t.uni(0, (int) t.graphs.size() - 1);
