@@ -322,9 +322,17 @@ std::string KvCache::exact_groups(int seq) const {
     for (int g : {seqs[seq].recent_group, seqs[seq].prev_group}) {
         if (g < 0) continue;
         const int64_t end = std::min<int64_t>((int64_t) (g + 1) * GGML_KV_GROUP, n_ctx) - 1;
-        out += (out.empty() ? "slots " : " and ") + std::to_string((int64_t) g * GGML_KV_GROUP) + ".." + std::to_string(end);
+        out += (out.empty() ? "slots " : " and ") + std::to_string((int64_t) g * GGML_KV_GROUP) + ".." +
+               std::to_string(end);
     }
     return out.empty() ? "none" : out;
+}
+
+// The start of a q8_0 refusal: a cut at pos inside a group whose keys exist only rounded.
+static std::string rounded_cut(int64_t pos, const char * what) {
+    const std::string kept = "the two groups written last, whose keys are kept exactly (";
+    return "position " + std::to_string(pos) + " lies inside a group of 32 slots of the q8_0 cache whose keys are kept " +
+           "only rounded: " + what + " a multiple of 32 or a position inside one of " + kept;
 }
 
 bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
@@ -339,9 +347,9 @@ bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
         // a ring's next token must find its whole window (check_start): keep that window whole
         const int64_t lo = std::max({p0, (int64_t) n_sink, s.n_past - n_window + 1}), hi = p1;
         if (mode == KvMode::Ring && lo < hi) {
-            return refuse("positions " + std::to_string(lo) + ".." + std::to_string(hi - 1) + " lie in the window that the "
-                          "next token of sequence " + std::to_string(seq) + " (position " + std::to_string(s.n_past) +
-                          ") attends: a ring cache removes from its window a suffix only (p1 < 0)");
+            return refuse("positions " + std::to_string(lo) + ".." + std::to_string(hi - 1) +
+                          " lie in the window that the next token of sequence " + std::to_string(seq) + " (position " +
+                          std::to_string(s.n_past) + ") attends: a ring cache removes from its window a suffix only");
         }
         for (int64_t & q : s.slot_pos) {
             if (q >= p0 && q < p1) q = -1;
@@ -350,9 +358,7 @@ bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
     }
     const int group = (int) (slot(p0) / GGML_KV_GROUP);
     if (grouped() && slot(p0) % GGML_KV_GROUP != 0 && group != s.recent_group && group != s.prev_group) {
-        return refuse("position " + std::to_string(p0) + " lies inside a group of 32 slots of the q8_0 cache whose keys are "
-                      "kept only rounded: remove from a multiple of 32 or inside one of the two groups written last, whose "
-                      "keys are kept exactly (" + exact_groups(seq) + ")");
+        return refuse(rounded_cut(p0, "remove from") + exact_groups(seq) + ")");
     }
     if (!check_start(seq, p0, err)) return false; // a ring must still hold the window before p0
     rewind(seq, p0);
@@ -406,9 +412,7 @@ bool KvCache::copy_seq(int src, int dst, int64_t p1, std::string * err) {
     if (mode == KvMode::Ring && !whole) return refuse("a ring cache copies whole sequences only (p1 < 0)");
     const int64_t cut_group = end / GGML_KV_GROUP;
     if (grouped() && !whole && end % GGML_KV_GROUP != 0 && cut_group != s.recent_group && cut_group != s.prev_group) {
-        return refuse("position " + std::to_string(end) + " lies inside a group of 32 slots of the q8_0 cache whose keys are "
-                      "kept only rounded: copy up to a multiple of 32 or into one of the two groups written last, whose "
-                      "keys are kept exactly (" + exact_groups(src) + ")");
+        return refuse(rounded_cut(end, "copy up to") + exact_groups(src) + ")");
     }
     if (src == dst) return whole || remove(src, end, INT64_MAX, err); // its own prefix: a rollback to it
     const int64_t n_slots = whole ? s.n_used : end; // linear when not whole: slot = position

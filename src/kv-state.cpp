@@ -149,7 +149,8 @@ bool KvCache::state_check(const StateHeader & h, uint64_t model_id, std::string 
                     " slots, more than this context's " + std::to_string(n_ctx) + " (or the state is damaged)");
     }
     if (h.n_past > INT32_MAX) { // positions are int32 in the API (a ring's are otherwise unbounded)
-        return fail("the state holds positions up to " + std::to_string(h.n_past - 1) + ", past 2147483647 (it is damaged)");
+        return fail("the state holds positions up to " + std::to_string(h.n_past - 1) +
+                    ", past 2147483647 (it is damaged)");
     }
     return true;
 }
@@ -216,7 +217,8 @@ bool KvCache::state_read(int seq, uint64_t model_id, const uint8_t * src, size_t
         }
     }
     for (size_t il = 0; grouped() && h.recent_group >= 0 && il < L; ++il, p += rows * sizeof(float)) {
-        if (s.recent_group >= 0) std::memcpy((float *) k_recent[il]->data + (size_t) seq * rows, p, rows * sizeof(float));
+        if (s.recent_group >= 0)
+            std::memcpy((float *) k_recent[il]->data + (size_t) seq * rows, p, rows * sizeof(float));
     }
     for (size_t il = 0; grouped() && h.prev_group >= 0 && il < L; ++il, p += rows * sizeof(float)) {
         if (s.prev_group >= 0) std::memcpy(prev_mem.data() + (il * n_seq + seq) * rows, p, rows * sizeof(float));

@@ -8,8 +8,8 @@
 #include "ggml-cpu.h"
 #include "gguf.h"
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstring>
 
@@ -369,7 +369,8 @@ static std::string name_tensor_type(std::string msg) {
     if (at == std::string::npos) return msg;
     size_t end = at + key.size();
     int type = 0;
-    while (end < msg.size() && std::isdigit((unsigned char) msg[end]) && type < GGML_TYPE_COUNT) type = type * 10 + (msg[end++] - '0');
+    while (end < msg.size() && std::isdigit((unsigned char) msg[end]) && type < GGML_TYPE_COUNT)
+        type = type * 10 + (msg[end++] - '0');
     if (end == at + key.size() || type >= GGML_TYPE_COUNT || msg.compare(end, 17, " is not supported") != 0) return msg;
     return msg.insert(end, std::string(" (") + ggml_type_name((ggml_type) type) + ")");
 }

@@ -218,7 +218,10 @@ bool read_state_file(const kvg_context * ctx, const char * path, int32_t n_max, 
     };
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return io("open");
-    struct Closer { int fd; ~Closer() { close(fd); } } closer{fd};
+    struct Closer {
+        int fd;
+        ~Closer() { close(fd); }
+    } closer{fd};
     struct stat st;
     if (fstat(fd, &st) != 0) return io("inspect");
     if (S_ISDIR(st.st_mode)) return fail(KVG_STATUS_IO, name + " is a directory, not a state file");
@@ -239,13 +242,13 @@ bool read_state_file(const kvg_context * ctx, const char * path, int32_t n_max, 
     if (!read_at(fd, &blob_size, 8, tokens_end)) return io("read");
     if (blob_size != size - tokens_end - 8) return fail(KVG_STATUS_BAD_FILE, not_state);
     if (n_tokens > n_max || (n_tokens > 0 && !has_out)) {
-        return fail(KVG_STATUS_BAD_INPUT, "the file holds " + std::to_string(n_tokens) + " tokens, more than n_max = " +
-                                              std::to_string(n_max));
+        return fail(KVG_STATUS_BAD_INPUT, "the file holds " + std::to_string(n_tokens) +
+                                              " tokens, more than n_max = " + std::to_string(n_max));
     }
     const size_t most = ctx->kv.state_max_bytes();
     if (blob_size > most) {
-        return fail(KVG_STATUS_BAD_FILE, name + " holds a state of " + std::to_string(blob_size) + " bytes, more than any "
-                    "state of this context (at most " + std::to_string(most) + ")");
+        const std::string sizes = std::to_string(blob_size) + " bytes, more than any state of this context (at most ";
+        return fail(KVG_STATUS_BAD_FILE, name + " holds a state of " + sizes + std::to_string(most) + ")");
     }
     out->tokens.resize((size_t) n_tokens);
     out->state.resize((size_t) blob_size);

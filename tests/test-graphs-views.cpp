@@ -12,6 +12,12 @@
 //      the edges, so a ggml tool walking gf->nodes computes what kvgraph computes);
 //   4. ggml_graph_validate reports nothing, but pairs that join two contexts (no edges
 //      join contexts by design: the node list orders them, as in ggml).
+// Each rule of hazards.cpp that keeps these checks true was broken once on purpose and
+// this test failed (10,000 programs from seed 4300, 2026-11-27): a strided write counted
+// as covering its span: 784 programs (check 1; seeds 4304, 4308, 4312, ...); a strided
+// write dropping the accesses inside its span: 871 (check 1; 4304, 4312, 4329, ...); no
+// ordering through ops that run in no graph: 222 (checks 2-4; 4318, 4410, 4452, ...); no
+// re-sort of the node list after an expansion: 2,733 (checks 3-4; 4302, 4308, 4312, ...).
 // KVG_VIEWS_PROGRAMS and KVG_VIEWS_SEED set the count and the first seed; KVG_VIEWS_SHOW
 // how many failing programs are printed in full; KVG_VIEWS_LIST=1 lists every failing
 // seed with its op count and failed checks.

@@ -88,7 +88,8 @@ TEST_CASE("1: a rolled-back linear state restores into a smaller context that ho
     };
     // q8_0 after 200: a cut at a group boundary (always exact), the groups written last (192..223,
     // 160..191) past the small context; after 100, cut at 70: 96..127 past it, 64..95 kept exact
-    for (const Case & k : {Case{KVG_KV_F32, 200, 10, 64}, Case{KVG_KV_Q8_0, 200, 32, 64}, Case{KVG_KV_Q8_0, 100, 70, 96}}) {
+    for (const Case & k :
+         {Case{KVG_KV_F32, 200, 10, 64}, Case{KVG_KV_Q8_0, 200, 32, 64}, Case{KVG_KV_Q8_0, 100, 70, 96}}) {
         const kvg_kv_type type = k.type;
         const int keep = k.keep;
         CAPTURE(type);
@@ -107,7 +108,8 @@ TEST_CASE("1: a rolled-back linear state restores into a smaller context that ho
         CHECK(kvg_seq_n_past(small, 0) == keep);
         kvg_context * from_file = own.ctx(params(type, KVG_KV_LINEAR, k.small_ctx));
         std::vector<int> tokens(keep);
-        CHECK_MESSAGE(kvg_state_seq_load_file(from_file, 0, path.c_str(), tokens.data(), keep, err, sizeof err) == keep, err);
+        CHECK_MESSAGE(kvg_state_seq_load_file(from_file, 0, path.c_str(), tokens.data(), keep, err, sizeof err) == keep,
+                      err);
         std::remove(path.c_str());
         // saved again from the small context (its dropped groups stay dropped) and restored
         const std::vector<uint8_t> again = seq_state(small, 0);
@@ -250,7 +252,7 @@ TEST_CASE("6: a q8_0 refusal names the two groups whose keys are kept exactly") 
     CHECK(kvg_last_status() == KVG_STATUS_UNSUPPORTED);
     CHECK(contains(err, "slots 96..127 and 64..95"));
     CHECK(kvg_seq_pos_max(c, 0) == 69);
-    decode(c, random_tokens(6, nv, 7), 70); // back into 64..95: now written last, 96..127 before it
+    decode(c, random_tokens(6, nv, 7), 70);                 // back into 64..95: now written last, 96..127 before it
     CHECK_FALSE(kvg_seq_rm(c, 0, 40, -1, err, sizeof err)); // 32..63 lies below both
     CHECK(contains(err, "slots 64..95 and 96..127"));
     CHECK(kvg_seq_pos_max(c, 0) == 75);

@@ -24,9 +24,9 @@ const int N_CTX = 64, N_SINK = 4, N_WINDOW = 40, GROUP = 32;
 // One sequence as kvgraph.h describes it.
 struct SeqModel {
     std::vector<int> slot_pos = std::vector<int>(N_CTX, -1); // position each slot holds, -1: none
-    std::vector<int> tok;     // the token decoded at each position < n_past (-1: unknown)
+    std::vector<int> tok; // the token decoded at each position < n_past (-1: unknown)
     int n_past = 0;
-    bool clean = true;        // holds what a fresh context fed tok[0..n_past) holds
+    bool clean = true;          // holds what a fresh context fed tok[0..n_past) holds
     int recent = -1, prev = -1; // q8_0: the group of slots written last, and the one before it
 };
 
@@ -71,7 +71,8 @@ struct Harness {
     bool held(const SeqModel & s, int q) const { return q >= 0 && s.slot_pos[slot(q)] == q; }
     int pos_min(const SeqModel & s) const {
         int r = -1;
-        for (int q : s.slot_pos) if (q >= 0 && (r < 0 || q < r)) r = q;
+        for (int q : s.slot_pos)
+            if (q >= 0 && (r < 0 || q < r)) r = q;
         return r;
     }
     int pos_max(const SeqModel & s) const {
@@ -189,7 +190,10 @@ void Harness::step_decode() {
     for (; remaining > 0; --remaining) {
         int pick = rand(0, remaining - 1), s = 0;
         for (int w : which) {
-            if (pick < left[w]) { s = w; break; }
+            if (pick < left[w]) {
+                s = w;
+                break;
+            }
             pick -= left[w];
         }
         --left[s];
@@ -203,7 +207,8 @@ void Harness::step_decode() {
     int checked = -1;
     for (size_t i = 0; i < toks.size(); ++i) write(seqs[ids[i]], pos[i], toks[i]);
     for (size_t i = toks.size(); i-- > 0 && checked < 0;) { // one clean sequence's last token
-        if (seqs[ids[i]].clean && pos[i] == seqs[ids[i]].n_past - 1) checked = ids[i], compare_fresh(ids[i], kvg_get_logits(ctx, (int32_t) i));
+        if (seqs[ids[i]].clean && pos[i] == seqs[ids[i]].n_past - 1)
+            checked = ids[i], compare_fresh(ids[i], kvg_get_logits(ctx, (int32_t) i));
     }
 }
 
@@ -230,10 +235,10 @@ void Harness::step_rm() {
     const int seq = rand(0, n_seq - 1), n = seqs[seq].n_past;
     int p0 = rand(-1, n), p1 = -1;
     switch (rand(0, 3)) {
-    case 0: break;                                       // a suffix
-    case 1: p1 = rand(p0 + 1, n + 1); break;             // a middle range (or a suffix)
-    case 2: p0 = n - rand(1, 8), p1 = -1; break;         // a short rollback
-    default: p1 = rand(-1, n + 1);                       // anything, p0 > p1 included
+        case 0: break;                               // a suffix
+        case 1: p1 = rand(p0 + 1, n + 1); break;     // a middle range (or a suffix)
+        case 2: p0 = n - rand(1, 8), p1 = -1; break; // a short rollback
+        default: p1 = rand(-1, n + 1);               // anything, p0 > p1 included
     }
     const auto before = states();
     SeqModel after = seqs[seq];
@@ -331,8 +336,9 @@ void run(kvg_model * m, kvg_kv_type type, bool ring, int n_seq, int steps, uint3
         else h.step_state();
         h.check_positions("after the step");
     }
-    MESSAGE("kv type ", (int) type, std::string(ring ? " ring" : " linear"), ", ", n_seq, " sequences, ", steps, " steps: ", h.n_refused,
-            " refusals, ", h.n_compared, " logit comparisons, worst ", h.worst, " of the top logit");
+    MESSAGE("kv type ", (int) type, std::string(ring ? " ring" : " linear"), ", ", n_seq, " sequences, ", steps,
+            " steps: ", h.n_refused, " refusals, ", h.n_compared, " logit comparisons, worst ", h.worst,
+            " of the top logit");
     std::string accepted;
     for (const auto & x : h.n_accepted) accepted += " " + x.first + " " + std::to_string(x.second);
     MESSAGE("accepted:", accepted);

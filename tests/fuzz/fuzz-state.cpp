@@ -53,8 +53,10 @@ std::vector<Target> & targets() {
         char err[512] = "";
         static kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
         FUZZ_CHECK(m, "cannot load %s: %s", path.c_str(), err);
-        auto * t = new std::vector<Target>{{0, KVG_KV_F32, KVG_KV_LINEAR}, {1, KVG_KV_F16, KVG_KV_LINEAR},
-                                           {8, KVG_KV_Q8_0, KVG_KV_LINEAR}, {0, KVG_KV_F32, KVG_KV_RING},
+        auto * t = new std::vector<Target>{{0, KVG_KV_F32, KVG_KV_LINEAR},
+                                           {1, KVG_KV_F16, KVG_KV_LINEAR},
+                                           {8, KVG_KV_Q8_0, KVG_KV_LINEAR},
+                                           {0, KVG_KV_F32, KVG_KV_RING},
                                            {8, KVG_KV_Q8_0, KVG_KV_RING}};
         for (Target & x : *t) {
             kvg_context_params p = kvg_context_default_params();
@@ -116,8 +118,8 @@ void try_decode(const Target & t) {
     const int32_t seq = 1;
     if (kvg_decode_batch(t.ctx, &tok, &before.n_past, &seq, 1, err, sizeof err)) {
         const Positions after = positions(t.ctx, 1);
-        FUZZ_CHECK(after.max == before.n_past && after.n_past == before.n_past + 1, "after a decode at %d: pos_max %d n_past %d",
-                   before.n_past, after.max, after.n_past);
+        FUZZ_CHECK(after.max == before.n_past && after.n_past == before.n_past + 1,
+                   "after a decode at %d: pos_max %d n_past %d", before.n_past, after.max, after.n_past);
     } else {
         FUZZ_CHECK(err[0], "decode failed without a message");
     }

@@ -85,12 +85,21 @@ void write_state_seeds(const std::string & dir) {
         std::fprintf(stderr, "%s: %s\n", path.c_str(), err);
         std::exit(1);
     }
-    struct Seed { const char * name; kvg_kv_type type; kvg_kv_mode mode; int n, rm0, rm1; };
+    struct Seed {
+        const char * name;
+        kvg_kv_type type;
+        kvg_kv_mode mode;
+        int n, rm0, rm1;
+    };
     const Seed seeds[] = {
-        {"f32-30", KVG_KV_F32, KVG_KV_LINEAR, 30, -1, -1},        {"f32-hole", KVG_KV_F32, KVG_KV_LINEAR, 30, 5, 12},
-        {"f32-empty", KVG_KV_F32, KVG_KV_LINEAR, 30, 0, -1},      {"f32-last-only", KVG_KV_F32, KVG_KV_LINEAR, 30, 0, 29},
-        {"f16-20", KVG_KV_F16, KVG_KV_LINEAR, 20, -1, -1},        {"q8_0-50", KVG_KV_Q8_0, KVG_KV_LINEAR, 50, -1, -1},
-        {"q8_0-rolled-back", KVG_KV_Q8_0, KVG_KV_LINEAR, 60, 40, -1}, {"ring-f32-100", KVG_KV_F32, KVG_KV_RING, 100, -1, -1},
+        {"f32-30", KVG_KV_F32, KVG_KV_LINEAR, 30, -1, -1},
+        {"f32-hole", KVG_KV_F32, KVG_KV_LINEAR, 30, 5, 12},
+        {"f32-empty", KVG_KV_F32, KVG_KV_LINEAR, 30, 0, -1},
+        {"f32-last-only", KVG_KV_F32, KVG_KV_LINEAR, 30, 0, 29},
+        {"f16-20", KVG_KV_F16, KVG_KV_LINEAR, 20, -1, -1},
+        {"q8_0-50", KVG_KV_Q8_0, KVG_KV_LINEAR, 50, -1, -1},
+        {"q8_0-rolled-back", KVG_KV_Q8_0, KVG_KV_LINEAR, 60, 40, -1},
+        {"ring-f32-100", KVG_KV_F32, KVG_KV_RING, 100, -1, -1},
         {"ring-q8_0-150", KVG_KV_Q8_0, KVG_KV_RING, 150, 140, -1},
     };
     for (const Seed & s : seeds) {
