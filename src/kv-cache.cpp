@@ -330,9 +330,9 @@ std::string KvCache::exact_groups(int seq) const {
 
 // The start of a q8_0 refusal: a cut at pos inside a group whose keys exist only rounded.
 static std::string rounded_cut(int64_t pos, const char * what) {
-    const std::string kept = "the two groups written last, whose keys are kept exactly (";
-    return "position " + std::to_string(pos) + " lies inside a group of 32 slots of the q8_0 cache whose keys are kept " +
-           "only rounded: " + what + " a multiple of 32 or a position inside one of " + kept;
+    const std::string group = " lies inside a group of 32 slots of the q8_0 cache whose keys are kept only rounded: ";
+    return "position " + std::to_string(pos) + group + what +
+           " a multiple of 32 or a position inside one of the two groups written last, whose keys are kept exactly (";
 }
 
 bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
