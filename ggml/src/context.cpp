@@ -14,29 +14,28 @@
 #include <string>
 #include <vector>
 
+// The whole report is built before anything is written, so that it reaches stderr as one
+// line even while other threads print.
 void ggml_abort(const char * file, int line, const char * fmt, ...) {
-    fflush(stdout);
-    fprintf(stderr, "%s:%d: ", file, line);
-    va_list args;
-    va_start(args, fmt);
-    vfprintf(stderr, fmt, args);
-    va_end(args);
-    fprintf(stderr, "\n");
+    char what[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    fflush(stdout); // what the program printed before the failure comes first
+    fprintf(stderr, "kvgraph fatal error: %s [%s line %d]\n", what, file, line);
     abort();
 }
 
 // ---- logging --------------------------------------------------------------------------
-static void log_to_stderr(enum ggml_log_level level, const char * text, void * user_data) {
-    (void) level;
-    (void) user_data;
-    fputs(text, stderr);
-    fflush(stderr);
-}
-static ggml_log_callback g_log_callback = log_to_stderr;
+// Without a callback of the program's own, messages go to stderr as they are (each ends
+// in its own newline; stderr is unbuffered).
+static void default_log_sink(enum ggml_log_level, const char * text, void *) { fputs(text, stderr); }
+static ggml_log_callback g_log_callback = default_log_sink;
 static void * g_log_user_data = nullptr;
 
 void ggml_log_set(ggml_log_callback cb, void * user_data) {
-    g_log_callback = cb ? cb : log_to_stderr;
+    g_log_callback = cb ? cb : default_log_sink;
     g_log_user_data = user_data;
 }
 void ggml_log_get(ggml_log_callback * cb, void ** user_data) {
@@ -122,19 +121,19 @@ size_t ggml_tensor_overhead(void) { return GGML_OBJECT_SIZE + GGML_TENSOR_SIZE; 
 ggml_context * ggml_init(ggml_init_params params) {
     ggml_context * ctx = new (std::nothrow) ggml_context();
     if (!ctx) return nullptr;
-    if (params.mem_size == 0) params.mem_size = GGML_MEM_ALIGN;
-    ctx->mem_size = GGML_PAD(params.mem_size, GGML_MEM_ALIGN);
-    ctx->mem_buffer = params.mem_buffer;
-    ctx->mem_buffer_owned = params.mem_buffer == nullptr;
-    if (ctx->mem_buffer_owned) {
-        ctx->mem_buffer = std::aligned_alloc(64, GGML_PAD(ctx->mem_size, 64));
-        if (!ctx->mem_buffer) {
-            GGML_LOG_ERROR("ggml_init: failed to allocate %zu bytes for the context arena\n", ctx->mem_size);
+    // a zero size still gets one aligned unit, so that the arena pointer is never null
+    ctx->arena_size = GGML_PAD(params.mem_size ? params.mem_size : GGML_MEM_ALIGN, GGML_MEM_ALIGN);
+    ctx->arena = (char *) params.mem_buffer;
+    ctx->arena_owned = ctx->arena == nullptr;
+    if (ctx->arena_owned) {
+        ctx->arena = (char *) std::aligned_alloc(64, GGML_PAD(ctx->arena_size, 64));
+        if (!ctx->arena) {
+            GGML_LOG_ERROR("ggml_init: failed to allocate %zu bytes for the context arena\n", ctx->arena_size);
             delete ctx;
             return nullptr;
         }
     }
-    ctx->no_alloc = params.no_alloc;
+    ctx->skip_data = params.no_alloc;
     ctx->tensor_states = new std::deque<ggml_tensor_state>();
     ctx->hazards = new ggml_hazard_rules();
     ctx->current_graph_id = 0;
@@ -143,8 +142,8 @@ ggml_context * ggml_init(ggml_init_params params) {
 
 // Graphs keep a heap-allocated schedule; the arena cannot run destructors.
 static void free_graph_scheds(ggml_context * ctx) {
-    for (ggml_object * obj = ctx->objects_begin; obj; obj = obj->next) {
-        if (obj->type == GGML_OBJECT_TYPE_GRAPH) ggml_graph_sched_free((ggml_cgraph *) ((char *) ctx->mem_buffer + obj->offs));
+    for (ggml_object * obj = ctx->first; obj; obj = obj->next) {
+        if (obj->type == GGML_OBJECT_TYPE_GRAPH) ggml_graph_sched_free((ggml_cgraph *) ggml_object_payload(ctx, obj));
     }
 }
 
@@ -154,8 +153,7 @@ void ggml_reset(ggml_context * ctx) {
     if (!ctx) return;
     release_cross_edges(ctx);
     free_graph_scheds(ctx);
-    ctx->n_objects = 0;
-    ctx->objects_begin = ctx->objects_end = nullptr;
+    ctx->first = ctx->last = nullptr;
     ctx->tensor_states->clear();
     ctx->hazards->clear();
 }
@@ -164,19 +162,17 @@ void ggml_free(ggml_context * ctx) {
     if (!ctx) return;
     release_cross_edges(ctx);
     free_graph_scheds(ctx);
-    if (ctx->mem_buffer_owned) std::free(ctx->mem_buffer);
+    if (ctx->arena_owned) std::free(ctx->arena);
     delete ctx->tensor_states;
     delete ctx->hazards;
     delete ctx;
 }
 
-size_t ggml_used_mem(const ggml_context * ctx) {
-    return ctx->objects_end ? ctx->objects_end->offs + ctx->objects_end->size : 0;
-}
-bool ggml_get_no_alloc(ggml_context * ctx) { return ctx->no_alloc; }
-void ggml_set_no_alloc(ggml_context * ctx, bool no_alloc) { ctx->no_alloc = no_alloc; }
-void * ggml_get_mem_buffer(const ggml_context * ctx) { return ctx->mem_buffer; }
-size_t ggml_get_mem_size(const ggml_context * ctx) { return ctx->mem_size; }
+size_t ggml_used_mem(const ggml_context * ctx) { return ctx->last ? ctx->last->offs + ctx->last->size : 0; }
+bool ggml_get_no_alloc(ggml_context * ctx) { return ctx->skip_data; }
+void ggml_set_no_alloc(ggml_context * ctx, bool no_alloc) { ctx->skip_data = no_alloc; }
+void * ggml_get_mem_buffer(const ggml_context * ctx) { return ctx->arena; }
+size_t ggml_get_mem_size(const ggml_context * ctx) { return ctx->arena_size; }
 
 size_t ggml_get_max_tensor_size(const ggml_context * ctx) {
     size_t max_size = 0;
@@ -187,65 +183,81 @@ size_t ggml_get_max_tensor_size(const ggml_context * ctx) {
     return max_size;
 }
 
+// Objects are laid end to end: an aligned header, then its payload right behind it (so a
+// tensor finds its own header one header size before its struct).
 ggml_object * ggml_new_object(ggml_context * ctx, enum ggml_object_type type, size_t size) {
-    const size_t cur_end = ggml_used_mem(ctx);
-    const size_t size_needed = GGML_PAD(size, GGML_MEM_ALIGN);
-    char * const mem = (char *) ctx->mem_buffer;
-    const size_t obj_offs = GGML_PAD(cur_end, GGML_MEM_ALIGN);
-    const size_t needed = obj_offs + GGML_OBJECT_SIZE + size_needed;
-    if (needed > ctx->mem_size) {
-        GGML_ABORT("ggml_new_object: not enough space in the context's memory pool: "
-                   "%zu bytes needed, %zu available (%zu used of %zu); increase ggml_init_params.mem_size",
-                   GGML_OBJECT_SIZE + size_needed, ctx->mem_size > cur_end ? ctx->mem_size - cur_end : (size_t) 0,
-                   cur_end, ctx->mem_size);
+    const size_t in_use = ggml_used_mem(ctx);
+    const size_t header_at = GGML_PAD(in_use, GGML_MEM_ALIGN);
+    const size_t payload = GGML_PAD(size, GGML_MEM_ALIGN);
+    const size_t request = GGML_OBJECT_SIZE + payload;
+    // header_at <= arena_size: both are multiples of the alignment and in_use <= arena_size
+    if (size > ctx->arena_size || request > ctx->arena_size - header_at) {
+        GGML_ABORT("context arena full: %zu bytes needed, %zu available (%zu of %zu bytes in use); "
+                   "create the context with a larger ggml_init_params.mem_size",
+                   request, ctx->arena_size - in_use, in_use, ctx->arena_size);
     }
-    ggml_object * obj = (ggml_object *) (mem + obj_offs);
-    obj->offs = obj_offs + GGML_OBJECT_SIZE;
-    obj->size = size_needed;
-    obj->next = nullptr;
-    obj->type = type;
-    if (ctx->objects_end) ctx->objects_end->next = obj; else ctx->objects_begin = obj;
-    ctx->objects_end = obj;
-    ctx->n_objects++;
+    ggml_object * obj = (ggml_object *) (ctx->arena + header_at);
+    *obj = ggml_object{header_at + GGML_OBJECT_SIZE, payload, nullptr, type, {}};
+    (ctx->last ? ctx->last->next : ctx->first) = obj;
+    ctx->last = obj;
     return obj;
 }
 
+static ggml_tensor_state * new_tensor_state(ggml_context * ctx) {
+    ctx->tensor_states->emplace_back();
+    ggml_tensor_state * st = &ctx->tensor_states->back(); // a deque: the address stays valid
+    st->owner = ctx;
+    return st;
+}
+
+// A tensor has 4 dims (missing ones are 1) and contiguous strides. A view records the
+// tensor owning the bytes, never another view, so view_offs is from that owner's start.
 ggml_tensor * ggml_new_tensor_impl(ggml_context * ctx, enum ggml_type type, int n_dims, const int64_t * ne,
                                    ggml_tensor * view_src, size_t view_offs) {
-    GGML_ASSERT(type >= 0 && type < kvg::TYPE_COUNT && ggml_blck_size(type) > 0);
-    GGML_ASSERT(n_dims >= 1 && n_dims <= GGML_MAX_DIMS);
-    // views always point at the root that owns the bytes
-    if (view_src && view_src->view_src) {
-        view_offs += view_src->view_offs;
-        view_src = view_src->view_src;
+    if (type < 0 || type >= kvg::TYPE_COUNT || ggml_blck_size(type) <= 0) {
+        GGML_ABORT("new tensor: no such type (%d)", (int) type);
     }
-    int64_t ne_full[GGML_MAX_DIMS] = {1, 1, 1, 1};
-    for (int i = 0; i < n_dims; ++i) {
-        GGML_ASSERT(ne[i] >= 0);
-        ne_full[i] = ne[i];
+    if (n_dims < 1 || n_dims > GGML_MAX_DIMS) {
+        GGML_ABORT("new tensor: %d dims given, 1 to %d allowed", n_dims, GGML_MAX_DIMS);
     }
-    GGML_ASSERT(ne_full[0] % ggml_blck_size(type) == 0);
-    size_t data_size = ggml_row_size(type, ne_full[0]);
-    for (int i = 1; i < GGML_MAX_DIMS; ++i) data_size *= ne_full[i];
-    GGML_ASSERT(view_src == nullptr || data_size == 0 || data_size + view_offs <= ggml_nbytes(view_src));
+    int64_t shape[GGML_MAX_DIMS];
+    for (int d = 0; d < GGML_MAX_DIMS; ++d) {
+        shape[d] = d < n_dims ? ne[d] : 1;
+        if (shape[d] < 0) GGML_ABORT("new tensor: dim %d is negative (%" PRId64 ")", d, shape[d]);
+    }
+    const int64_t block = ggml_blck_size(type);
+    if (shape[0] % block != 0) {
+        GGML_ABORT("new tensor: a %s row holds whole blocks of %" PRId64 ", not %" PRId64 " elements",
+                   ggml_type_name(type), block, shape[0]);
+    }
+    size_t stride[GGML_MAX_DIMS];
+    stride[0] = ggml_type_size(type);
+    stride[1] = stride[0] * (size_t) (shape[0] / block);
+    for (int d = 2; d < GGML_MAX_DIMS; ++d) stride[d] = stride[d - 1] * (size_t) shape[d - 1];
+    const size_t nbytes = stride[3] * (size_t) shape[3];
 
-    void * data = view_src ? (view_src->data ? (char *) view_src->data + view_offs : nullptr) : nullptr;
-    const bool own_data = view_src == nullptr && !ctx->no_alloc;
-    ggml_object * obj = ggml_new_object(ctx, GGML_OBJECT_TYPE_TENSOR, GGML_TENSOR_SIZE + (own_data ? data_size : 0));
-    ggml_tensor * t = (ggml_tensor *) ((char *) ctx->mem_buffer + obj->offs);
-    std::memset((void *) t, 0, sizeof(*t));
+    ggml_tensor * owner = view_src;
+    size_t offset = view_offs;
+    if (owner && owner->view_src) {
+        offset += owner->view_offs;
+        owner = owner->view_src;
+    }
+    if (owner && nbytes > 0 && (offset > ggml_nbytes(owner) || nbytes > ggml_nbytes(owner) - offset)) {
+        GGML_ABORT("new view: %zu bytes at offset %zu do not fit in the %zu bytes of '%s'", nbytes, offset,
+                   ggml_nbytes(owner), owner->name);
+    }
+
+    const bool with_data = owner == nullptr && !ctx->skip_data;
+    ggml_object * obj = ggml_new_object(ctx, GGML_OBJECT_TYPE_TENSOR, GGML_TENSOR_SIZE + (with_data ? nbytes : 0));
+    ggml_tensor * t = new (ggml_object_payload(ctx, obj)) ggml_tensor(); // all zero: op NONE, no name, no sources
     t->type = type;
-    t->op = GGML_OP_NONE;
-    t->view_src = view_src;
-    t->view_offs = view_offs;
-    t->data = own_data ? (void *) (t + 1) : data;
-    ctx->tensor_states->emplace_back();
-    ctx->tensor_states->back().owner = ctx;
-    t->impl = &ctx->tensor_states->back();
-    for (int i = 0; i < GGML_MAX_DIMS; ++i) t->ne[i] = ne_full[i];
-    t->nb[0] = ggml_type_size(type);
-    t->nb[1] = t->nb[0] * (t->ne[0] / ggml_blck_size(type));
-    for (int i = 2; i < GGML_MAX_DIMS; ++i) t->nb[i] = t->nb[i - 1] * t->ne[i - 1];
+    std::copy(shape, shape + GGML_MAX_DIMS, t->ne);
+    std::copy(stride, stride + GGML_MAX_DIMS, t->nb);
+    t->view_src = owner;
+    t->view_offs = offset;
+    if (with_data) t->data = t + 1;
+    else if (owner && owner->data) t->data = (char *) owner->data + offset;
+    t->impl = new_tensor_state(ctx);
     return t;
 }
 
@@ -280,25 +292,22 @@ ggml_tensor * ggml_new_f32(ggml_context * ctx, float value) {
 ggml_tensor * ggml_dup_tensor(ggml_context * ctx, const ggml_tensor * src) {
     return ggml_new_tensor(ctx, src->type, GGML_MAX_DIMS, src->ne);
 }
+// The same elements as src, shape and strides included, over src's bytes.
 ggml_tensor * ggml_view_tensor(ggml_context * ctx, ggml_tensor * src) {
-    ggml_tensor * t = ggml_new_tensor_impl(ctx, src->type, GGML_MAX_DIMS, src->ne, src, 0);
-    ggml_format_name(t, "%s (view)", src->name);
-    for (int i = 0; i < GGML_MAX_DIMS; ++i) t->nb[i] = src->nb[i];
-    return t;
+    ggml_tensor * v = ggml_new_tensor_impl(ctx, src->type, GGML_MAX_DIMS, src->ne, src, 0);
+    std::copy(src->nb, src->nb + GGML_MAX_DIMS, v->nb);
+    return ggml_format_name(v, "%s (view)", src->name);
 }
 
-ggml_tensor * ggml_get_first_tensor(const ggml_context * ctx) {
-    for (ggml_object * obj = ctx->objects_begin; obj; obj = obj->next) {
-        if (obj->type == GGML_OBJECT_TYPE_TENSOR) return (ggml_tensor *) ((char *) ctx->mem_buffer + obj->offs);
-    }
-    return nullptr;
+// The first tensor at or after obj in the object list (graphs and work buffers are skipped).
+static ggml_tensor * tensor_at_or_after(const ggml_context * ctx, const ggml_object * obj) {
+    while (obj && obj->type != GGML_OBJECT_TYPE_TENSOR) obj = obj->next;
+    return obj ? (ggml_tensor *) ggml_object_payload(ctx, obj) : nullptr;
 }
+ggml_tensor * ggml_get_first_tensor(const ggml_context * ctx) { return tensor_at_or_after(ctx, ctx->first); }
 ggml_tensor * ggml_get_next_tensor(const ggml_context * ctx, ggml_tensor * tensor) {
-    ggml_object * obj = (ggml_object *) ((char *) tensor - GGML_OBJECT_SIZE);
-    for (obj = obj->next; obj; obj = obj->next) {
-        if (obj->type == GGML_OBJECT_TYPE_TENSOR) return (ggml_tensor *) ((char *) ctx->mem_buffer + obj->offs);
-    }
-    return nullptr;
+    const ggml_object * own = (const ggml_object *) ((const char *) tensor - GGML_OBJECT_SIZE); // see ggml_new_object
+    return tensor_at_or_after(ctx, own->next);
 }
 ggml_tensor * ggml_get_tensor(ggml_context * ctx, const char * name) {
     for (ggml_tensor * t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
@@ -309,18 +318,21 @@ ggml_tensor * ggml_get_tensor(ggml_context * ctx, const char * name) {
 
 // ---- names, flags, params ---------------------------------------------------------------
 const char * ggml_get_name(const ggml_tensor * t) { return t->name; }
+// Names longer than GGML_MAX_NAME - 1 bytes are cut; the result is always terminated.
 ggml_tensor * ggml_set_name(ggml_tensor * t, const char * name) {
-    size_t i = 0;
-    for (; i < sizeof(t->name) - 1 && name[i] != '\0'; ++i) t->name[i] = name[i];
-    t->name[i] = '\0';
+    const size_t len = strnlen(name, GGML_MAX_NAME - 1);
+    std::memcpy(t->name, name, len);
+    t->name[len] = '\0';
     return t;
 }
+// Formatted aside first: the arguments may be t's own name ("%s (copy)", t->name).
 ggml_tensor * ggml_format_name(ggml_tensor * t, const char * fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(t->name, sizeof(t->name), fmt, args);
-    va_end(args);
-    return t;
+    char text[GGML_MAX_NAME];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return ggml_set_name(t, text);
 }
 void ggml_set_input(ggml_tensor * t) { t->flags |= GGML_TENSOR_FLAG_INPUT; }
 void ggml_set_output(ggml_tensor * t) { t->flags |= GGML_TENSOR_FLAG_OUTPUT; }
@@ -421,16 +433,15 @@ const char * ggml_dep_kind_name(enum ggml_dep_kind kind) {
 }
 
 // ---- element access -------------------------------------------------------------------------
+// Element number -> coordinates, dim 0 varying fastest; whatever is left over lands in dim 3.
 void ggml_unravel_index(const ggml_tensor * t, int64_t i, int64_t * i0, int64_t * i1, int64_t * i2, int64_t * i3) {
-    const int64_t ne0 = t->ne[0], ne1 = t->ne[1], ne2 = t->ne[2];
-    const int64_t r3 = i / (ne2 * ne1 * ne0);
-    const int64_t r2 = (i - r3 * ne2 * ne1 * ne0) / (ne1 * ne0);
-    const int64_t r1 = (i - r3 * ne2 * ne1 * ne0 - r2 * ne1 * ne0) / ne0;
-    const int64_t r0 = i - r3 * ne2 * ne1 * ne0 - r2 * ne1 * ne0 - r1 * ne0;
-    if (i0) *i0 = r0;
-    if (i1) *i1 = r1;
-    if (i2) *i2 = r2;
-    if (i3) *i3 = r3;
+    int64_t * const coord[GGML_MAX_DIMS] = {i0, i1, i2, i3};
+    int64_t rest = i;
+    for (int d = 0; d + 1 < GGML_MAX_DIMS; ++d) {
+        if (coord[d]) *coord[d] = rest % t->ne[d];
+        rest /= t->ne[d];
+    }
+    if (coord[GGML_MAX_DIMS - 1]) *coord[GGML_MAX_DIMS - 1] = rest;
 }
 
 static void * element_ptr(const ggml_tensor * t, int i0, int i1, int i2, int i3) {

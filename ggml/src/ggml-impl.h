@@ -25,7 +25,7 @@ struct ggml_hazard_rules; // the dependency-edge rules and their access log (haz
 
 // One allocation inside the arena: a tensor (struct + data), a graph, or a work buffer.
 struct ggml_object {
-    size_t offs;  // of the payload from the start of mem_buffer
+    size_t offs;  // of the payload from the start of the arena
     size_t size;  // payload bytes
     struct ggml_object * next;
     int type;     // ggml_object_type
@@ -39,14 +39,15 @@ static const size_t GGML_OBJECT_SIZE = sizeof(struct ggml_object);
 struct ggml_tensor_state;  // per-tensor library state (below)
 struct ggml_graph_sched;   // a graph's execution order and edges (schedule.cpp)
 
+// The arena holds objects end to end, in creation order (ggml_new_object); everything
+// needing a destructor lives outside it.
 struct ggml_context {
-    size_t mem_size;
-    void * mem_buffer;
-    bool   mem_buffer_owned;
-    bool   no_alloc;
-    int    n_objects;
-    struct ggml_object * objects_begin;
-    struct ggml_object * objects_end;
+    char * arena;
+    size_t arena_size;   // a multiple of GGML_MEM_ALIGN
+    ggml_object * first; // the object list, oldest first
+    ggml_object * last;  // the arena is in use up to the end of its payload
+    bool arena_owned;    // ggml_init allocated it: ggml_free releases it
+    bool skip_data;      // no_alloc: new tensors get a struct only, data comes later
 
     // Per-tensor state of the tensors created here, outside the arena so that arena sizing
     // stays what ggml programs expect (deque: element addresses stay put).
@@ -64,24 +65,29 @@ struct ggml_tensor_state {
     uint64_t graph_id = 0;      // the latest graph that holds this tensor as a node; 0: none
 };
 static inline ggml_tensor_state * ggml_state(const ggml_tensor * t) { return (ggml_tensor_state *) t->impl; }
+static inline void * ggml_object_payload(const ggml_context * ctx, const ggml_object * obj) {
+    return ctx->arena + obj->offs;
+}
 
-// Open-addressing set of tensor pointers (graph membership).
-struct ggml_hash_set {
-    size_t size;
-    uint32_t * used; // bitset
-    struct ggml_tensor ** keys;
+// The tensors a graph has seen (nodes and leafs), by pointer: linear probing over a table
+// in the graph's own arena block. A bit per slot marks it taken, so clearing the set
+// touches 1/64 of the memory the pointers take.
+struct ggml_graph_members {
+    ggml_tensor ** slot;
+    uint32_t * taken;
+    size_t n_slot;
 };
 
 struct ggml_cgraph {
-    int size;
+    uint64_t id;               // unique over the process, never reused
+    uint64_t version;          // bumped whenever the node list changes
+    struct ggml_context * ctx; // the context whose arena holds this graph
+    int capacity;              // entries in nodes[] and in leafs[]
     int n_nodes;
-    int n_leafs;
     struct ggml_tensor ** nodes; // ops, in the order the program added them
+    int n_leafs;
     struct ggml_tensor ** leafs; // tensors without an op (weights, inputs, constants)
-    struct ggml_hash_set visited_hash_set;
-    struct ggml_context * ctx;   // the context whose arena holds this graph
-    uint64_t id;                 // unique over the process, never reused
-    uint64_t version;            // bumped whenever the node list changes
+    ggml_graph_members members;
     ggml_graph_sched * sched;    // cached execution order (schedule.cpp); freed with ctx
     // Nodes with a WAR/WAW edge to an op that is not yet a node: a later expansion may add
     // it (or an op ordered through it) and must then keep the list in order (graph.cpp).
@@ -241,8 +247,6 @@ void ggml_hazards_on_new_src(struct ggml_context * ctx, struct ggml_tensor * ten
 bool ggml_dep_pulls(const ggml_dep & dep, const struct ggml_cgraph * g);
 
 // ---- graphs (graph.cpp) ----
-size_t ggml_hash_find(const struct ggml_hash_set * set, const struct ggml_tensor * key); // index or SIZE_MAX
-bool   ggml_hash_contains(const struct ggml_hash_set * set, const struct ggml_tensor * key);
 bool   ggml_graph_has_node(const struct ggml_cgraph * g, const struct ggml_tensor * t);
 
 // Tensor pointer -> int, open addressing, no per-entry allocation (schedule and planner

@@ -3,88 +3,79 @@
 #include "ggml-impl.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <new>
 #include <vector>
 
-// ---- hash set --------------------------------------------------------------------------
-static size_t hash_size_for(size_t min_size) {
-    // a prime-ish odd size roughly twice the capacity keeps probe chains short
-    size_t n = min_size * 2 + 1;
-    return n | 1;
-}
+// ---- membership ------------------------------------------------------------------------
+// Twice as many slots as the graph can hold keeps probe runs short; odd, so that pointers
+// (multiples of 16 after the shift below drops 4 bits) spread over every slot.
+static size_t member_slots_for(size_t capacity) { return (capacity * 2 + 1) | 1; }
+static size_t taken_words(size_t n_slot) { return (n_slot + 31) / 32; }
 
-static size_t hash_slot(const ggml_hash_set * set, const ggml_tensor * key) {
-    return (size_t) ((uintptr_t) key >> 4) % set->size;
-}
-static bool bit_get(const uint32_t * bits, size_t i) { return (bits[i >> 5] >> (i & 31)) & 1; }
-static void bit_set(uint32_t * bits, size_t i) { bits[i >> 5] |= 1u << (i & 31); }
+static bool slot_taken(const ggml_graph_members & m, size_t i) { return (m.taken[i / 32] >> (i % 32)) & 1u; }
 
-size_t ggml_hash_find(const ggml_hash_set * set, const ggml_tensor * key) {
-    size_t i = hash_slot(set, key);
-    for (size_t probes = 0; probes < set->size; ++probes) {
-        if (!bit_get(set->used, i)) return i;            // free slot: key absent
-        if (set->keys[i] == key) return i;
-        i = (i + 1) % set->size;
+// The slot holding t, or the free slot where it would go; SIZE_MAX when t is absent and no
+// slot is free.
+static size_t member_slot(const ggml_graph_members & m, const ggml_tensor * t) {
+    const size_t home = (size_t) ((uintptr_t) t >> 4) % m.n_slot;
+    for (size_t k = 0, i = home; k < m.n_slot; ++k, i = i + 1 == m.n_slot ? 0 : i + 1) {
+        if (!slot_taken(m, i) || m.slot[i] == t) return i;
     }
-    return SIZE_MAX;                                      // full
+    return SIZE_MAX;
 }
-bool ggml_hash_contains(const ggml_hash_set * set, const ggml_tensor * key) {
-    const size_t i = ggml_hash_find(set, key);
-    return i != SIZE_MAX && bit_get(set->used, i) && set->keys[i] == key;
+static bool is_member(const ggml_graph_members & m, const ggml_tensor * t) {
+    const size_t i = member_slot(m, t);
+    return i != SIZE_MAX && slot_taken(m, i);
 }
-// returns true if inserted, false if already present
-static bool hash_insert(ggml_hash_set * set, ggml_tensor * key) {
-    const size_t i = ggml_hash_find(set, key);
-    GGML_ASSERT(i != SIZE_MAX && "graph hash set is full");
-    if (bit_get(set->used, i)) return false;
-    bit_set(set->used, i);
-    set->keys[i] = key;
+// false when t was a member already
+static bool add_member(ggml_graph_members & m, ggml_tensor * t) {
+    const size_t i = member_slot(m, t);
+    if (i == SIZE_MAX) GGML_ABORT("graph membership table full (%zu slots): a bug in sizing it", m.n_slot);
+    if (slot_taken(m, i)) return false;
+    m.taken[i / 32] |= 1u << (i % 32);
+    m.slot[i] = t;
     return true;
 }
+static void clear_members(ggml_graph_members & m) { std::memset(m.taken, 0, taken_words(m.n_slot) * sizeof(uint32_t)); }
 
 // ---- allocation ------------------------------------------------------------------------
-static size_t graph_nbytes(size_t size, size_t hash_size) {
-    return sizeof(ggml_cgraph) + 2 * size * sizeof(ggml_tensor *) + hash_size * sizeof(ggml_tensor *) +
-           ((hash_size + 31) / 32) * sizeof(uint32_t) + 64;
+// One arena block per graph: the struct, nodes[], leafs[], the member slots, the taken bits
+// (the pointer arrays first, so that each stays pointer-aligned), and slack.
+static size_t graph_nbytes(size_t capacity) {
+    const size_t n_slot = member_slots_for(capacity);
+    const size_t pointers = 2 * capacity + n_slot;
+    return sizeof(ggml_cgraph) + pointers * sizeof(ggml_tensor *) + taken_words(n_slot) * sizeof(uint32_t) + 64;
 }
-size_t ggml_graph_overhead_custom(size_t size, bool grads) {
-    (void) grads;
-    return GGML_OBJECT_SIZE + GGML_PAD(graph_nbytes(size, hash_size_for(size)), GGML_MEM_ALIGN);
+size_t ggml_graph_overhead_custom(size_t size, bool /*grads: no autograd*/) {
+    return GGML_OBJECT_SIZE + GGML_PAD(graph_nbytes(size), GGML_MEM_ALIGN);
 }
 size_t ggml_graph_overhead(void) { return ggml_graph_overhead_custom(GGML_DEFAULT_GRAPH_SIZE, false); }
 
-ggml_cgraph * ggml_new_graph_custom(ggml_context * ctx, size_t size, bool grads) {
-    (void) grads; // no autograd in kvgraph
-    const size_t hash_size = hash_size_for(size);
-    ggml_object * obj = ggml_new_object(ctx, GGML_OBJECT_TYPE_GRAPH, graph_nbytes(size, hash_size));
-    char * p = (char *) ctx->mem_buffer + obj->offs;
-    ggml_cgraph * g = (ggml_cgraph *) p;
-    p += sizeof(ggml_cgraph);
-    static std::atomic<uint64_t> next_id{1};
+ggml_cgraph * ggml_new_graph_custom(ggml_context * ctx, size_t size, bool /*grads: no autograd*/) {
+    static std::atomic<uint64_t> last_id{0};
+    ggml_object * obj = ggml_new_object(ctx, GGML_OBJECT_TYPE_GRAPH, graph_nbytes(size));
+    ggml_cgraph * g = new (ggml_object_payload(ctx, obj)) ggml_cgraph();
+    ggml_tensor ** arrays = (ggml_tensor **) (g + 1);
+    g->id = last_id.fetch_add(1, std::memory_order_relaxed) + 1;
     g->ctx = ctx;
-    g->id = next_id.fetch_add(1, std::memory_order_relaxed);
-    g->sched = nullptr;
-    g->open_nodes = nullptr;
-    g->version = 0;
-    g->size = (int) size;
-    g->n_nodes = 0;
-    g->n_leafs = 0;
-    g->nodes = (ggml_tensor **) p; p += size * sizeof(ggml_tensor *);
-    g->leafs = (ggml_tensor **) p; p += size * sizeof(ggml_tensor *);
-    g->visited_hash_set.size = hash_size;
-    g->visited_hash_set.keys = (ggml_tensor **) p; p += hash_size * sizeof(ggml_tensor *);
-    g->visited_hash_set.used = (uint32_t *) p;
-    std::memset(g->visited_hash_set.used, 0, ((hash_size + 31) / 32) * sizeof(uint32_t));
-    return g;
+    g->capacity = (int) size;
+    g->nodes = arrays;
+    g->leafs = arrays + size;
+    g->members.slot = arrays + 2 * size;
+    g->members.n_slot = member_slots_for(size);
+    g->members.taken = (uint32_t *) (g->members.slot + g->members.n_slot);
+    clear_members(g->members);
+    return g; // counts, version, schedule and open nodes start at zero / null
 }
 ggml_cgraph * ggml_new_graph(ggml_context * ctx) { return ggml_new_graph_custom(ctx, GGML_DEFAULT_GRAPH_SIZE, false); }
 
 void ggml_graph_clear(ggml_cgraph * g) {
-    g->version++;
-    g->n_nodes = 0;
-    g->n_leafs = 0;
+    g->n_nodes = g->n_leafs = 0;
+    clear_members(g->members);
     if (g->open_nodes) g->open_nodes->clear();
-    std::memset(g->visited_hash_set.used, 0, ((g->visited_hash_set.size + 31) / 32) * sizeof(uint32_t));
+    g->version++;
 }
 
 // ---- building --------------------------------------------------------------------------
@@ -100,7 +91,7 @@ static void claim(ggml_cgraph * g, ggml_tensor * t) {
 // no node of g, and may become one, or be looked through (ggml_for_each_pred).
 static bool edge_may_open(const ggml_cgraph * g, const ggml_dep & d) {
     const ggml_tensor * p = d.tensor;
-    if (ggml_hash_contains(&g->visited_hash_set, p)) return false;
+    if (is_member(g->members, p)) return false;
     return ggml_op_is_view(p->op) || ggml_op_runs_nowhere(p, g->id);
 }
 
@@ -108,7 +99,7 @@ static bool edge_may_open(const ggml_cgraph * g, const ggml_dep & d) {
 // every predecessor it adds is placed before its consumer. Edges are taken oldest first, so
 // that writers a reader pulls land in the order they were created.
 static void visit(ggml_cgraph * g, ggml_tensor * t) {
-    if (!hash_insert(&g->visited_hash_set, t)) return;
+    if (!add_member(g->members, t)) return;
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
         if (t->src[i]) visit(g, t->src[i]);
     }
@@ -118,11 +109,11 @@ static void visit(ggml_cgraph * g, ggml_tensor * t) {
         else open = open || edge_may_open(g, t->deps[i]);
     }
     if (t->op == GGML_OP_NONE && !(t->flags & GGML_TENSOR_FLAG_PARAM)) {
-        GGML_ASSERT(g->n_leafs < g->size && "graph is full: use ggml_new_graph_custom with a larger size");
+        GGML_ASSERT(g->n_leafs < g->capacity && "graph is full: use ggml_new_graph_custom with a larger size");
         if (t->name[0] == '\0') ggml_format_name(t, "leaf_%d", g->n_leafs);
         g->leafs[g->n_leafs++] = t;
     } else {
-        GGML_ASSERT(g->n_nodes < g->size && "graph is full: use ggml_new_graph_custom with a larger size");
+        GGML_ASSERT(g->n_nodes < g->capacity && "graph is full: use ggml_new_graph_custom with a larger size");
         if (t->name[0] == '\0') ggml_format_name(t, "node_%d", g->n_nodes);
         g->nodes[g->n_nodes++] = t;
         claim(g, t);
@@ -186,18 +177,18 @@ void ggml_build_forward_expand(ggml_cgraph * g, ggml_tensor * tensor) {
 }
 
 void ggml_graph_add_node(ggml_cgraph * g, ggml_tensor * tensor) {
-    GGML_ASSERT(g->n_nodes < g->size && "graph is full: use ggml_new_graph_custom with a larger size");
-    hash_insert(&g->visited_hash_set, tensor);
+    GGML_ASSERT(g->n_nodes < g->capacity && "graph is full: use ggml_new_graph_custom with a larger size");
+    add_member(g->members, tensor);
     g->nodes[g->n_nodes++] = tensor;
     claim(g, tensor);
 }
 
 // The nodes move to dst as they are (same order; the schedule is rebuilt for dst).
 void ggml_graph_cpy(ggml_cgraph * src, ggml_cgraph * dst) {
-    GGML_ASSERT(dst->size >= src->n_leafs && dst->size >= src->n_nodes);
+    GGML_ASSERT(dst->capacity >= src->n_leafs && dst->capacity >= src->n_nodes);
     ggml_graph_clear(dst);
     for (int i = 0; i < src->n_leafs; ++i) {
-        hash_insert(&dst->visited_hash_set, src->leafs[i]);
+        add_member(dst->members, src->leafs[i]);
         dst->leafs[dst->n_leafs++] = src->leafs[i];
     }
     for (int i = 0; i < src->n_nodes; ++i) ggml_graph_add_node(dst, src->nodes[i]);
@@ -205,10 +196,10 @@ void ggml_graph_cpy(ggml_cgraph * src, ggml_cgraph * dst) {
 void ggml_graph_reset(ggml_cgraph * g) { GGML_ASSERT(g != nullptr); } // no gradients to zero
 
 bool ggml_graph_has_node(const ggml_cgraph * g, const ggml_tensor * t) {
-    return ggml_hash_contains(&g->visited_hash_set, t) && t->op != GGML_OP_NONE;
+    return is_member(g->members, t) && t->op != GGML_OP_NONE;
 }
 
-int ggml_graph_size(ggml_cgraph * g) { return g->size; }
+int ggml_graph_size(ggml_cgraph * g) { return g->capacity; }
 int ggml_graph_n_nodes(ggml_cgraph * g) { return g->n_nodes; }
 ggml_tensor ** ggml_graph_nodes(ggml_cgraph * g) { return g->nodes; }
 ggml_tensor * ggml_graph_node(ggml_cgraph * g, int i) {
@@ -227,17 +218,32 @@ ggml_tensor * ggml_graph_get_tensor(const ggml_cgraph * g, const char * name) {
     return nullptr;
 }
 
+// One line per tensor: position, what it is, its shape, and for nodes what it reads and how
+// many control edges order it.
+static void print_shape(const ggml_tensor * t) {
+    printf("%-5s %lld x %lld x %lld x %lld", ggml_type_name(t->type), (long long) t->ne[0], (long long) t->ne[1],
+           (long long) t->ne[2], (long long) t->ne[3]);
+}
 void ggml_graph_print(const ggml_cgraph * g) {
-    printf("=== GRAPH ===\nn_nodes = %d\n", g->n_nodes);
+    printf("graph %llu: %d of %d nodes used, %d leafs\n", (unsigned long long) g->id, g->n_nodes, g->capacity,
+           g->n_leafs);
     for (int i = 0; i < g->n_nodes; ++i) {
         const ggml_tensor * t = g->nodes[i];
-        printf(" - %3d: [ %5lld, %5lld, %5lld, %5lld] %16s %-24s deps:%d\n", i, (long long) t->ne[0], (long long) t->ne[1],
-               (long long) t->ne[2], (long long) t->ne[3], ggml_op_desc(t), t->name, t->n_deps);
+        printf("  node %4d  %-14s '%s'  ", i, ggml_op_desc(t), t->name);
+        print_shape(t);
+        const char * sep = "  reads ";
+        for (const ggml_tensor * src : t->src) {
+            if (!src) continue;
+            printf("%s'%s'", sep, src->name);
+            sep = ", ";
+        }
+        if (t->n_deps > 0) printf("  after %d edge%s", t->n_deps, t->n_deps == 1 ? "" : "s");
+        printf("\n");
     }
-    printf("n_leafs = %d\n", g->n_leafs);
     for (int i = 0; i < g->n_leafs; ++i) {
         const ggml_tensor * t = g->leafs[i];
-        printf(" - %3d: [ %5lld, %5lld] %8s %s\n", i, (long long) t->ne[0], (long long) t->ne[1], ggml_op_name(t->op), t->name);
+        printf("  leaf %4d  '%s'  ", i, t->name);
+        print_shape(t);
+        printf("\n");
     }
-    printf("========================================\n");
 }

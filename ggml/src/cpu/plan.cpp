@@ -155,7 +155,7 @@ enum ggml_status ggml_graph_compute_with_ctx(ggml_context * ctx, ggml_cgraph * c
     ggml_cplan cplan = ggml_graph_plan(cgraph, n_threads, nullptr);
     if (cplan.work_size > 0) {
         ggml_object * obj = ggml_new_object(ctx, GGML_OBJECT_TYPE_WORK_BUFFER, cplan.work_size);
-        cplan.work_data = (uint8_t *) ctx->mem_buffer + obj->offs;
+        cplan.work_data = (uint8_t *) ggml_object_payload(ctx, obj);
     }
     return ggml_graph_compute(cgraph, &cplan);
 }
