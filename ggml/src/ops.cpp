@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 static ggml_tensor * finish_op(ggml_context * ctx, ggml_tensor * t) {
     ggml_hazards_on_new_op(ctx, t);
@@ -177,20 +178,24 @@ ggml_tensor * ggml_argmax(ggml_context * ctx, ggml_tensor * a) {
     r->src[0] = a;
     return finish_op(ctx, r);
 }
+// b placed after a along dim; every other extent must agree.
 ggml_tensor * ggml_concat(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int dim) {
-    GGML_ASSERT(dim >= 0 && dim < GGML_MAX_DIMS && a->type == b->type);
-    int64_t ne[GGML_MAX_DIMS];
-    for (int d = 0; d < GGML_MAX_DIMS; ++d) {
-        if (d == dim) { ne[d] = a->ne[d] + b->ne[d]; continue; }
-        GGML_ASSERT(a->ne[d] == b->ne[d]);
-        ne[d] = a->ne[d];
+    if (dim < 0 || dim >= GGML_MAX_DIMS) GGML_ABORT("concat: dim %d is outside 0..%d", dim, GGML_MAX_DIMS - 1);
+    if (a->type != b->type) {
+        GGML_ABORT("concat: '%s' is %s but '%s' is %s", a->name, ggml_type_name(a->type), b->name,
+                   ggml_type_name(b->type));
     }
-    ggml_tensor * r = ggml_new_tensor(ctx, a->type, GGML_MAX_DIMS, ne);
+    int64_t joined[GGML_MAX_DIMS];
+    for (int d = 0; d < GGML_MAX_DIMS; ++d) {
+        if (d != dim && a->ne[d] != b->ne[d]) {
+            GGML_ABORT("concat along dim %d: dim %d is %lld in '%s' but %lld in '%s'", dim, d, (long long) a->ne[d],
+                       a->name, (long long) b->ne[d], b->name);
+        }
+        joined[d] = d == dim ? a->ne[d] + b->ne[d] : a->ne[d];
+    }
+    ggml_tensor * r = ggml_new_tensor(ctx, a->type, GGML_MAX_DIMS, joined);
     ggml_set_op_params_i32(r, 0, dim);
-    r->op = GGML_OP_CONCAT;
-    r->src[0] = a;
-    r->src[1] = b;
-    return finish_op(ctx, r);
+    return ggml_finish_op(ctx, r, GGML_OP_CONCAT, a, b);
 }
 
 static ggml_tensor * norm_impl(ggml_context * ctx, ggml_tensor * a, float eps, enum ggml_op op, bool inplace) {
@@ -301,14 +306,13 @@ ggml_tensor * ggml_permute(ggml_context * ctx, ggml_tensor * a, int axis0, int a
     for (int i = 0; i < 4; ++i) ggml_set_op_params_i32(r, i, axes[i]);
     return finish_op(ctx, r);
 }
+// The first two dims trade places, strides with them; no byte moves.
 ggml_tensor * ggml_transpose(ggml_context * ctx, ggml_tensor * a) {
-    ggml_tensor * r = ggml_view_tensor(ctx, a);
+    ggml_tensor * r = ggml_view_tensor(ctx, a); // starts with a's shape and strides
+    std::swap(r->ne[0], r->ne[1]);
+    std::swap(r->nb[0], r->nb[1]);
     ggml_format_name(r, "%s (transposed)", a->name);
-    r->ne[0] = a->ne[1]; r->ne[1] = a->ne[0];
-    r->nb[0] = a->nb[1]; r->nb[1] = a->nb[0];
-    r->op = GGML_OP_TRANSPOSE;
-    r->src[0] = a;
-    return finish_op(ctx, r);
+    return ggml_finish_op(ctx, r, GGML_OP_TRANSPOSE, a);
 }
 
 // ---- rows -----------------------------------------------------------------------------------------
