@@ -112,13 +112,15 @@ GGML_API int64_t      gguf_get_val_i64 (const struct gguf_context * ctx, int64_t
 GGML_API double       gguf_get_val_f64 (const struct gguf_context * ctx, int64_t key_id);
 GGML_API bool         gguf_get_val_bool(const struct gguf_context * ctx, int64_t key_id);
 GGML_API const char * gguf_get_val_str (const struct gguf_context * ctx, int64_t key_id);
-// Raw bytes of a scalar, non-string value.
+// The bytes of a single fixed-size value, as stored (little-endian); a string, or anything
+// holding other than exactly one element, aborts.
 GGML_API const void * gguf_get_val_data(const struct gguf_context * ctx, int64_t key_id);
-// Number of elements (1 for a scalar).
+// How many elements an array has; a scalar counts as 1.
 GGML_API size_t       gguf_get_arr_n   (const struct gguf_context * ctx, int64_t key_id);
-// Raw pointer to the first element (not for string arrays); bools are stored as one byte.
+// An array's elements as stored, back to back (a bool takes one byte, 0 or 1). String
+// arrays have no such block: use gguf_get_arr_str.
 GGML_API const void * gguf_get_arr_data(const struct gguf_context * ctx, int64_t key_id);
-// i-th string of a string array.
+// Element i of a string array, NUL-terminated.
 GGML_API const char * gguf_get_arr_str (const struct gguf_context * ctx, int64_t key_id, size_t i);
 
 GGML_API int64_t        gguf_get_n_tensors    (const struct gguf_context * ctx);
@@ -129,10 +131,11 @@ GGML_API const char *   gguf_get_tensor_name  (const struct gguf_context * ctx, 
 GGML_API enum ggml_type gguf_get_tensor_type  (const struct gguf_context * ctx, int64_t tensor_id);
 GGML_API size_t         gguf_get_tensor_size  (const struct gguf_context * ctx, int64_t tensor_id); // bytes
 
-// Removes key if present; returns the id it had, or -1.
+// Deletes the pair named key. Returns its id before the deletion (later ids shift down by
+// one), or -1 when there was no such key.
 GGML_API int64_t gguf_remove_key(struct gguf_context * ctx, const char * key);
 
-// Override an existing KV pair or add one; the set pair always moves to the back.
+// Each setter replaces the value of key, or adds the pair; either way the pair is last afterwards.
 // Setting general.alignment (u32 only, a power of 2) re-lays out the tensor offsets.
 GGML_API void gguf_set_val_u8  (struct gguf_context * ctx, const char * key, uint8_t      val);
 GGML_API void gguf_set_val_i8  (struct gguf_context * ctx, const char * key, int8_t       val);

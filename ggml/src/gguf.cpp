@@ -29,9 +29,12 @@ struct gguf_kv {
     std::vector<std::string> strs;  // string values
 };
 
-struct gguf_tensor_info {
-    ggml_tensor t;       // name, type, ne, nb; data = caller's bytes for writing (else NULL)
-    uint64_t offset = 0; // relative to the data section
+// A tensor's entry in the file's table: where its bytes start, counted from the start of
+// the data section, and a tensor struct describing them (name, type, ne, nb; data only
+// while writing: the caller's bytes).
+struct tensor_entry {
+    uint64_t rel_offset = 0;
+    ggml_tensor desc;
 };
 
 struct gguf_error {
@@ -182,13 +185,14 @@ struct ggml_ctx_deleter {
 
 } // namespace
 
+// What a file holds, or what gguf_write_to_file will write: metadata pairs and the tensor
+// table, both in file order.
 struct gguf_context {
-    uint32_t version = GGUF_VERSION;
-    std::vector<gguf_kv> kv;
-    std::vector<gguf_tensor_info> info;
-    size_t alignment = GGUF_DEFAULT_ALIGNMENT;
-    size_t offset = 0; // file offset of the data section (read contexts)
-    size_t size = 0;   // bytes of the data section the tensors use (read contexts)
+    std::vector<gguf_kv> pairs;
+    std::vector<tensor_entry> tensors;
+    size_t data_start = 0;                 // read contexts: file offset of the data section
+    size_t align = GGUF_DEFAULT_ALIGNMENT; // general.alignment, kept in step with that key
+    uint32_t file_version = GGUF_VERSION;
 };
 
 namespace {
@@ -243,9 +247,9 @@ void read_kv(gguf_reader & r, gguf_context & ctx, std::unordered_set<std::string
         uint32_t align;
         std::memcpy(&align, kv.data.data(), sizeof(align));
         if (!is_pow2(align)) r.fail("alignment %" PRIu32 " is not a nonzero power of 2", align);
-        ctx.alignment = align;
+        ctx.align = align;
     }
-    ctx.kv.push_back(std::move(kv));
+    ctx.pairs.push_back(std::move(kv));
 }
 
 void read_tensor_info(gguf_reader & r, gguf_context & ctx, std::unordered_set<std::string> & seen, uint64_t i,
@@ -305,77 +309,75 @@ void read_tensor_info(gguf_reader & r, gguf_context & ctx, std::unordered_set<st
 
     const uint64_t off_at = r.pos();
     const uint64_t offset = r.read<uint64_t>("tensor data offset");
-    if (offset % ctx.alignment != 0) {
+    if (offset % ctx.align != 0) {
         r.fail("data offset %" PRIu64 " (at offset %" PRIu64 ") is not a multiple of the alignment %zu", offset, off_at,
-               ctx.alignment);
+               ctx.align);
     }
 
-    gguf_tensor_info ti;
-    std::memset((void *) &ti.t, 0, sizeof(ti.t));
-    ti.t.type = type;
-    for (int j = 0; j < GGML_MAX_DIMS; ++j) ti.t.ne[j] = ne[j];
-    ti.t.nb[0] = ggml_type_size(type);
-    ti.t.nb[1] = ti.t.nb[0] * (size_t) (ne[0] / blck);
-    for (int j = 2; j < GGML_MAX_DIMS; ++j) ti.t.nb[j] = ti.t.nb[j - 1] * (size_t) ne[j - 1];
-    std::memcpy(ti.t.name, name.c_str(), name.size() + 1);
-    ti.offset = offset;
-    ctx.info.push_back(ti);
+    tensor_entry ti;
+    std::memset((void *) &ti.desc, 0, sizeof(ti.desc));
+    ti.desc.type = type;
+    for (int j = 0; j < GGML_MAX_DIMS; ++j) ti.desc.ne[j] = ne[j];
+    ti.desc.nb[0] = ggml_type_size(type);
+    ti.desc.nb[1] = ti.desc.nb[0] * (size_t) (ne[0] / blck);
+    for (int j = 2; j < GGML_MAX_DIMS; ++j) ti.desc.nb[j] = ti.desc.nb[j - 1] * (size_t) ne[j - 1];
+    std::memcpy(ti.desc.name, name.c_str(), name.size() + 1);
+    ti.rel_offset = offset;
+    ctx.tensors.push_back(ti);
     info_offs.push_back(at);
 }
 
 // Tensor data must lie inside the file and tensors must not share bytes.
 void check_tensor_data(gguf_reader & r, gguf_context & ctx, const std::vector<uint64_t> & info_offs) {
     const uint64_t file_size = r.size();
-    std::vector<size_t> order(ctx.info.size());
-    uint64_t end_max = ctx.offset;
-    for (size_t i = 0; i < ctx.info.size(); ++i) {
+    std::vector<size_t> order(ctx.tensors.size());
+    for (size_t i = 0; i < ctx.tensors.size(); ++i) {
         order[i] = i;
-        const gguf_tensor_info & ti = ctx.info[i];
-        const uint64_t nbytes = ggml_nbytes(&ti.t);
-        r.set_item(format("tensor '%s'", printable(ti.t.name).c_str()), info_offs[i]);
-        if (ti.offset > UINT64_MAX - ctx.offset || ctx.offset + ti.offset > UINT64_MAX - nbytes) {
-            r.fail("data offset %" PRIu64 " + size %" PRIu64 " overflows", ti.offset, nbytes);
+        const tensor_entry & ti = ctx.tensors[i];
+        const uint64_t nbytes = ggml_nbytes(&ti.desc);
+        r.set_item(format("tensor '%s'", printable(ti.desc.name).c_str()), info_offs[i]);
+        if (ti.rel_offset > UINT64_MAX - ctx.data_start || ctx.data_start + ti.rel_offset > UINT64_MAX - nbytes) {
+            r.fail("data offset %" PRIu64 " + size %" PRIu64 " overflows", ti.rel_offset, nbytes);
         }
-        const uint64_t begin = ctx.offset + ti.offset, end = begin + nbytes;
+        const uint64_t begin = ctx.data_start + ti.rel_offset, end = begin + nbytes;
         if (end > file_size) {
             r.fail("data [%" PRIu64 ", %" PRIu64 ") extends past end of file (%" PRIu64 " bytes)", begin, end, file_size);
         }
-        end_max = std::max(end_max, end);
     }
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ctx.info[a].offset < ctx.info[b].offset; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return ctx.tensors[a].rel_offset < ctx.tensors[b].rel_offset; });
     for (size_t k = 1; k < order.size(); ++k) {
-        const gguf_tensor_info & prev = ctx.info[order[k - 1]];
-        const gguf_tensor_info & cur = ctx.info[order[k]];
-        const uint64_t prev_end = prev.offset + ggml_nbytes(&prev.t);
-        if (cur.offset < prev_end) {
-            r.set_item(format("tensor '%s'", printable(cur.t.name).c_str()), info_offs[order[k]]);
+        const tensor_entry & prev = ctx.tensors[order[k - 1]];
+        const tensor_entry & cur = ctx.tensors[order[k]];
+        const uint64_t prev_end = prev.rel_offset + ggml_nbytes(&prev.desc);
+        if (cur.rel_offset < prev_end) {
+            r.set_item(format("tensor '%s'", printable(cur.desc.name).c_str()), info_offs[order[k]]);
             r.fail("data [%" PRIu64 ", %" PRIu64 ") overlaps tensor '%s' data [%" PRIu64 ", %" PRIu64 ")",
-                   ctx.offset + cur.offset, ctx.offset + cur.offset + ggml_nbytes(&cur.t), printable(prev.t.name).c_str(),
-                   ctx.offset + prev.offset, ctx.offset + prev_end);
+                   ctx.data_start + cur.rel_offset, ctx.data_start + cur.rel_offset + ggml_nbytes(&cur.desc),
+                   printable(prev.desc.name).c_str(), ctx.data_start + prev.rel_offset, ctx.data_start + prev_end);
         }
     }
-    ctx.size = end_max - ctx.offset;
 }
 
 // Creates the ggml context holding the tensors (and their data unless no_alloc).
 ggml_context * make_ggml_ctx(gguf_reader & r, const gguf_context & ctx, bool no_alloc) {
     size_t mem = 0;
-    for (const gguf_tensor_info & ti : ctx.info) {
+    for (const tensor_entry & ti : ctx.tensors) {
         // struct + object header + arena alignment slack, then the data
         const size_t need = ggml_tensor_overhead() + 2 * GGML_MEM_ALIGN;
-        const size_t data = no_alloc ? 0 : ggml_nbytes(&ti.t);
+        const size_t data = no_alloc ? 0 : ggml_nbytes(&ti.desc);
         if (data > SIZE_MAX - need || mem > SIZE_MAX - need - data) r.fail("ggml context size overflows");
         mem += need + data;
     }
-    r.set_item("ggml context", ctx.offset);
+    r.set_item("ggml context", ctx.data_start);
     std::unique_ptr<ggml_context, ggml_ctx_deleter> gctx(ggml_init({mem, nullptr, no_alloc}));
     if (!gctx) r.fail("cannot allocate %zu bytes for the ggml context", mem);
-    for (const gguf_tensor_info & ti : ctx.info) {
-        ggml_tensor * t = ggml_new_tensor(gctx.get(), ti.t.type, GGML_MAX_DIMS, ti.t.ne);
-        ggml_set_name(t, ti.t.name);
+    for (const tensor_entry & ti : ctx.tensors) {
+        ggml_tensor * t = ggml_new_tensor(gctx.get(), ti.desc.type, GGML_MAX_DIMS, ti.desc.ne);
+        ggml_set_name(t, ti.desc.name);
         if (!no_alloc) {
-            r.set_item(format("tensor '%s' data", printable(ti.t.name).c_str()), ctx.offset + ti.offset);
-            r.seek(ctx.offset + ti.offset);
+            r.set_item(format("tensor '%s' data", printable(ti.desc.name).c_str()), ctx.data_start + ti.rel_offset);
+            r.seek(ctx.data_start + ti.rel_offset);
             r.read(t->data, ggml_nbytes(t), "tensor data");
         }
     }
@@ -398,7 +400,7 @@ gguf_context * parse(gguf_reader & r, gguf_init_params params, std::string & err
         if (version == 1) r.fail("GGUF v1 is not supported (only v2 and v3)");
         if (version > 0xffff && (version & 0xffff) == 0) r.fail("big-endian GGUF files are not supported");
         if (version != 2 && version != 3) r.fail("unsupported GGUF version %" PRIu32 " (only 2 and 3)", version);
-        ctx->version = version;
+        ctx->file_version = version;
 
         r.set_item("n_tensors", 8);
         const uint64_t n_tensors = r.read<uint64_t>("n_tensors");
@@ -417,22 +419,23 @@ gguf_context * parse(gguf_reader & r, gguf_init_params params, std::string & err
         }
 
         std::unordered_set<std::string> seen;
-        ctx->kv.reserve((size_t) std::min<uint64_t>(n_kv, RESERVE_CAP));
+        ctx->pairs.reserve((size_t) std::min<uint64_t>(n_kv, RESERVE_CAP));
         for (uint64_t i = 0; i < n_kv; ++i) read_kv(r, *ctx, seen, i);
 
         seen.clear();
         std::vector<uint64_t> info_offs;
-        ctx->info.reserve((size_t) std::min<uint64_t>(n_tensors, RESERVE_CAP));
+        ctx->tensors.reserve((size_t) std::min<uint64_t>(n_tensors, RESERVE_CAP));
         for (uint64_t i = 0; i < n_tensors; ++i) read_tensor_info(r, *ctx, seen, i, info_offs);
 
         // the data section starts at the padded end of the metadata, even with no tensors;
         // a file without tensors may end unpadded (llama.cpp's vocab-only files do), as ggml accepts
         const uint64_t meta_end = r.pos();
-        ctx->offset = (size_t) pad_to(meta_end, ctx->alignment);
-        if (ctx->offset > r.size() && n_tensors > 0) {
+        ctx->data_start = (size_t) pad_to(meta_end, ctx->align);
+        if (ctx->data_start > r.size() && n_tensors > 0) {
             r.set_item("data section", meta_end);
             r.fail("starts at offset %zu (end of metadata padded to the alignment %zu), past end of file (%" PRIu64
-                   " bytes)", ctx->offset, ctx->alignment, r.size());
+                   " bytes)",
+                   ctx->data_start, ctx->align, r.size());
         }
         check_tensor_data(r, *ctx, info_offs);
 
@@ -515,21 +518,21 @@ const char * gguf_type_name(enum gguf_type type) {
 
 // ---- reading accessors ---------------------------------------------------------------------------
 
-uint32_t gguf_get_version(const gguf_context * ctx) { return ctx->version; }
-size_t gguf_get_alignment(const gguf_context * ctx) { return ctx->alignment; }
-size_t gguf_get_data_offset(const gguf_context * ctx) { return ctx->offset; }
-int64_t gguf_get_n_kv(const gguf_context * ctx) { return (int64_t) ctx->kv.size(); }
+uint32_t gguf_get_version(const gguf_context * ctx) { return ctx->file_version; }
+size_t gguf_get_alignment(const gguf_context * ctx) { return ctx->align; }
+size_t gguf_get_data_offset(const gguf_context * ctx) { return ctx->data_start; }
+int64_t gguf_get_n_kv(const gguf_context * ctx) { return (int64_t) ctx->pairs.size(); }
 
 int64_t gguf_find_key(const gguf_context * ctx, const char * key) {
-    for (size_t i = 0; i < ctx->kv.size(); ++i) {
-        if (ctx->kv[i].key == key) return (int64_t) i;
+    for (size_t i = 0; i < ctx->pairs.size(); ++i) {
+        if (ctx->pairs[i].key == key) return (int64_t) i;
     }
     return -1;
 }
 
 static const gguf_kv & get_kv(const gguf_context * ctx, int64_t key_id) {
     GGML_ASSERT(key_id >= 0 && key_id < gguf_get_n_kv(ctx));
-    return ctx->kv[key_id];
+    return ctx->pairs[key_id];
 }
 
 const char * gguf_get_key(const gguf_context * ctx, int64_t key_id) { return get_kv(ctx, key_id).key.c_str(); }
@@ -598,42 +601,42 @@ const char * gguf_get_arr_str(const gguf_context * ctx, int64_t key_id, size_t i
     return kv.strs[i].c_str();
 }
 
-int64_t gguf_get_n_tensors(const gguf_context * ctx) { return (int64_t) ctx->info.size(); }
+int64_t gguf_get_n_tensors(const gguf_context * ctx) { return (int64_t) ctx->tensors.size(); }
 
 int64_t gguf_find_tensor(const gguf_context * ctx, const char * name) {
-    for (size_t i = 0; i < ctx->info.size(); ++i) {
-        if (std::strcmp(ctx->info[i].t.name, name) == 0) return (int64_t) i;
+    for (size_t i = 0; i < ctx->tensors.size(); ++i) {
+        if (std::strcmp(ctx->tensors[i].desc.name, name) == 0) return (int64_t) i;
     }
     return -1;
 }
 
-static const gguf_tensor_info & get_info(const gguf_context * ctx, int64_t tensor_id) {
+static const tensor_entry & get_info(const gguf_context * ctx, int64_t tensor_id) {
     GGML_ASSERT(tensor_id >= 0 && tensor_id < gguf_get_n_tensors(ctx));
-    return ctx->info[tensor_id];
+    return ctx->tensors[tensor_id];
 }
 
-size_t gguf_get_tensor_offset(const gguf_context * ctx, int64_t id) { return get_info(ctx, id).offset; }
-const char * gguf_get_tensor_name(const gguf_context * ctx, int64_t id) { return get_info(ctx, id).t.name; }
-enum ggml_type gguf_get_tensor_type(const gguf_context * ctx, int64_t id) { return get_info(ctx, id).t.type; }
-size_t gguf_get_tensor_size(const gguf_context * ctx, int64_t id) { return ggml_nbytes(&get_info(ctx, id).t); }
+size_t gguf_get_tensor_offset(const gguf_context * ctx, int64_t id) { return get_info(ctx, id).rel_offset; }
+const char * gguf_get_tensor_name(const gguf_context * ctx, int64_t id) { return get_info(ctx, id).desc.name; }
+enum ggml_type gguf_get_tensor_type(const gguf_context * ctx, int64_t id) { return get_info(ctx, id).desc.type; }
+size_t gguf_get_tensor_size(const gguf_context * ctx, int64_t id) { return ggml_nbytes(&get_info(ctx, id).desc); }
 
 // ---- editing -------------------------------------------------------------------------------------
 
 // Tensor data stays one block: each tensor starts at the previous end padded to the alignment.
 static void relayout(gguf_context * ctx) {
     uint64_t off = 0;
-    for (gguf_tensor_info & ti : ctx->info) {
-        ti.offset = off;
-        off += pad_to(ggml_nbytes(&ti.t), ctx->alignment);
+    for (tensor_entry & ti : ctx->tensors) {
+        ti.rel_offset = off;
+        off += pad_to(ggml_nbytes(&ti.desc), ctx->align);
     }
 }
 
 int64_t gguf_remove_key(gguf_context * ctx, const char * key) {
     const int64_t id = gguf_find_key(ctx, key);
     if (id >= 0) {
-        ctx->kv.erase(ctx->kv.begin() + id);
+        ctx->pairs.erase(ctx->pairs.begin() + id);
         if (std::strcmp(key, GGUF_KEY_GENERAL_ALIGNMENT) == 0) {
-            ctx->alignment = GGUF_DEFAULT_ALIGNMENT;
+            ctx->align = GGUF_DEFAULT_ALIGNMENT;
             relayout(ctx);
         }
     }
@@ -651,9 +654,9 @@ static void put_kv(gguf_context * ctx, gguf_kv kv) {
         if (!is_pow2(align)) GGML_ABORT("gguf: " GGUF_KEY_GENERAL_ALIGNMENT " must be a power of 2, got %u", align);
     }
     gguf_remove_key(ctx, kv.key.c_str());
-    ctx->kv.push_back(std::move(kv));
+    ctx->pairs.push_back(std::move(kv));
     if (is_alignment) {
-        ctx->alignment = align;
+        ctx->align = align;
         relayout(ctx);
     }
 }
@@ -720,7 +723,7 @@ void gguf_set_arr_str(gguf_context * ctx, const char * key, const char ** data, 
 }
 
 void gguf_set_kv(gguf_context * ctx, const gguf_context * src) {
-    const std::vector<gguf_kv> copy = src->kv; // src may be ctx
+    const std::vector<gguf_kv> copy = src->pairs; // src may be ctx
     for (const gguf_kv & kv : copy) put_kv(ctx, kv);
 }
 
@@ -733,42 +736,42 @@ void gguf_add_tensor(gguf_context * ctx, const ggml_tensor * tensor) {
         GGML_ABORT("gguf_add_tensor: '%s' is %s, an in-memory layout (ggml_kvg_unrepack it)", tensor->name, ggml_type_name(tensor->type));
     }
     GGML_ASSERT(ggml_is_contiguous(tensor) && "gguf_add_tensor: tensor must be contiguous");
-    gguf_tensor_info ti;
-    std::memset((void *) &ti.t, 0, sizeof(ti.t));
-    ti.t.type = tensor->type;
+    tensor_entry ti;
+    std::memset((void *) &ti.desc, 0, sizeof(ti.desc));
+    ti.desc.type = tensor->type;
     for (int j = 0; j < GGML_MAX_DIMS; ++j) {
-        ti.t.ne[j] = tensor->ne[j];
-        ti.t.nb[j] = tensor->nb[j];
+        ti.desc.ne[j] = tensor->ne[j];
+        ti.desc.nb[j] = tensor->nb[j];
     }
-    std::memcpy(ti.t.name, tensor->name, sizeof(ti.t.name));
-    ti.t.data = tensor->data;
-    if (!ctx->info.empty()) {
-        const gguf_tensor_info & last = ctx->info.back();
-        ti.offset = last.offset + pad_to(ggml_nbytes(&last.t), ctx->alignment);
+    std::memcpy(ti.desc.name, tensor->name, sizeof(ti.desc.name));
+    ti.desc.data = tensor->data;
+    if (!ctx->tensors.empty()) {
+        const tensor_entry & last = ctx->tensors.back();
+        ti.rel_offset = last.rel_offset + pad_to(ggml_nbytes(&last.desc), ctx->align);
     }
-    ctx->info.push_back(ti);
+    ctx->tensors.push_back(ti);
 }
 
-static gguf_tensor_info & find_info(gguf_context * ctx, const char * name) {
+static tensor_entry & find_info(gguf_context * ctx, const char * name) {
     const int64_t id = gguf_find_tensor(ctx, name);
     if (id < 0) GGML_ABORT("gguf: tensor '%s' not found", name);
-    return ctx->info[id];
+    return ctx->tensors[id];
 }
 
 void gguf_set_tensor_type(gguf_context * ctx, const char * name, enum ggml_type type) {
-    gguf_tensor_info & ti = find_info(ctx, name);
+    tensor_entry & ti = find_info(ctx, name);
     GGML_ASSERT(ggml_type_is_supported(type));
     const int64_t blck = ggml_blck_size(type);
-    GGML_ASSERT(ti.t.ne[0] % blck == 0 && "ne[0] must be a multiple of the new type's block size");
-    ti.t.type = type;
-    ti.t.nb[0] = ggml_type_size(type);
-    ti.t.nb[1] = ti.t.nb[0] * (size_t) (ti.t.ne[0] / blck);
-    for (int j = 2; j < GGML_MAX_DIMS; ++j) ti.t.nb[j] = ti.t.nb[j - 1] * (size_t) ti.t.ne[j - 1];
+    GGML_ASSERT(ti.desc.ne[0] % blck == 0 && "ne[0] must be a multiple of the new type's block size");
+    ti.desc.type = type;
+    ti.desc.nb[0] = ggml_type_size(type);
+    ti.desc.nb[1] = ti.desc.nb[0] * (size_t) (ti.desc.ne[0] / blck);
+    for (int j = 2; j < GGML_MAX_DIMS; ++j) ti.desc.nb[j] = ti.desc.nb[j - 1] * (size_t) ti.desc.ne[j - 1];
     relayout(ctx);
 }
 
 void gguf_set_tensor_data(gguf_context * ctx, const char * name, const void * data) {
-    find_info(ctx, name).t.data = const_cast<void *>(data);
+    find_info(ctx, name).desc.data = const_cast<void *>(data);
 }
 
 // ---- writing -------------------------------------------------------------------------------------
@@ -792,9 +795,9 @@ std::vector<uint8_t> build_meta(const gguf_context * ctx) {
     meta_writer w;
     w.raw(GGUF_MAGIC, 4);
     w.put<uint32_t>(GGUF_VERSION);
-    w.put<uint64_t>(ctx->info.size());
-    w.put<uint64_t>(ctx->kv.size());
-    for (const gguf_kv & kv : ctx->kv) {
+    w.put<uint64_t>(ctx->tensors.size());
+    w.put<uint64_t>(ctx->pairs.size());
+    for (const gguf_kv & kv : ctx->pairs) {
         w.str(kv.key);
         if (kv.is_array) {
             w.put<uint32_t>(GGUF_TYPE_ARRAY);
@@ -809,15 +812,15 @@ std::vector<uint8_t> build_meta(const gguf_context * ctx) {
             w.raw(kv.data.data(), kv.data.size());
         }
     }
-    for (const gguf_tensor_info & ti : ctx->info) {
-        w.str(ti.t.name);
-        const int n_dims = ggml_n_dims(&ti.t);
+    for (const tensor_entry & ti : ctx->tensors) {
+        w.str(ti.desc.name);
+        const int n_dims = ggml_n_dims(&ti.desc);
         w.put<uint32_t>((uint32_t) n_dims);
-        for (int j = 0; j < n_dims; ++j) w.put<int64_t>(ti.t.ne[j]);
-        w.put<uint32_t>((uint32_t) ti.t.type);
-        w.put<uint64_t>(ti.offset);
+        for (int j = 0; j < n_dims; ++j) w.put<int64_t>(ti.desc.ne[j]);
+        w.put<uint32_t>((uint32_t) ti.desc.type);
+        w.put<uint64_t>(ti.rel_offset);
     }
-    w.buf.resize(pad_to(w.buf.size(), ctx->alignment), 0);
+    w.buf.resize(pad_to(w.buf.size(), ctx->align), 0);
     return std::move(w.buf);
 }
 
@@ -832,9 +835,10 @@ void gguf_get_meta_data(const gguf_context * ctx, void * data) {
 
 bool gguf_write_to_file(const gguf_context * ctx, const char * fname, bool only_meta) {
     if (!only_meta) {
-        for (const gguf_tensor_info & ti : ctx->info) {
-            if (!ti.t.data) {
-                GGML_LOG_ERROR("gguf_write_to_file: tensor '%s' has no data (use gguf_set_tensor_data)\n", ti.t.name);
+        for (const tensor_entry & ti : ctx->tensors) {
+            if (!ti.desc.data) {
+                GGML_LOG_ERROR("gguf_write_to_file: tensor '%s' has no data (use gguf_set_tensor_data)\n",
+                               ti.desc.name);
                 return false;
             }
         }
@@ -847,12 +851,12 @@ bool gguf_write_to_file(const gguf_context * ctx, const char * fname, bool only_
     const std::vector<uint8_t> meta = build_meta(ctx);
     bool ok = std::fwrite(meta.data(), 1, meta.size(), f) == meta.size();
     if (!only_meta) {
-        const std::vector<uint8_t> zeros(ctx->alignment, 0);
-        for (size_t i = 0; ok && i < ctx->info.size(); ++i) {
-            const gguf_tensor_info & ti = ctx->info[i];
-            const size_t n = ggml_nbytes(&ti.t);
-            const size_t pad = pad_to(n, ctx->alignment) - n;
-            ok = std::fwrite(ti.t.data, 1, n, f) == n && std::fwrite(zeros.data(), 1, pad, f) == pad;
+        const std::vector<uint8_t> zeros(ctx->align, 0);
+        for (size_t i = 0; ok && i < ctx->tensors.size(); ++i) {
+            const tensor_entry & ti = ctx->tensors[i];
+            const size_t n = ggml_nbytes(&ti.desc);
+            const size_t pad = pad_to(n, ctx->align) - n;
+            ok = std::fwrite(ti.desc.data, 1, n, f) == n && std::fwrite(zeros.data(), 1, pad, f) == pad;
         }
     }
     ok = std::fclose(f) == 0 && ok;
