@@ -225,9 +225,9 @@ GGML_API void ggml_log_set(ggml_log_callback log_callback, void * user_data);
 GGML_API void ggml_log_get(ggml_log_callback * log_callback, void ** user_data);
 
 struct ggml_init_params {
-    size_t mem_size;   // bytes
-    void * mem_buffer; // if NULL, memory is allocated internally
-    bool   no_alloc;   // don't allocate memory for the tensor data
+    size_t mem_size;   // arena size in bytes (tensor structs, their data, graphs)
+    void * mem_buffer; // an arena of the caller's, kept alive by it; NULL: ggml_init makes one
+    bool   no_alloc;   // tensors get their struct only; their data is placed later
 };
 
 struct ggml_context;
@@ -931,7 +931,7 @@ GGML_API struct ggml_tensor * ggml_view_2d(
         struct ggml_tensor  * a,
         int64_t               ne0,
         int64_t               ne1,
-        size_t                nb1,     // row stride in bytes
+        size_t                nb1,
         size_t                offset);
 GGML_API struct ggml_tensor * ggml_view_3d(
         struct ggml_context * ctx,
@@ -939,8 +939,8 @@ GGML_API struct ggml_tensor * ggml_view_3d(
         int64_t               ne0,
         int64_t               ne1,
         int64_t               ne2,
-        size_t                nb1,     // row stride in bytes
-        size_t                nb2,     // slice stride in bytes
+        size_t                nb1,
+        size_t                nb2,
         size_t                offset);
 GGML_API struct ggml_tensor * ggml_view_4d(
         struct ggml_context * ctx,
@@ -949,8 +949,8 @@ GGML_API struct ggml_tensor * ggml_view_4d(
         int64_t               ne1,
         int64_t               ne2,
         int64_t               ne3,
-        size_t                nb1,     // row stride in bytes
-        size_t                nb2,     // slice stride in bytes
+        size_t                nb1,
+        size_t                nb2,
         size_t                nb3,
         size_t                offset);
 
@@ -1398,7 +1398,7 @@ GGML_API struct ggml_tensor * ggml_soft_max_ext_inplace(
         float                 scale,
         float                 max_bias);
 
-// Copies src's nodes and leafs into dst (dst->size must hold them); dst then holds the nodes.
+// Copies src's nodes and leafs into dst (ggml_graph_size(dst) must hold them); dst then holds the nodes.
 GGML_API void ggml_graph_cpy(struct ggml_cgraph * src, struct ggml_cgraph * dst);
 // ggml: zero the gradients; kvgraph has no autograd, so it does nothing.
 GGML_API void ggml_graph_reset(struct ggml_cgraph * cgraph);
@@ -1406,15 +1406,15 @@ GGML_API void ggml_graph_reset(struct ggml_cgraph * cgraph);
 // ggml's legacy model-file constants and file types (values of ggml 0.21)
 #define GGML_FILE_MAGIC   0x67676d6c // "ggml"
 #define GGML_FILE_VERSION 2
-#define GGML_QNT_VERSION        2    // bumped on quantization format changes
+#define GGML_QNT_VERSION        2    // changes whenever a quantized block layout does
 #define GGML_QNT_VERSION_FACTOR 1000
 enum ggml_ftype {
     GGML_FTYPE_UNKNOWN        = -1,
     GGML_FTYPE_ALL_F32        = 0,
-    GGML_FTYPE_MOSTLY_F16     = 1,  // except 1d tensors
+    GGML_FTYPE_MOSTLY_F16     = 1,  // vectors (norm weights, biases) stay F32
     GGML_FTYPE_MOSTLY_Q4_0    = 2,
     GGML_FTYPE_MOSTLY_Q4_1    = 3,
-    GGML_FTYPE_MOSTLY_Q4_1_SOME_F16 = 4, // tok_embeddings.weight and output.weight are F16
+    GGML_FTYPE_MOSTLY_Q4_1_SOME_F16 = 4, // Q4_1, but the token embedding and output matrices in F16
     GGML_FTYPE_MOSTLY_Q8_0    = 7,
     GGML_FTYPE_MOSTLY_Q5_0    = 8,
     GGML_FTYPE_MOSTLY_Q5_1    = 9,
