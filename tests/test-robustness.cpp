@@ -96,8 +96,8 @@ std::string generate_path() {
     return example_path("kvg-generate");
 }
 
-ChildResult run_generate(const std::vector<std::string> & args) {
-    const std::string exe = generate_path();
+// Runs the program exe with args in a child, output captured.
+ChildResult run_program(const std::string & exe, const std::vector<std::string> & args) {
     return run_child([&] {
         std::vector<char *> argv = {const_cast<char *>(exe.c_str())};
         for (const std::string & a : args) argv.push_back(const_cast<char *>(a.c_str()));
@@ -107,6 +107,8 @@ ChildResult run_generate(const std::vector<std::string> & args) {
         _exit(127);
     });
 }
+
+ChildResult run_generate(const std::vector<std::string> & args) { return run_program(generate_path(), args); }
 
 // Exit status 1 with "error: ..." naming the problem; no signal.
 void check_clean_failure(const ChildResult & r, const std::vector<std::string> & parts) {
@@ -746,4 +748,42 @@ TEST_CASE("kvg-perplexity: llama.cpp's definition, against token-by-token decodi
     kvg_context_free(c);
     kvg_model_free(m);
     std::remove(path.c_str());
+}
+
+// Scripts and CI read the exit status: a run that printed an error must not end with 0.
+TEST_CASE("every example exits non-zero after an error, with the message") {
+    const std::string model = std::string(KVG_SOURCE_DIR) + "/models/kjv-tiny.gguf";
+    const std::string missing = temp_path("no-such-model.gguf");
+    struct Case {
+        const char * exe;
+        std::vector<std::string> args;
+        const char * message;
+    };
+    const std::vector<Case> cases = {
+        // a section after the table fails: its error used to end with status 0
+        {"kvg-bench",
+         {"-m", model, "--residency", "--only-kv", "--residency-ctx", "2000000000", "-t", "1"},
+         "cannot commit"},
+        {"kvg-bench", {"-m", missing, "--kv-modes", "--only-kv"}, "error: "},
+        {"kvg-bench", {"-m", missing, "-r", "1"}, "error: "},
+        {"kvg-generate", {"-m", missing}, "error: "},
+        {"kvg-perplexity", {"-m", missing, "-f", model}, "error: "},
+        {"kvg-speculative", {"-m", missing, "-md", missing}, "error: "},
+        {"kvg-convert-llama2c", {missing, temp_path("out.gguf")}, "error: "},
+        {"kvg-bench-executor", {"--reps", "0"}, "must be >= 1"},
+        {"kvg-bench-edges", {"--bogus"}, "usage: "},
+        {"kvg-bench-matmul", {"--bogus"}, "usage: "},
+    };
+    for (const Case & c : cases) {
+        const std::string exe = example_path(c.exe);
+        if (exe.empty()) {
+            MESSAGE(c.exe << " not built: skipped");
+            continue;
+        }
+        const ChildResult r = run_program(exe, c.args);
+        INFO(c.exe << " " << c.args.front() << " ... " << c.args.back() << "\n" << r.output);
+        CHECK(r.exited);
+        CHECK(r.code == 1);
+        CHECK(contains(r.output, c.message));
+    }
 }

@@ -77,14 +77,20 @@ int main() {
         ggml_gallocr_stats st = {};
         for (int r = 0; r < reps; ++r) {
             ggml_gallocr_t ga = ggml_gallocr_new(NULL);
-            ggml_gallocr_reserve(ga, g);
+            if (!ga || !ggml_gallocr_reserve(ga, g)) {
+                fprintf(stderr, "error: planning %d tokens failed\n", n_tokens);
+                return 1;
+            }
             st = ggml_gallocr_get_stats(ga);
             plan_us += st.plan_time_us;
             ggml_gallocr_free(ga);
         }
         // replay: the same graph allocated again without re-planning
         ggml_gallocr_t ga = ggml_gallocr_new(NULL);
-        ggml_gallocr_alloc_graph(ga, g);
+        if (!ga || !ggml_gallocr_alloc_graph(ga, g)) {
+            fprintf(stderr, "error: allocating the graph of %d tokens failed\n", n_tokens);
+            return 1;
+        }
         const int64_t t0 = ggml_time_us();
         for (int r = 0; r < reps; ++r) ggml_gallocr_alloc_graph(ga, g);
         const double replay_us = (double) (ggml_time_us() - t0) / reps;

@@ -90,13 +90,17 @@ long peak_rss_kb() {
     return ru.ru_maxrss;
 }
 
-void row(bool is_chain, int target_nodes) {
+// false when the child (one row) failed: a failed reserve, a crash, or no fork
+bool row(bool is_chain, int target_nodes) {
     fflush(stdout);
     const pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return false;
+    }
     if (pid != 0) {
         int status = 0;
-        waitpid(pid, &status, 0);
-        return;
+        return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     }
     const size_t n_tensors = (size_t) target_nodes * 2 + 64;
     ggml_init_params lp = {ggml_tensor_overhead() * (2 * (size_t) target_nodes / NODES_PER_LAYER + 64), nullptr, true};
@@ -113,7 +117,7 @@ void row(bool is_chain, int target_nodes) {
            ggml_graph_n_nodes(g), ms, (double) (peak_rss_kb() - rss_before) / 1024.0,
            (double) ggml_gallocr_get_buffer_size(ga, 0) / 1048576.0, ok ? "" : " (reserve failed)");
     fflush(stdout);
-    _exit(0);
+    _exit(ok ? 0 : 1);
 }
 
 } // namespace
@@ -126,8 +130,9 @@ int main(int argc, char ** argv) {
         printf("| %-8s | %-7s | %7s | %10s | %12s | %10s |\n", "planner", "graph", "nodes", "plan ms", "planner MiB", "buffer MiB");
         printf("| %-8s | %-7s | %7s | %10s | %12s | %10s |\n", "---", "---", "---:", "---:", "---:", "---:");
     }
+    bool ok = true;
     for (bool is_chain : {true, false}) {
-        for (int n : {1000, 10000, 40000}) row(is_chain, n);
+        for (int n : {1000, 10000, 40000}) ok &= row(is_chain, n);
     }
-    return 0;
+    return ok ? 0 : 1;
 }

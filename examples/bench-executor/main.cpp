@@ -151,18 +151,22 @@ std::vector<uint8_t> bytes_of(const ggml_tensor * t) {
     return std::vector<uint8_t>(p, p + ggml_nbytes(t));
 }
 
-void bench(const char * name, ggml_cgraph * gf, ggml_tensor * result, int reps) {
+// false when the two schedules' outputs differ (a wrong result, not a timing)
+bool bench(const char * name, ggml_cgraph * gf, ggml_tensor * result, int reps) {
     std::vector<uint8_t> work;
+    bool all_same = true;
     for (int nt : {1, 2}) {
         const timing dag = time_compute(gf, nt, GGML_SCHED_DAG, reps, work);
         const std::vector<uint8_t> out_dag = bytes_of(result);
         const timing bar = time_compute(gf, nt, GGML_SCHED_BARRIER, reps, work);
         const bool same = bytes_of(result) == out_dag;
+        all_same &= same;
         printf("%-34s %5d nodes  %d thr   dag %9.1f us   barrier %9.1f us   barrier/dag %5.2f   (min %.1f / %.1f)%s\n", name,
                ggml_graph_n_nodes(gf), nt, dag.median_us, bar.median_us, bar.median_us / dag.median_us, dag.min_us,
                bar.min_us, same ? "" : "   OUTPUTS DIFFER");
         fflush(stdout);
     }
+    return all_same;
 }
 
 } // namespace
@@ -194,11 +198,12 @@ int main(int argc, char ** argv) {
     }
     printf("\n");
 
+    bool ok = true;
     for (bool chain : {true, false}) {
         ggml_context * ctx = ggml_init({64 << 20, nullptr, false});
         ggml_tensor * res;
         ggml_cgraph * gf = build_tiny(ctx, chain, 1000, &res);
-        bench(chain ? "1000 tiny scales, chain" : "1000 tiny scales, independent", gf, res, reps);
+        ok &= bench(chain ? "1000 tiny scales, chain" : "1000 tiny scales, independent", gf, res, reps);
         ggml_free(ctx);
     }
     printf("\n");
@@ -220,11 +225,11 @@ int main(int argc, char ** argv) {
                     ggml_cgraph * gf = build_llama(ctx, s, &res);
                     char name[96];
                     snprintf(name, sizeof(name), "llama d=%d T=%d %s %s", d, n_tokens, split ? "split-heads" : "batched", ggml_type_name(wt));
-                    bench(name, gf, res, reps);
+                    ok &= bench(name, gf, res, reps);
                     ggml_free(ctx);
                 }
             }
         }
     }
-    return 0;
+    return ok ? 0 : 1;
 }

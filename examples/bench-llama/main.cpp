@@ -129,20 +129,20 @@ static double run_tg(kvg_context * ctx, const std::vector<kvg_token> & toks) {
     return toks.size() / (now_s() - t0);
 }
 
-static void bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_type kv_type, int n_threads,
-                           int n_ctx, const Options & opt) {
+static bool bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_type kv_type, int n_threads, int n_ctx,
+                           const Options & opt) {
     std::string e;
     kvg::LoadOptions lo;
     auto m = kvg::load_model(path, "", lo, &e);
     kvg::KvCache kv;
     if (!m || !kv.init(m->hp, n_ctx, kv_ggml_type(kv_type), &e)) {
         fprintf(stderr, "error: %s\n", e.c_str());
-        return;
+        return false;
     }
     auto wg = kvg::build_kv_write_graph(kv, &e);
     if (!wg) {
         fprintf(stderr, "error: %s\n", e.c_str());
-        return;
+        return false;
     }
     for (int64_t i = 0; i < wg->inp_rows->ne[0]; ++i) ((float *) wg->inp_rows->data)[i] = 0.001f * (float) i;
     std::vector<uint8_t> work;
@@ -156,7 +156,7 @@ static void bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_t
     kvg_context * ctx = kvg_context_new(model, cp, err, sizeof err);
     if (!ctx) {
         fprintf(stderr, "error: %s\n", err);
-        return;
+        return false;
     }
     std::vector<int> positions;
     for (int p = 64; p < n_ctx; p *= 4) positions.push_back(p);
@@ -189,7 +189,8 @@ static void bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_t
         if (kvg_n_past(ctx) < pos && !kvg_decode(ctx, fill.data() + kvg_n_past(ctx), pos - kvg_n_past(ctx),
                                                  kvg_n_past(ctx), err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
-            break;
+            kvg_context_free(ctx);
+            return false;
         }
         runs.clear();
         kvg_decode(ctx, &fill[pos], 1, pos, err, sizeof err); // warm-up (graph of this bucket)
@@ -204,6 +205,7 @@ static void bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_t
         printf("| %8d | %11.3f ± %6.3f | %11.3f ± %6.3f |\n", pos, w_mean, w_sd, d_mean, d_sd);
     }
     kvg_context_free(ctx);
+    return true;
 }
 
 // ---- KV modes: bytes and speed ----------------------------------------------------------------------------
@@ -226,7 +228,7 @@ static double run_batched(kvg_context * ctx, int n_seq, int n_gen, int n_vocab) 
     return (double) n_seq * n_gen / (now_s() - t0);
 }
 
-static void bench_kv_modes(const std::string & path, kvg_model * model, const Options & opt) {
+static bool bench_kv_modes(const std::string & path, kvg_model * model, const Options & opt) {
     const int n_ctx = opt.n_ctx > 0 ? std::min(opt.n_ctx, kvg_model_n_ctx_train(model)) : std::min(kvg_model_n_ctx_train(model), 4096);
     const int n_tg = std::min(opt.n_tg, n_ctx), n_vocab = kvg_model_n_vocab(model);
     struct Mode {
@@ -245,6 +247,7 @@ static void bench_kv_modes(const std::string & path, kvg_model * model, const Op
            path.c_str(), opt.threads.front());
     printf("| %-22s | %4s | %12s | %12s | %6s | %20s |\n", "mode", "kv", "slots x seqs", "KV bytes", "tokens", "t/s");
     printf("| %-22s | %4s | %12s | %12s | %6s | %20s |\n", "---", "---", "---:", "---:", "---:", "---:");
+    bool all_ok = true; // a failed mode is reported and the others still run
     for (kvg_kv_type kt : opt.kv_types) {
         for (const Mode & md : modes) {
             kvg_context_params cp = kvg_context_default_params();
@@ -260,6 +263,7 @@ static void bench_kv_modes(const std::string & path, kvg_model * model, const Op
             kvg_context * ctx = kvg_context_new(model, cp, err, sizeof err);
             if (!ctx) {
                 fprintf(stderr, "error: %s: %s\n", md.name.c_str(), err);
+                all_ok = false;
                 continue;
             }
             std::vector<double> ts;
@@ -276,9 +280,11 @@ static void bench_kv_modes(const std::string & path, kvg_model * model, const Op
                        kvg_kv_cache_bytes(ctx), md.n_gen, mean, sd);
                 fflush(stdout);
             }
+            all_ok &= ok;
             kvg_context_free(ctx);
         }
     }
+    return all_ok;
 }
 
 // ---- padding-free attention: time per token vs valid length at a fixed capacity -----------------
@@ -301,17 +307,20 @@ static void write_rows(kvg::KvCache & kv, kvg::KvWriteGraph & wg, int64_t first,
     }
 }
 
-static void bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Options & opt) {
+static bool bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Options & opt) {
     std::string e;
     auto m = kvg::load_model(path, "", kvg::LoadOptions(), &e);
     const int cap = opt.n_ctx > 0 ? opt.n_ctx : 4096, n_threads = opt.threads.front();
     kvg::KvCache kv;
     if (!m || !kv.init(m->hp, cap, kv_ggml_type(kt), &e)) {
         fprintf(stderr, "error: %s\n", e.c_str());
-        return;
+        return false;
     }
     auto wg = kvg::build_kv_write_graph(kv, &e, std::min(cap, 256));
-    if (!wg) return;
+    if (!wg) {
+        fprintf(stderr, "error: %s\n", e.c_str());
+        return false;
+    }
     uint32_t seed = 9;
     for (int64_t i = 0; i < ggml_nelements(wg->inp_rows); ++i) { // rows of small varied values
         seed = seed * 1664525u + 1013904223u;
@@ -326,7 +335,7 @@ static void bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Opt
     auto mask_only = kvg::build_llama_graph(*m, kv, shape, &e);
     if (!padding_free || !mask_only) {
         fprintf(stderr, "error: %s\n", e.c_str());
-        return;
+        return false;
     }
     // ms per decode step of g (one token at position pos): median and minimum over reps
     // samples (robust on a shared machine, where other work inflates the mean)
@@ -367,6 +376,10 @@ static void bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Opt
         ub.output = {1};
         shape.n_kv = std::min(cap, GGML_PAD(len, 256));
         auto bucketed = kvg::build_llama_graph(*m, kv, shape, &e);
+        if (!bucketed) {
+            fprintf(stderr, "error: %s\n", e.c_str());
+            return false;
+        }
         double pf, pf_sd, mo, mo_sd, bu, bu_sd;
         time_step(*padding_free, ub, &pf, &pf_sd);
         time_step(*mask_only, ub, &mo, &mo_sd);
@@ -374,6 +387,7 @@ static void bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Opt
         printf("| %12d | %9.3f (%8.3f) | %9.3f (%8.3f) | %9.3f (%8.3f) |\n", len, pf, pf_sd, mo, mo_sd, bu, bu_sd);
         fflush(stdout);
     }
+    return true;
 }
 
 // ---- residency -----------------------------------------------------------------------------------
@@ -385,10 +399,13 @@ static long resident_pages() {
     return resident;
 }
 
-static void bench_residency(const std::string & path, const Options & opt) {
+static bool bench_residency(const std::string & path, const Options & opt) {
     std::string e;
     auto m = kvg::load_model(path, "", kvg::LoadOptions(), &e);
-    if (!m) return;
+    if (!m) {
+        fprintf(stderr, "error: %s\n", e.c_str());
+        return false;
+    }
     const int n = opt.residency_ctx, n_threads = opt.threads.front();
     const double page = (double) sysconf(_SC_PAGESIZE), MiB = 1024.0 * 1024.0;
     printf("\nKV cache residency: %s, one sequence of %d positions; resident memory from /proc/self/statm (MiB)\n",
@@ -408,17 +425,20 @@ static void bench_residency(const std::string & path, const Options & opt) {
             kvg::KvCache st;
             if (!st.init(m->hp, p, &e)) {
                 fprintf(stderr, "error: %s\n", e.c_str());
-                return;
+                return false;
             }
             static_mib = (resident_pages() - before) * page / MiB;
         }
         p.commit = false;
         kvg::KvCache kv;
         const long before = resident_pages();
-        if (!kv.init(m->hp, p, &e)) return;
-        const double created = (resident_pages() - before) * page / MiB;
-        auto wg = kvg::build_kv_write_graph(kv, &e, std::min(n, 256));
-        if (!wg) return;
+        const bool made = kv.init(m->hp, p, &e);
+        const double created = (resident_pages() - before) * page / MiB; // before the write graph's buffers
+        auto wg = made ? kvg::build_kv_write_graph(kv, &e, std::min(n, 256)) : nullptr;
+        if (!wg) {
+            fprintf(stderr, "error: %s\n", e.c_str());
+            return false;
+        }
         for (int64_t i = 0; i < ggml_nelements(wg->inp_rows); ++i) ((float *) wg->inp_rows->data)[i] = 0.5f;
         const long base = resident_pages(); // graph buffers touched, no row written yet
         double at[3];
@@ -433,6 +453,7 @@ static void bench_residency(const std::string & path, const Options & opt) {
                created, at[0], at[1], at[2]);
         fflush(stdout);
     }
+    return true;
 }
 
 // Streaming-read bandwidth with n threads: each sums its share of a 1 GiB buffer, far larger
@@ -695,6 +716,40 @@ static int parse_options(int argc, char ** argv, Options * out) {
     return -1;
 }
 
+// The KV tables each model asked for; false when any of them failed (its message printed).
+// Every section still runs: one failing does not hide the others' results.
+static bool run_kv_sections(const Options & opt) {
+    bool ok = true;
+    for (const std::string & path : opt.models) {
+        if (!opt.kv_write || opt.only_kv) break;
+        char err[1024];
+        kvg_model * model = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+        if (!model) {
+            fprintf(stderr, "error: %s\n", err);
+            return false;
+        }
+        const int n_ctx = opt.n_ctx > 0 ? std::min(opt.n_ctx, kvg_model_n_ctx_train(model))
+                                        : std::min(kvg_model_n_ctx_train(model), 4096);
+        for (kvg_kv_type kt : opt.kv_types) ok &= bench_kv_write(path, model, kt, opt.threads.front(), n_ctx, opt);
+        kvg_model_free(model);
+    }
+    for (const std::string & path : opt.models) {
+        char err[1024];
+        kvg_model * model = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+        if (!model) {
+            fprintf(stderr, "error: %s\n", err);
+            return false;
+        }
+        if (opt.kv_modes) ok &= bench_kv_modes(path, model, opt);
+        if (opt.kv_scaling) {
+            for (kvg_kv_type kt : opt.kv_types) ok &= bench_kv_scaling(path, kt, opt);
+        }
+        if (opt.residency) ok &= bench_residency(path, opt);
+        kvg_model_free(model);
+    }
+    return ok;
+}
+
 int main(int argc, char ** argv) {
     Options opt;
     const int status = parse_options(argc, argv, &opt);
@@ -726,26 +781,5 @@ int main(int argc, char ** argv) {
                "dot products (quantized), same threads, this run\n");
     }
     // after the table, so that it stays one table
-    for (const std::string & path : opt.models) {
-        if (!opt.kv_write || opt.only_kv) break;
-        char err[1024];
-        kvg_model * model = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
-        if (!model) return 1;
-        const int n_ctx = opt.n_ctx > 0 ? std::min(opt.n_ctx, kvg_model_n_ctx_train(model))
-                                        : std::min(kvg_model_n_ctx_train(model), 4096);
-        for (kvg_kv_type kt : opt.kv_types) bench_kv_write(path, model, kt, opt.threads.front(), n_ctx, opt);
-        kvg_model_free(model);
-    }
-    for (const std::string & path : opt.models) {
-        char err[1024];
-        kvg_model * model = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
-        if (!model) return 1;
-        if (opt.kv_modes) bench_kv_modes(path, model, opt);
-        if (opt.kv_scaling) {
-            for (kvg_kv_type kt : opt.kv_types) bench_kv_scaling(path, kt, opt);
-        }
-        if (opt.residency) bench_residency(path, opt);
-        kvg_model_free(model);
-    }
-    return 0;
+    return run_kv_sections(opt) ? 0 : 1;
 }
