@@ -74,6 +74,12 @@
 extern "C" {
 #endif
 
+// A shared build compiles with hidden visibility: everything declared in this header (up to the
+// matching pop at its end) is what libkvgraph exports.
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 typedef int32_t kvg_token;
 
 // ---- errors ---------------------------------------------------------------------------------
@@ -433,6 +439,10 @@ struct kvg_sampler * kvg_sampler_init_penalties(int32_t last_n, float repeat, fl
 bool kvg_sampler_apply(struct kvg_sampler * sampler, struct kvg_token_data_array * cur_p);
 // Index of the largest logit (the first of ties); -1 if logits is NULL or n_vocab <= 0.
 kvg_token kvg_argmax(const float * logits, int32_t n_vocab);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,13 @@
 extern "C" {
 #endif
 
+// A shared build compiles with hidden visibility: what is declared GGML_API is what the library
+// exports (a static build or a program using the headers is unaffected).
+#if defined(__GNUC__)
+#define GGML_API __attribute__((visibility("default")))
+#else
 #define GGML_API
+#endif
 
 #define GGML_MAX_DIMS 4
 #define GGML_MAX_PARAMS 2048
