@@ -344,11 +344,11 @@ bool kvg_state_seq_save_file(const struct kvg_context * ctx, int32_t seq, const 
 // Restores a file of kvg_state_seq_save_file into seq and copies its tokens to tokens_out
 // (at most n_max); returns the token count, or -1 with a message (and seq unchanged) if the
 // file cannot be opened or read or is not a regular file (kvg_status io), is not such a file
-// or is truncated, or holds a state larger than any of this context (bad file), holds more
-// than n_max tokens (bad input), or its state is damaged or does not fit (see
-// kvg_state_seq_set). The 12-byte header and the sizes it declares are checked against the
-// file's size and this context before anything else is read, so a large file that is not a
-// state is refused after reading 20 bytes.
+// or is truncated (bad file), holds more than n_max tokens (bad input), or its state is
+// damaged or does not fit (see kvg_state_seq_set). The file's 12-byte header, the state's
+// header and the sizes they declare are checked against the file's size and this context
+// before the rest is read, so a large file that is not a state (or a state of another model)
+// is refused after reading at most 108 bytes.
 int32_t kvg_state_seq_load_file(struct kvg_context * ctx, int32_t seq, const char * path, kvg_token * tokens_out,
                                 int32_t n_max, char * err, size_t err_size);
 

@@ -183,8 +183,10 @@ struct KvCache {
     void state_write(int seq, uint64_t model_id, std::vector<uint8_t> * out) const;
     size_t state_size(int seq) const; // bytes state_write would write now, without writing them
     bool state_read(int seq, uint64_t model_id, const uint8_t * src, size_t size, std::string * err);
-    size_t
-    state_max_bytes() const; // the largest state of this cache: a state file's size can be judged before it is read
+    // A state file's state judged before it is read: its header (the first state_header_bytes()
+    // of n) and its total size, checked as state_read checks them, all but the checksum.
+    static size_t state_header_bytes();
+    bool state_header_fits(const uint8_t * head, size_t n, uint64_t size, uint64_t model_id, std::string * err) const;
     // The next graph writes pos (call in token order). Grouped K: if pos's group is not the
     // sequence's recent group, its rows are first loaded into k_recent from the q8_0 copy
     // (slots still held there, e.g. after a rewind or a ring wrap, stay readable).

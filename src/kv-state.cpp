@@ -143,8 +143,8 @@ bool KvCache::state_check(const StateHeader & h, uint64_t model_id, std::string 
     const int64_t top_group = n_groups(mode == KvMode::Ring ? n_ctx : std::max(n_ctx, h.n_used));
     if (h.n_used < 0 || (mode == KvMode::Ring && h.n_used > n_ctx) || h.n_past < 0 ||
         (mode == KvMode::Linear && h.n_past > n_ctx) || h.recent_group < -1 || h.recent_group >= top_group ||
-        h.prev_group < -1 || h.prev_group >= top_group || h.n_held < 0 || h.n_held > h.n_used || h.n_groups < 0 ||
-        h.n_groups > n_groups(n_ctx)) {
+        h.prev_group < -1 || h.prev_group >= top_group || h.n_held < 0 || h.n_held > h.n_used || h.n_held > n_ctx ||
+        h.n_groups < 0 || h.n_groups > n_groups(n_ctx)) {
         return fail("the state holds " + std::to_string(h.n_past) + " positions in " + std::to_string(h.n_used) +
                     " slots, more than this context's " + std::to_string(n_ctx) + " (or the state is damaged)");
     }
@@ -240,6 +240,24 @@ void KvCache::reopen_first_group(int seq) {
     if (prev != 0) s.recent_group = -1, s.prev_group = prev; // dequantized: not claimed exact
 }
 
-size_t KvCache::state_max_bytes() const { return state_bytes(n_ctx, grouped() ? n_groups(n_ctx) : 0, true, true); }
+size_t KvCache::state_header_bytes() { return sizeof(StateHeader); }
+
+bool KvCache::state_header_fits(const uint8_t * head, size_t n, uint64_t size, uint64_t model_id,
+                                std::string * err) const {
+    auto damaged = [&](const char * what) {
+        kvg::note_status(KVG_STATUS_BAD_INPUT);
+        if (err) *err = std::string("the state is damaged: ") + what;
+        return false;
+    };
+    StateHeader h;
+    if (n < sizeof h || size < sizeof h + sizeof(uint64_t)) return damaged("too short for its header");
+    std::memcpy(&h, head, sizeof h);
+    if (std::memcmp(h.magic, STATE_MAGIC, 4) != 0 || h.version != STATE_VERSION) return damaged("not a kvgraph state");
+    if (!state_check(h, model_id, err)) return false;
+    if (size != state_bytes(h.n_held, h.n_groups, h.recent_group >= 0, h.prev_group >= 0)) {
+        return damaged("its size does not match what it says it holds");
+    }
+    return true;
+}
 
 } // namespace kvg

@@ -206,8 +206,9 @@ struct StateFile {
     std::vector<uint8_t> state;
 };
 
-// Opens path, checks its header and the sizes it declares against the file's size and this
-// context, then reads only what they say: a large file that is not a state costs 20 bytes.
+// Opens path, checks its header, the state's header and the sizes they declare against the
+// file's size and this context, then reads only what they say: a large file that is not a
+// state costs at most 108 bytes (12 + 8 + the state's 88).
 bool read_state_file(const kvg_context * ctx, const char * path, int32_t n_max, bool has_out, StateFile * out,
                      std::string * msg, kvg_status * kind) {
     const std::string name = std::string("'") + path + "'";
@@ -245,10 +246,12 @@ bool read_state_file(const kvg_context * ctx, const char * path, int32_t n_max, 
         return fail(KVG_STATUS_BAD_INPUT, "the file holds " + std::to_string(n_tokens) +
                                               " tokens, more than n_max = " + std::to_string(n_max));
     }
-    const size_t most = ctx->kv.state_max_bytes();
-    if (blob_size > most) {
-        const std::string sizes = std::to_string(blob_size) + " bytes, more than any state of this context (at most ";
-        return fail(KVG_STATUS_BAD_FILE, name + " holds a state of " + sizes + std::to_string(most) + ")");
+    // the state's own header next: model, type, mode, fit and its exact size, before the rest
+    std::vector<uint8_t> state_head((size_t) std::min<uint64_t>(blob_size, kvg::KvCache::state_header_bytes()));
+    if (!read_at(fd, state_head.data(), state_head.size(), tokens_end + 8)) return io("read");
+    std::string e;
+    if (!ctx->kv.state_header_fits(state_head.data(), state_head.size(), blob_size, model_id(*ctx->model), &e)) {
+        return fail(KVG_STATUS_BAD_INPUT, name + ": " + e);
     }
     out->tokens.resize((size_t) n_tokens);
     out->state.resize((size_t) blob_size);

@@ -158,7 +158,9 @@ TEST_CASE("3: load_file of a multi-gigabyte file that is not a state reads its h
     kvg_context * c = own.ctx(params(KVG_KV_F32, KVG_KV_LINEAR, 64));
     const std::string path = temp_path("seq-hostile", "huge.kvgs");
     const long long size = 4ll << 30; // sparse: no disk blocks behind the zeros
-    auto make = [&](int32_t n_tokens, long long blob_at, uint64_t blob_size) {
+    // the file's 12-byte header, the state's size at blob_at, then the state's header if given
+    auto make = [&](int32_t n_tokens, long long blob_at, uint64_t blob_size,
+                    const std::vector<uint8_t> & state_head = {}) {
         const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
         REQUIRE(fd >= 0);
         const uint32_t version = 1;
@@ -166,9 +168,12 @@ TEST_CASE("3: load_file of a multi-gigabyte file that is not a state reads its h
         std::memcpy(head, "KVGF", 4), std::memcpy(head + 4, &version, 4), std::memcpy(head + 8, &n_tokens, 4);
         REQUIRE(pwrite(fd, head, 12, 0) == 12);
         if (blob_at > 0) REQUIRE(pwrite(fd, &blob_size, 8, blob_at) == 8);
+        if (!state_head.empty()) REQUIRE(pwrite(fd, state_head.data(), state_head.size(), blob_at + 8) > 0);
         REQUIRE(ftruncate(fd, size) == 0);
         close(fd);
     };
+    decode(c, random_tokens(5, own.nv, 11), 0);
+    const std::vector<uint8_t> real = seq_state(c, 0);
     const long peak = peak_kib();
     std::vector<int> tokens(16);
     char err[512] = "";
@@ -177,11 +182,16 @@ TEST_CASE("3: load_file of a multi-gigabyte file that is not a state reads its h
     CHECK(kvg_state_seq_load_file(c, 0, path.c_str(), tokens.data(), 16, err, sizeof err) == -1);
     CHECK(kvg_last_status() == KVG_STATUS_BAD_FILE);
     CHECK(contains(err, "not a kvgraph state file"));
-    // sizes that agree with the file, but a state larger than any this context can hold
+    // sizes that agree with the file, but zeros where the state's header should be
     make(0, 12, (uint64_t) size - 20);
     CHECK(kvg_state_seq_load_file(c, 0, path.c_str(), tokens.data(), 16, err, sizeof err) == -1);
-    CHECK(kvg_last_status() == KVG_STATUS_BAD_FILE);
-    CHECK(contains(err, "more than any state of this context"));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
+    CHECK(contains(err, "not a kvgraph state"));
+    // a real state's header (5 positions) at the start of 4 GiB: not the size it declares
+    make(0, 12, (uint64_t) size - 20, std::vector<uint8_t>(real.begin(), real.begin() + 88));
+    CHECK(kvg_state_seq_load_file(c, 0, path.c_str(), tokens.data(), 16, err, sizeof err) == -1);
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
+    CHECK(contains(err, "its size does not match what it says it holds"));
     // a billion tokens: more than n_max, refused before they are read
     const int32_t n = (int32_t) ((size - 20) / 4);
     make(n, 12 + 4ll * n, (uint64_t) (size - 20 - 4ll * n));
@@ -189,7 +199,7 @@ TEST_CASE("3: load_file of a multi-gigabyte file that is not a state reads its h
     CHECK(contains(err, "more than n_max"));
     // none of these read the file: the peak resident memory did not grow by its size
     CHECK(peak_kib() - peak < 64 * 1024);
-    CHECK(kvg_seq_pos_max(c, 0) == -1);
+    CHECK(seq_state(c, 0) == real); // unchanged
     std::remove(path.c_str());
 }
 
