@@ -23,6 +23,7 @@ struct kvg_model {
 // Per-call working memory of decode, kept so that a call allocates only when a batch is
 // larger than any before.
 struct Scratch {
+    std::vector<int32_t> pos, seq; // kvg_decode's positions and sequence ids
     std::vector<int64_t> next, chunk_first;
     std::vector<uint8_t> output, seen;
     std::vector<kvg::Ubatch> chunks;     // the first n_chunks are this call's

@@ -562,7 +562,10 @@ void KvCache::store(int seq, int64_t pos) {
     const int64_t j = slot(pos);
     use_group(seq, pos);
     own_rows(seq, j);
-    if (j >= (int64_t) s.slot_pos.size()) s.slot_pos.resize((size_t) j + 1, -1);
+    if (j >= (int64_t) s.slot_pos.size()) {
+        s.slot_pos.reserve((size_t) std::max<int64_t>(j + 1, n_ctx)); // once: decode then allocates nothing
+        s.slot_pos.resize((size_t) j + 1, -1);
+    }
     s.slot_pos[j] = pos;
     s.n_used = std::max<int>(s.n_used, (int) j + 1);
     s.n_past = std::max(s.n_past, pos + 1);

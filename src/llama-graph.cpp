@@ -49,7 +49,8 @@ GraphShape ubatch_shape(const Ubatch & ub, const KvCache & kv, bool flash_attn, 
     GraphShape s;
     s.n_tokens = ub.n();
     s.n_seq = kv.n_seq;
-    std::vector<int> count(kv.n_seq, 0);
+    thread_local std::vector<int> count; // per-sequence token counts (kept: decode allocates nothing once warm)
+    count.assign(kv.n_seq, 0);
     bool in_order = true; // token i is row i of [n_q per sequence]: checked below
     for (int i = 0; i < ub.n(); ++i) {
         in_order = in_order && (i == 0 || ub.seq[i] >= ub.seq[i - 1]);

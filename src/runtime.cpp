@@ -490,7 +490,10 @@ const float * kvg_decode(kvg_context * ctx, const kvg_token * tokens, int32_t n,
         set_err(err, err_size, "position " + std::to_string(pos) + " is invalid");
         return nullptr;
     }
-    std::vector<int32_t> p(n), s(n, 0);
+    std::vector<int32_t> & p = ctx->scratch.pos;
+    std::vector<int32_t> & s = ctx->scratch.seq;
+    p.resize((size_t) n);
+    s.assign((size_t) n, 0);
     for (int32_t i = 0; i < n; ++i) p[i] = pos + i;
     std::string e;
     if (!decode(ctx, tokens, p.data(), s.data(), n, &e)) {

@@ -120,8 +120,9 @@ void store_row(ggml_type t, char * row, size_t nb0, int64_t n, const float * in)
 }
 
 // Checks the op's inputs and derives its parameters: the YaRN correction range and the
-// per-pair inverse frequencies.
-rope_params read_rope_params(const ggml_tensor * dst) {
+// per-pair inverse frequencies. The result is this thread's, valid until its next call: a
+// reused struct keeps its vector's capacity, so a warm decode allocates nothing here.
+const rope_params & read_rope_params(const ggml_tensor * dst) {
     const ggml_tensor * src0 = dst->src[0];
     const ggml_tensor * pos = dst->src[1];
     const ggml_tensor * ff = dst->src[2];
@@ -134,7 +135,7 @@ rope_params read_rope_params(const ggml_tensor * dst) {
         GGML_ABORT("rope: positions must be an i32 vector with one entry per token (%lld)", (long long) src0->ne[2]);
     }
 
-    rope_params p;
+    thread_local rope_params p;
     p.n_dims = ggml_get_op_params_i32(dst, 1);
     const int mode = ggml_get_op_params_i32(dst, 2);
     const int n_ctx_orig = ggml_get_op_params_i32(dst, 4);
@@ -175,7 +176,7 @@ rope_params read_rope_params(const ggml_tensor * dst) {
     uint32_t base_bits;
     std::memcpy(&base_bits, &freq_base, sizeof(base_bits));
     if (!ff && memo.n_dims == p.n_dims && memo.base_bits == base_bits) {
-        p.inv_freq = memo.inv_freq;
+        p.inv_freq.assign(memo.inv_freq.begin(), memo.inv_freq.end());
         return p;
     }
     p.inv_freq.resize(half);
@@ -188,7 +189,11 @@ rope_params read_rope_params(const ggml_tensor * dst) {
         }
         p.inv_freq[k] = f;
     }
-    if (!ff) memo = {base_bits, p.n_dims, p.inv_freq};
+    if (!ff) {
+        memo.base_bits = base_bits;
+        memo.n_dims = p.n_dims;
+        memo.inv_freq.assign(p.inv_freq.begin(), p.inv_freq.end());
+    }
     return p;
 }
 
@@ -197,12 +202,13 @@ rope_params read_rope_params(const ggml_tensor * dst) {
 void ggml_compute_forward_rope(const ggml_compute_params * params, ggml_tensor * dst) {
     const ggml_tensor * src0 = dst->src[0];
     const ggml_tensor * pos = dst->src[1];
-    const rope_params p = read_rope_params(dst);
+    const rope_params & p = read_rope_params(dst);
     const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2];
     const int64_t half = p.n_dims / 2;
 
     const bool direct = src0->type == GGML_TYPE_F32 && src0->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
-    std::vector<float> buf(direct ? 0 : ne0);
+    thread_local std::vector<float> buf; // f16 rows (kept: no allocation per call)
+    if (!direct) buf.resize(ne0);
     const float * cs = nullptr;
     int64_t cached_token = -1; // (i2, i3) flattened; rows of one token are adjacent
 

@@ -3,6 +3,8 @@
 // ggml_graph_compute_with_ctx, the threadpool API and the scheduler mode.
 #include "exec-impl.h"
 
+#include <memory>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -113,9 +115,13 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
     const bool nested = t_in_compute;
     if (nested) n_threads = 1; // inside a kernel of another compute: run inline
 
-    exec_state local_state;
+    // One thread: this thread's state, whose vectors keep their capacity (a warm decode
+    // allocates nothing); a compute nested in a kernel of another needs a state of its own.
+    thread_local exec_state thread_state;
+    std::unique_ptr<exec_state> nested_state;
+    if (nested) nested_state.reset(new exec_state());
     ggml_threadpool * pool = nullptr;
-    exec_state * st = &local_state;
+    exec_state * st = nested ? nested_state.get() : &thread_state;
     std::unique_lock<std::mutex> pool_lock;
     if (n_threads > 1) {
         pool = cplan->threadpool ? cplan->threadpool : &default_pool();
