@@ -200,7 +200,10 @@ static bool layout_is_dense(ggml_type type, const int64_t * ne, const size_t * n
     const int64_t blocks0 = ne[0] / ggml_blck_size(type);
     if (blocks0 > 1) d[nd++] = {blocks0, nb[0]};
     for (int i = 1; i < GGML_MAX_DIMS; ++i) if (ne[i] > 1) d[nd++] = {ne[i], nb[i]};
-    std::sort(d, d + nd, [](const dim & x, const dim & y) { return x.stride < y.stride; });
+    // insertion sort of at most 4 entries (std::sort here draws a false -Warray-bounds from GCC 12)
+    for (int i = 1; i < nd; ++i) {
+        for (int j = i; j > 0 && d[j].stride < d[j - 1].stride; --j) std::swap(d[j], d[j - 1]);
+    }
     size_t next = ggml_type_size(type);
     for (int i = 0; i < nd; ++i) {
         if (d[i].stride != next) return false;
