@@ -40,10 +40,11 @@ extern "C" {
 
 #define GGML_PAD(x, n) (((x) + (n) - 1) & ~((n) - 1))
 
-// Logs "file:line: message" and aborts; used for programming errors (bad shapes).
+// For programming errors (bad shapes, ids out of range): one line on stderr, "kvgraph fatal
+// error: <message> [<file> line <n>]", then abort().
 #define GGML_ABORT(...) ggml_abort(__FILE__, __LINE__, __VA_ARGS__)
 #define GGML_ASSERT(x) \
-    do { if (!(x)) ggml_abort(__FILE__, __LINE__, "GGML_ASSERT(%s) failed", #x); } while (0)
+    do { if (!(x)) ggml_abort(__FILE__, __LINE__, "assertion failed: %s", #x); } while (0)
 #define GGML_UNUSED(x) (void)(x)
 
 #ifdef __GNUC__

@@ -9,8 +9,8 @@
 #include <vector>
 
 // ---- membership ------------------------------------------------------------------------
-// Twice as many slots as the graph can hold keeps probe runs short; odd, so that pointers
-// (multiples of 16 after the shift below drops 4 bits) spread over every slot.
+// Twice as many slots as the graph can hold keeps probe runs short; an odd count lets
+// tensors laid out at even strides in the arena still spread over every slot.
 static size_t member_slots_for(size_t capacity) { return (capacity * 2 + 1) | 1; }
 static size_t taken_words(size_t n_slot) { return (n_slot + 31) / 32; }
 
