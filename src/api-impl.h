@@ -21,7 +21,8 @@ struct kvg_model {
 };
 
 // Per-call working memory of decode, kept so that a call allocates only when a batch is
-// larger than any before.
+// larger than any before (and a thread-pool worker once, the first time it runs a kernel
+// with per-thread storage). tests/test-decode-alloc.cpp counts.
 struct Scratch {
     std::vector<int32_t> pos, seq; // kvg_decode's positions and sequence ids
     std::vector<int64_t> next, chunk_first;

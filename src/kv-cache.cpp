@@ -1,5 +1,7 @@
 // KV cache buffers and sequence bookkeeping (see kv-cache.h).
 #include "kv-cache.h"
+
+#include "errors.h"
 #include "status.h"
 
 #include <algorithm>
@@ -33,11 +35,6 @@ bool KvCache::init(const HParams & hp, int n_ctx_, ggml_type type_, std::string 
     p.n_ctx = n_ctx_;
     p.type = type_;
     return init(hp, p, err);
-}
-
-static bool fail(std::string * err, const std::string & msg) {
-    if (err) *err = msg;
-    return false;
 }
 
 // The parameters' checks, and the byte limit (before the reservation: a limit must hold
@@ -187,8 +184,6 @@ size_t KvCache::bytes_for(const HParams & hp, const KvCacheParams & p) {
     const size_t n_sink = p.mode == KvMode::Ring ? (size_t) std::max(p.n_sink, 0) : 0;
     return L * (k + v + 2 * recent) + sizeof(float) * L * n_seq * n_sink * n_embd_kv; // recent: k_recent + prev_mem
 }
-
-size_t KvCache::bytes_per_pos() const { return 2 * k.size() * ggml_row_size(type, n_embd_kv); }
 
 ggml_tensor * KvCache::view(ggml_context * gctx, ggml_tensor * t, int n_kv, bool packed) const {
     // dim 1 steps over slots (rows), dim 3 over sequences; dim 2 over the heads inside a row

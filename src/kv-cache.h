@@ -203,7 +203,6 @@ struct KvCache {
     size_t bytes() const;         // K + V of all layers (what a static cache keeps resident)
     // What bytes() will be after init(hp, p), computed without allocating (p must be valid).
     static size_t bytes_for(const HParams & hp, const KvCacheParams & p);
-    size_t bytes_per_pos() const; // K + V of one position, all layers
     void clear();                 // forget all positions; pages are given back (dynamic residency)
 
     ggml_context * ctx = nullptr; // tensor structs only: the bytes live in `mem`

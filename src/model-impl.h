@@ -2,6 +2,7 @@
 // hyperparameter checks, the one-line description. Not part of the interface (model.h).
 #pragma once
 
+#include "errors.h"
 #include "kvgraph.h"
 #include "model.h"
 
@@ -11,16 +12,6 @@
 #include <vector>
 
 namespace kvg {
-
-std::string strfmt(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
-
-// Sets *err (when given) and returns false.
-bool fail(std::string * err, const std::string & msg);
-// A failure whose kind is not the C API's default for the call (kvg_status).
-bool fail(std::string * err, kvg_status status, const std::string & msg);
-
-// Opens path for reading if it is a regular file; -1 with a message otherwise.
-int open_regular(const std::string & path, std::string * err);
 
 // Read-only view of a whole file: mmap'd, or read into anonymous memory when mapping is off
 // (not zero-filled first, and in 2 MiB pages where transparent huge pages are on; on the Zen 4

@@ -2,15 +2,18 @@
 // (byte-level BPE vocabularies delegate to vocab-bpe.cpp).
 #include "vocab.h"
 
+#include "errors.h"
+
 #include "vocab-bpe.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <queue>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace kvg {
 
@@ -23,10 +26,6 @@ constexpr size_t kSpaceMarkLen = 3;
 constexpr int32_t kMaxPieceBytes = 1 << 20;
 // A tokenizer file larger than this is not a tokenizer.
 constexpr int64_t kMaxFileBytes = int64_t(1) << 30;
-
-void set_err(std::string* err, const std::string& msg) {
-    if (err) *err = msg;
-}
 
 int hex_digit(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -93,28 +92,26 @@ std::string replace_all(const std::string& s, const char* from, size_t from_len,
 
 // A whole tokenizer file into buf; false with a message (prefixed by where) otherwise.
 bool read_file(const std::string& path, const std::string& where, std::vector<unsigned char>& buf, std::string* err) {
+    const int fd = open_regular(path, err);
+    if (fd < 0) return fail(err, KVG_STATUS_IO, where + (err ? *err : std::string()));
     struct stat st;
-    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // a FIFO would block the open
-        set_err(err, where + "not a regular file");
-        return false;
+    const bool sized = fstat(fd, &st) == 0 && st.st_size <= kMaxFileBytes;
+    if (!sized) {
+        ::close(fd);
+        return fail(err, where + "cannot determine the file's size, or the file is too large for a tokenizer");
     }
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        set_err(err, where + "cannot open file");
-        return false;
+    buf.resize((size_t) st.st_size);
+    size_t got = 0;
+    while (got < buf.size()) {
+        const ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
+        if (n <= 0) {
+            const std::string why = n < 0 ? strerror(errno) : "the file ended early";
+            ::close(fd);
+            return fail(err, KVG_STATUS_IO, where + "read error: " + why);
+        }
+        got += (size_t) n;
     }
-    f.seekg(0, std::ios::end);
-    const std::streamoff size = f.tellg();
-    if (size < 0 || size > kMaxFileBytes) {
-        set_err(err, where + "cannot determine file size or file too large");
-        return false;
-    }
-    f.seekg(0, std::ios::beg);
-    buf.resize((size_t)size);
-    if (size > 0 && !f.read(reinterpret_cast<char*>(buf.data()), size)) {
-        set_err(err, where + "read error");
-        return false;
-    }
+    ::close(fd);
     return true;
 }
 
@@ -142,12 +139,12 @@ bool parse_llama2c(const std::vector<unsigned char>& buf, const std::string& whe
                    int32_t& max_len, std::vector<std::string>& pieces, std::vector<float>& scores, std::string* err) {
     const size_t n = buf.size();
     if (n < 4) {
-        set_err(err, where + "truncated at byte offset 0: missing int32 max_token_length");
+        fail(err, where + "truncated at byte offset 0: missing int32 max_token_length");
         return false;
     }
     max_len = (int32_t)read_u32_le(buf.data());
     if (max_len < 0) {
-        set_err(err, where + "negative max_token_length " + std::to_string(max_len) + " at byte offset 0");
+        fail(err, where + "negative max_token_length " + std::to_string(max_len) + " at byte offset 0");
         return false;
     }
     size_t off = 4;
@@ -155,27 +152,27 @@ bool parse_llama2c(const std::vector<unsigned char>& buf, const std::string& whe
         if (expected_n_tokens > 0 ? i >= expected_n_tokens : off == n) break;
         const std::string tok = "token " + std::to_string(i);
         if (n - off < 8) {
-            set_err(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok +
-                             " needs score and length (8 bytes), " + std::to_string(n - off) + " left");
+            fail(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok +
+                          " needs score and length (8 bytes), " + std::to_string(n - off) + " left");
             return false;
         }
         const uint32_t score_bits = read_u32_le(buf.data() + off);
         float score;
         std::memcpy(&score, &score_bits, sizeof(score));
         if (std::isnan(score)) {
-            set_err(err, where + "score of " + tok + " at byte offset " + std::to_string(off) + " is NaN");
+            fail(err, where + "score of " + tok + " at byte offset " + std::to_string(off) + " is NaN");
             return false;
         }
         const int32_t len = (int32_t)read_u32_le(buf.data() + off + 4);
         if (len < 0 || len > kMaxPieceBytes) {
-            set_err(err, where + "bad length " + std::to_string(len) + " for " + tok + " at byte offset " +
-                             std::to_string(off + 4));
+            fail(err, where + "bad length " + std::to_string(len) + " for " + tok + " at byte offset " +
+                          std::to_string(off + 4));
             return false;
         }
         off += 8;
         if (n - off < (size_t)len) {
-            set_err(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok + " needs " +
-                             std::to_string(len) + " bytes, " + std::to_string(n - off) + " left");
+            fail(err, where + "truncated at byte offset " + std::to_string(off) + ": " + tok + " needs " +
+                          std::to_string(len) + " bytes, " + std::to_string(n - off) + " left");
             return false;
         }
         pieces.emplace_back(reinterpret_cast<const char*>(buf.data() + off), (size_t)len);
@@ -183,7 +180,7 @@ bool parse_llama2c(const std::vector<unsigned char>& buf, const std::string& whe
         off += (size_t)len;
     }
     if (off != n) {
-        set_err(err, where + trailing_bytes_message(buf, off, pieces.size()));
+        fail(err, where + trailing_bytes_message(buf, off, pieces.size()));
         return false;
     }
     return true;
@@ -212,18 +209,18 @@ bool Vocab::init_bpe(std::vector<std::string> tokens, std::vector<int> types, co
                      const std::string& pre, int bos, int eos, std::string* err) {
     clear();
     if (tokens.empty()) {
-        set_err(err, "vocab has no tokens");
+        fail(err, "vocab has no tokens");
         return false;
     }
     if (!types.empty() && types.size() != tokens.size()) {
-        set_err(err, "token types do not match the tokens");
+        fail(err, "token types do not match the tokens");
         return false;
     }
     auto bpe = std::make_shared<BpeTokenizer>();
     if (!bpe->init(tokens, types, merges, pre, err)) return false;
     const int n = (int)tokens.size();
     if (bos >= n || eos >= n) {
-        set_err(err, "special token id out of range");
+        fail(err, "special token id out of range");
         return false;
     }
     if (types.empty()) types.assign(tokens.size(), TOKEN_TYPE_NORMAL);
@@ -292,8 +289,8 @@ bool Vocab::load_llama2c(const std::string& path, std::string* err, int expected
     std::vector<float> scores;
     if (!parse_llama2c(buf, where, expected_n_tokens, max_len, pieces, scores, err)) return false;
     if (pieces.size() < 3) {
-        set_err(err, where + "only " + std::to_string(pieces.size()) +
-                         " tokens; the format needs <unk>, <s>, </s> at ids 0, 1, 2");
+        fail(err, where + "only " + std::to_string(pieces.size()) +
+                      " tokens; the format needs <unk>, <s>, </s> at ids 0, 1, 2");
         return false;
     }
 
@@ -316,25 +313,24 @@ bool Vocab::init(std::vector<std::string> pieces, std::vector<float> scores, std
     clear();
     const size_t n = pieces.size();
     if (n == 0) {
-        set_err(err, "vocab has no tokens");
+        fail(err, "vocab has no tokens");
         return false;
     }
     if (n > (size_t)std::numeric_limits<int>::max()) {
-        set_err(err, "vocab too large");
+        fail(err, "vocab too large");
         return false;
     }
     if (!scores.empty() && scores.size() != n) {
-        set_err(err, "scores has " + std::to_string(scores.size()) + " entries for " + std::to_string(n) + " tokens");
+        fail(err, "scores has " + std::to_string(scores.size()) + " entries for " + std::to_string(n) + " tokens");
         return false;
     }
     if (!types.empty() && types.size() != n) {
-        set_err(err, "token types has " + std::to_string(types.size()) + " entries for " + std::to_string(n) +
-                         " tokens");
+        fail(err, "token types has " + std::to_string(types.size()) + " entries for " + std::to_string(n) + " tokens");
         return false;
     }
     for (int id : {bos, eos, unk}) {
         if (id < -1 || id >= (int)n) {
-            set_err(err, "special token id " + std::to_string(id) + " out of range [0, " + std::to_string(n) + ")");
+            fail(err, "special token id " + std::to_string(id) + " out of range [0, " + std::to_string(n) + ")");
             return false;
         }
     }
@@ -342,7 +338,7 @@ bool Vocab::init(std::vector<std::string> pieces, std::vector<float> scores, std
     for (size_t i = 0; i < n; i++) {
         // NaN would break the merge queue's ordering.
         if (std::isnan(scores[i])) {
-            set_err(err, "score of token " + std::to_string(i) + " is NaN");
+            fail(err, "score of token " + std::to_string(i) + " is NaN");
             return false;
         }
     }
@@ -359,14 +355,14 @@ bool Vocab::init(std::vector<std::string> pieces, std::vector<float> scores, std
     for (size_t i = 0; i < n; i++) {
         const int t = types[i];
         if (t < TOKEN_TYPE_UNDEFINED || t > TOKEN_TYPE_BYTE) {
-            set_err(err, "token " + std::to_string(i) + " has unknown type " + std::to_string(t));
+            fail(err, "token " + std::to_string(i) + " has unknown type " + std::to_string(t));
             clear();
             return false;
         }
         if (t == TOKEN_TYPE_BYTE) {
             const int b = parse_byte_piece(pieces[i]);
             if (b < 0) {
-                set_err(err, "token " + std::to_string(i) + " has type byte but its piece is not <0xNN>");
+                fail(err, "token " + std::to_string(i) + " has type byte but its piece is not <0xNN>");
                 clear();
                 return false;
             }

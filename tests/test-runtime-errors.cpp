@@ -170,8 +170,14 @@ TEST_CASE("bad tokenizer files") {
     std::string e = load_error(model_path("aidreams260K.bin"), model_path("tokenizer.bin").c_str());
     CHECK(contains(e, "tokenizer.bin"));
     CHECK(contains(e, "the tokenizer has 32000 tokens, the model 512"));
+    CHECK(kvg_last_status() == KVG_STATUS_BAD_FILE);
     e = load_error(model_path("aidreams260K.bin"), "/nonexistent/tok.bin");
     CHECK(contains(e, "/nonexistent/tok.bin"));
+    CHECK(contains(e, "cannot open"));
+    CHECK(kvg_last_status() == KVG_STATUS_IO); // as kvgraph.h promises for a file that cannot be read
+    e = load_error(model_path("aidreams260K.bin"), shared_dir().c_str());
+    CHECK(contains(e, "not a regular file"));
+    CHECK(kvg_last_status() == KVG_STATUS_IO);
     const std::string tok = temp_path("tok.bin");
     write_file(tok, read_file(model_path("tok512.bin")).substr(0, 3000));
     CHECK_FALSE(load_error(model_path("aidreams260K.bin"), tok.c_str()).empty());
