@@ -552,7 +552,7 @@ void KvCache::use_group(int seq, int64_t pos) {
     if (grouped() && seqs[seq].recent_group != group) load_recent(seq, group);
 }
 
-void KvCache::store(int seq, int64_t pos) {
+void KvCache::apply(int seq, int64_t pos) {
     Seq & s = seqs[seq];
     const int64_t j = slot(pos);
     use_group(seq, pos);
@@ -598,8 +598,6 @@ bool KvCache::begin_batch(const int32_t * pos, const int32_t * seq, int n, Batch
     }
     return true;
 }
-
-void KvCache::apply(int seq, int64_t pos) { store(seq, pos); }
 
 void KvCache::commit_batch(Batch *) { open_batch = nullptr; }
 

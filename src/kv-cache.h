@@ -123,7 +123,11 @@ struct KvCache {
     // first position (kvg_status context full if a linear cache has no room or a ring no
     // longer holds the window), and nothing changes.
     bool begin_batch(const int32_t * pos, const int32_t * seq, int n, Batch * b, std::string * err);
-    void apply(int seq, int64_t pos); // the next graph writes pos (call in token order; see store)
+    // The next graph writes pos (call in token order, before the graph's inputs are set).
+    // Grouped K: if pos's group is not the sequence's recent group, its rows are first loaded
+    // into k_recent from the q8_0 copy (slots still held there, e.g. after a rewind or a ring
+    // wrap, stay readable).
+    void apply(int seq, int64_t pos);
     void commit_batch(Batch * b);
     void rollback_batch(Batch * b);
 
@@ -187,11 +191,7 @@ struct KvCache {
     // of n) and its total size, checked as state_read checks them, all but the checksum.
     static size_t state_header_bytes();
     bool state_header_fits(const uint8_t * head, size_t n, uint64_t size, uint64_t model_id, std::string * err) const;
-    // The next graph writes pos (call in token order). Grouped K: if pos's group is not the
-    // sequence's recent group, its rows are first loaded into k_recent from the q8_0 copy
-    // (slots still held there, e.g. after a rewind or a ring wrap, stay readable).
-    void store(int seq, int64_t pos);
-    void use_group(int seq, int64_t pos); // grouped K: k_recent holds pos's group (store() calls it)
+    void use_group(int seq, int64_t pos); // grouped K: k_recent holds pos's group (apply() calls it)
     // May a token of seq at position pos attend slot j?
     bool visible(int seq, int j, int64_t pos) const {
         const int64_t q = seqs[seq].held(j);

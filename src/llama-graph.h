@@ -54,7 +54,7 @@ struct Ubatch {
     int n() const { return (int) tokens.size(); }
 };
 
-// The shape of the graph that runs ub, after kv.store() has seen ub's tokens (the valid
+// The shape of the graph that runs ub, after kv.apply() has seen ub's tokens (the valid
 // lengths decide n_kv when attention reads a bucket of slots instead of all n_ctx).
 GraphShape ubatch_shape(const Ubatch & ub, const KvCache & kv, bool flash_attn, bool kv_len);
 
@@ -116,7 +116,7 @@ struct LlamaGraph {
     // k_write / v_write (the cache writes), kv_read (flash attention: the op reading both) or
     // k_read / v_read (matmul path: the first ops reading each), q, k (after RoPE), att, x.
 
-    // Fills chunk c's inputs for ub; kv.store() must have seen ub's tokens (and those of
+    // Fills chunk c's inputs for ub; kv.apply() must have seen ub's tokens (and those of
     // the chunks before c), not those of later chunks.
     void set_inputs(int c, const Ubatch & ub, const KvCache & kv);
 

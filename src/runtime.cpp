@@ -405,15 +405,21 @@ static int split_chunks(kvg_context * ctx, const kvg_token * tokens, const int32
     return n_chunks;
 }
 
-// Runs chunks [c0, c1) in one graph of shape `shape` and copies their logits out.
-static bool run_graph(kvg_context * ctx, const kvg::GraphShape & shape, size_t c0, size_t c1, std::string * e) {
+// Runs chunks [c0, c1) in one graph and copies their logits out. Each chunk's tokens go into
+// the cache just before its inputs are set; the graph's shape is shape, or (matmul attention,
+// one chunk) the first chunk's once the cache holds its tokens.
+static bool run_graph(kvg_context * ctx, kvg::GraphShape shape, size_t c0, size_t c1, std::string * e) {
     Scratch & sc = ctx->scratch;
-    kvg::LlamaGraph * g = get_graph(ctx, shape, e);
-    if (!g) return false;
     const bool flash = ctx->params.attn == KVG_ATTN_FLASH;
+    kvg::LlamaGraph * g = nullptr;
     for (size_t c = c0; c < c1; ++c) {
         const kvg::Ubatch & ub = sc.chunks[c];
-        if (flash) for (int i = 0; i < ub.n(); ++i) ctx->kv.apply(ub.seq[i], ub.pos[i]);
+        for (int i = 0; i < ub.n(); ++i) ctx->kv.apply(ub.seq[i], ub.pos[i]);
+        if (c == c0) {
+            if (!flash) shape = kvg::ubatch_shape(ub, ctx->kv, false, false);
+            shape.n_chunks = (int) (c1 - c0);
+            if (!(g = get_graph(ctx, shape, e))) return false;
+        }
         g->set_inputs((int) (c - c0), ub, ctx->kv);
     }
     if (!compute(ctx, g, e)) return false;
@@ -447,11 +453,7 @@ static bool run_chunks(kvg_context * ctx, int n_chunks, std::string * e) {
                    kvg::ubatch_shape(sc.chunks[c1], kv, true, true) == shape) {
                 ++c1;
             }
-        } else {
-            for (int i = 0; i < sc.chunks[c0].n(); ++i) kv.apply(sc.chunks[c0].seq[i], sc.chunks[c0].pos[i]);
-            shape = kvg::ubatch_shape(sc.chunks[c0], kv, false, false);
         }
-        shape.n_chunks = (int) (c1 - c0);
         if (!run_graph(ctx, shape, c0, c1, e)) return false;
         c0 = c1;
     }

@@ -367,7 +367,7 @@ static bool bench_kv_scaling(const std::string & path, kvg_kv_type kt, const Opt
     int filled = 0;
     for (int len : lengths) {
         write_rows(kv, *wg, filled, len - 1, n_threads, work); // earlier positions; the step writes len - 1
-        for (int p = filled; p < len; ++p) kv.store(0, p);
+        for (int p = filled; p < len; ++p) kv.apply(0, p);
         filled = len - 1;
         kvg::Ubatch ub;
         ub.tokens = {5};
