@@ -15,6 +15,11 @@ namespace {
 std::atomic<long> g_allocations{0};
 }
 
+// The replacements pair malloc with free, as a replacement must; GCC's check cannot tell.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 void * operator new(std::size_t n) {
     g_allocations.fetch_add(1, std::memory_order_relaxed);
     if (void * p = std::malloc(n ? n : 1)) return p;
