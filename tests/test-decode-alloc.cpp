@@ -26,6 +26,14 @@ void * operator new(std::size_t n) {
     throw std::bad_alloc();
 }
 void * operator new[](std::size_t n) { return operator new(n); }
+// ggml_init uses new (std::nothrow): counted, and paired with the free below like the rest.
+void * operator new(std::size_t n, const std::nothrow_t &) noexcept {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    return std::malloc(n ? n : 1);
+}
+void * operator new[](std::size_t n, const std::nothrow_t & tag) noexcept { return operator new(n, tag); }
+void operator delete(void * p, const std::nothrow_t &) noexcept { std::free(p); }
+void operator delete[](void * p, const std::nothrow_t &) noexcept { std::free(p); }
 void operator delete(void * p) noexcept { std::free(p); }
 void operator delete[](void * p) noexcept { std::free(p); }
 void operator delete(void * p, std::size_t) noexcept { std::free(p); }
