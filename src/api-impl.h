@@ -22,7 +22,7 @@ struct kvg_model {
 
 // Per-call working memory of decode, kept so that a call allocates only when a batch is
 // larger than any before (and a thread-pool worker once, the first time it runs a kernel
-// with per-thread storage). tests/test-decode-alloc.cpp counts.
+// with per-thread storage). tests/test-decode-heap.cpp counts.
 struct Scratch {
     std::vector<int32_t> pos, seq; // kvg_decode's positions and sequence ids
     std::vector<int64_t> next, chunk_first;

@@ -1,6 +1,8 @@
 // api-impl.h promises that decode allocates only when a batch is larger than any before:
 // once warm, a decode loop makes no heap allocation (a pool worker: once, on first use). Checked by counting every
-// operator new of the process (the library's C++ allocations all go through it).
+// operator new of the process (the library's C++ allocations all go through it). Not run
+// under TSan, whose runtime owns operator new (hence no "alloc" in this test's name, which
+// scripts/ci-sanitize.sh's TSan selection would match).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
