@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cinttypes>
+#include <cmath>
 #include <cstring>
+#include <unordered_set>
 
 namespace kvg {
 
@@ -192,6 +194,51 @@ std::unique_ptr<Model> read_vocab_only(const GgufReader & r, std::unique_ptr<Mod
     return m;
 }
 
+// llama.rope.scaling.*: the type (none, linear or yarn; llama.cpp's default: linear), the
+// factor (also under the older key rope.scale_linear), YaRN's original context and the
+// magnitude factor. YaRN's magnitude correction 1 + 0.1 ln(factor), which ggml's rope applies
+// itself when ext_factor is set, is divided out again as llama.cpp does for llama files.
+bool read_rope_scaling(const GgufReader & r, HParams & hp) {
+    std::string type = "linear";
+    if (r.key("llama.rope.scaling.type") >= 0 && !r.get_str("llama.rope.scaling.type", &type)) return false;
+    if (type != "none" && type != "linear" && type != "yarn") {
+        return fail(r.err, KVG_STATUS_UNSUPPORTED,
+                    strfmt("%s: llama.rope.scaling.type '%s' is not supported (none, linear, yarn)", r.path.c_str(), type.c_str()));
+    }
+    float factor = 0.0f, attn_factor = 1.0f;
+    const char * factor_key = r.key("llama.rope.scaling.factor") >= 0 ? "llama.rope.scaling.factor" : "llama.rope.scale_linear";
+    if (!r.get_float(factor_key, false, &factor) || !r.get_float("llama.rope.scaling.attn_factor", false, &attn_factor) ||
+        !r.get_int("llama.rope.scaling.original_context_length", 1, 1 << 24, false, &hp.n_ctx_orig)) {
+        return false;
+    }
+    if (!std::isfinite(factor) || factor < 0.0f || !std::isfinite(attn_factor) || attn_factor <= 0.0f) {
+        return fail(r.err, strfmt("%s: rope scaling factor %g or attention factor %g is invalid", r.path.c_str(), factor,
+                                  attn_factor));
+    }
+    hp.rope_freq_scale = type == "none" || factor == 0.0f ? 1.0f : 1.0f / factor;
+    hp.yarn_ext_factor = type == "yarn" ? 1.0f : 0.0f;
+    hp.yarn_attn_factor = attn_factor;
+    if (type == "yarn") {
+        const float stretch = 1.0f / hp.rope_freq_scale, gain = 1.0f + 0.1f * std::log(stretch);
+        hp.yarn_attn_factor *= (stretch <= 1.0f ? 1.0f : gain) / gain;
+    }
+    return true;
+}
+
+// attention.key_length / value_length: kvgraph's heads are n_embd / n_head wide.
+bool check_head_sizes(const GgufReader & r, const HParams & hp) {
+    for (const char * k : {"llama.attention.key_length", "llama.attention.value_length"}) {
+        int size = hp.n_embd % hp.n_head == 0 ? hp.head_dim() : 0;
+        if (!r.get_int(k, 1, 1 << 16, false, &size)) return false;
+        if (size != hp.head_dim()) {
+            return fail(r.err, KVG_STATUS_UNSUPPORTED,
+                        strfmt("%s: %s = %d differs from n_embd / n_head = %d, which kvgraph does not support", r.path.c_str(),
+                               k, size, hp.head_dim()));
+        }
+    }
+    return true;
+}
+
 // general.architecture must be llama; the llama.* keys fill hp.
 bool read_hparams(const GgufReader & r, HParams & hp) {
     std::string arch;
@@ -212,7 +259,8 @@ bool read_hparams(const GgufReader & r, HParams & hp) {
     hp.n_rot = hp.n_embd % hp.n_head == 0 ? hp.head_dim() : 0;
     return r.get_int("llama.rope.dimension_count", 1, 1 << 16, false, &hp.n_rot) &&
            r.get_float("llama.rope.freq_base", false, &hp.rope_base) &&
-           r.get_float("llama.attention.layer_norm_rms_epsilon", true, &hp.rms_eps);
+           r.get_float("llama.attention.layer_norm_rms_epsilon", true, &hp.rms_eps) && read_rope_scaling(r, hp) &&
+           check_head_sizes(r, hp);
 }
 
 // Binds the file's tensors to the model: every tensor listed, of the expected shape and a
@@ -308,6 +356,22 @@ bool read_n_vocab(const GgufReader & r, ggml_context * meta, HParams & hp) {
     return true;
 }
 
+// A tensor the graph would not read (a bias, other rope factors, experts, ...) changes what
+// the file computes: refused, named, rather than silently left out.
+bool refuse_unused_tensors(const GgufReader & r, const Model & m) {
+    std::unordered_set<std::string> used;
+    for (const ggml_tensor * t : m.tensors()) used.insert(t->name);
+    for (int64_t i = 0; i < gguf_get_n_tensors(r.g); ++i) {
+        const char * name = gguf_get_tensor_name(r.g, i);
+        if (!used.count(name)) {
+            return fail(r.err, KVG_STATUS_UNSUPPORTED,
+                        strfmt("%s: tensor %s is not supported: kvgraph's llama graph has no use for it, and leaving it "
+                               "out would change the result", r.path.c_str(), name));
+        }
+    }
+    return true;
+}
+
 bool bind_weights(const GgufReader & r, const TensorBinder & get, Model & m) {
     const HParams & hp = m.hp;
     const int64_t dim = hp.n_embd, kv = hp.n_embd_kv(), ff = hp.n_ff, V = hp.n_vocab;
@@ -332,7 +396,10 @@ bool bind_weights(const GgufReader & r, const TensorBinder & get, Model & m) {
     } else {
         m.output = m.tok_embd; // tied embeddings
     }
-    return true;
+    if (gguf_find_tensor(r.g, "rope_freqs.weight") >= 0 && !(m.rope_freqs = get("rope_freqs.weight", hp.n_rot / 2, 1))) {
+        return false;
+    }
+    return refuse_unused_tensors(r, m);
 }
 
 // The matrices' types in file order, "/"-separated, each once.

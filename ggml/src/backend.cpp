@@ -108,8 +108,8 @@ enum ggml_status ggml_tallocr_alloc(struct ggml_tallocr * ta, ggml_tensor * t) {
     const size_t size = GGML_PAD(ggml_nbytes(t), ta->alignment);
     const size_t avail = ggml_backend_buffer_get_size(ta->buffer);
     if (ta->offset + size > avail) {
-        GGML_LOG_ERROR("ggml_tallocr_alloc: not enough space in the buffer for tensor '%s' (needed %zu bytes, %zu left)\n",
-                t->name, size, avail > ta->offset ? avail - ta->offset : 0);
+        GGML_LOG_ERROR("ggml_tallocr_alloc: tensor '%s' needs %zu bytes, the buffer has %zu left\n", t->name, size,
+                       avail > ta->offset ? avail - ta->offset : 0);
         return GGML_STATUS_ALLOC_FAILED;
     }
     const enum ggml_status st = ggml_backend_tensor_alloc(ta->buffer, t, (char *) ta->base + ta->offset);

@@ -111,10 +111,6 @@ bool ggml_can_repeat(const ggml_tensor * b, const ggml_tensor * a) {
     return true;
 }
 
-bool ggml_writes_borrowed_memory(const ggml_tensor * t) {
-    return t->view_src != nullptr && t->op != GGML_OP_NONE && !ggml_op_is_view(t->op);
-}
-
 // ---- context --------------------------------------------------------------------------
 size_t ggml_tensor_overhead(void) { return GGML_OBJECT_SIZE + GGML_TENSOR_SIZE; }
 

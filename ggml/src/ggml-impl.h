@@ -118,8 +118,6 @@ void ggml_push_dep(struct ggml_tensor * tensor, struct ggml_tensor * dep, enum g
 static inline bool ggml_op_is_view(enum ggml_op op) { // inline: the access model asks per source
     return op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
 }
-// A computing op whose result is a view writes into memory owned by another tensor.
-bool ggml_writes_borrowed_memory(const struct ggml_tensor * t);
 
 // ---- the access model and the hazard rules (hazards.cpp) ----
 // Every consumer (op creation, graph expansion, schedule, planner, validator) takes what
