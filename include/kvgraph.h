@@ -168,6 +168,11 @@ int32_t kvg_model_n_head(const struct kvg_model * model);
 int32_t kvg_model_n_head_kv(const struct kvg_model * model);
 kvg_token kvg_model_bos(const struct kvg_model * model); // -1 if none
 kvg_token kvg_model_eos(const struct kvg_model * model); // -1 if none
+// Whether token ends generation (llama.cpp's llama_vocab_is_eog): EOS, the file's
+// tokenizer.ggml.eot_token_id / eom_token_id, and the end-of-turn control tokens of chat
+// vocabularies ("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|im_end|>", "<|end|>",
+// "<end_of_turn>", "<|endoftext|>"). False for a NULL model or an id outside the vocabulary.
+bool kvg_token_is_eog(const struct kvg_model * model, kvg_token token);
 bool kvg_model_has_vocab(const struct kvg_model * model);
 size_t kvg_model_weight_bytes(const struct kvg_model * model); // bytes of all weight tensors
 // One line: format, shape, weight types (e.g. "llama2.c f32, 4 layers, dim 64, ...").

@@ -463,15 +463,20 @@ bool KvCache::copy_range(int src, int dst, int64_t p0, int64_t p1, std::string *
 
 // ---- shifting positions ------------------------------------------------------------------------------
 
-// Rotates each head's adjacent pairs of one key row by delta positions.
-static void rotate_key_row(void * row, ggml_type type, int n_embd_kv, int head_dim, int n_rot, float base, int64_t delta) {
+// Rotates each head's adjacent pairs of one key row by delta positions: pair k's angle per
+// position is freq_scale * base^(-2k / n_rot) / factors[k], as the graph's rope (without
+// YaRN, whose blended angles are not additive) applies it.
+static void rotate_key_row(void * row, ggml_type type, int n_embd_kv, int head_dim, const HParams & hp,
+                           const float * factors, int64_t delta) {
+    const int n_rot = hp.n_rot;
     std::vector<double> x((size_t) n_embd_kv);
     for (int i = 0; i < n_embd_kv; ++i) {
         x[i] = type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(((const ggml_fp16_t *) row)[i]) : ((const float *) row)[i];
     }
     for (int h = 0; h < n_embd_kv / head_dim; ++h) {
         for (int k = 0; k < n_rot / 2; ++k) {
-            const double theta = (double) delta * std::pow((double) base, -2.0 * k / n_rot);
+            const double per_pos = hp.rope_freq_scale * std::pow((double) hp.rope_base, -2.0 * k / n_rot);
+            const double theta = (double) delta * per_pos / (factors ? factors[k] : 1.0);
             double & a = x[(size_t) h * head_dim + 2 * k];
             double & b = x[(size_t) h * head_dim + 2 * k + 1];
             const double a0 = a;
@@ -485,7 +490,8 @@ static void rotate_key_row(void * row, ggml_type type, int n_embd_kv, int head_d
     }
 }
 
-bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, int n_rot, float rope_base, std::string * err) {
+bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, const HParams & hp, const float * factors,
+                    std::string * err) {
     auto refuse = [&](kvg_status st, const std::string & msg) {
         kvg::note_status(st);
         if (err) *err = msg;
@@ -494,6 +500,10 @@ bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, int n_rot, f
     if (mode != KvMode::Linear || grouped()) {
         return refuse(KVG_STATUS_UNSUPPORTED, "positions can be shifted in linear f32 and f16 caches only (a q8_0 key would "
                                               "be rounded again; a ring slides by itself)");
+    }
+    if (hp.rope_yarn) {
+        return refuse(KVG_STATUS_UNSUPPORTED,
+                      "positions cannot be shifted with YaRN rope scaling (its angles do not add up)");
     }
     Seq & s = seqs[seq];
     p1 = std::min(p1, s.n_past);
@@ -520,7 +530,7 @@ bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, int n_rot, f
                 char * from = (char *) t->data + (size_t) ((int64_t) seq * n_ctx + q) * t->nb[1];
                 char * to = (char *) t->data + (size_t) ((int64_t) seq * n_ctx + q + delta) * t->nb[1];
                 std::memcpy(to, from, t->nb[1]);
-                if (t == k[il]) rotate_key_row(to, type, n_embd_kv, head_dim, n_rot, rope_base, delta);
+                if (t == k[il]) rotate_key_row(to, type, n_embd_kv, head_dim, hp, factors, delta);
             }
         }
         if (q + delta >= (int64_t) s.slot_pos.size()) s.slot_pos.resize((size_t) (q + delta + 1), -1);

@@ -168,12 +168,14 @@ struct KvCache {
     // would mix the two sequences' rows): refused with a message otherwise.
     bool copy_range(int src, int dst, int64_t p0, int64_t p1, std::string * err);
     // Positions [p0, p1) of seq move by delta: their rows move to the new slots and their keys
-    // are rotated by delta (RoPE on adjacent pairs over the first n_rot values of each head,
-    // base rope_base, as the decode graph applies it), in double precision. Linear f32/f16
-    // caches only (a q8_0 key cannot be rotated without rounding it again; a ring slides by
-    // itself). Refused, nothing changed, if a position would leave [0, n_ctx) or land on one
-    // seq still holds outside the range.
-    bool shift(int seq, int64_t p0, int64_t p1, int64_t delta, int n_rot, float rope_base, std::string * err);
+    // are rotated by delta (RoPE on adjacent pairs over the first hp.n_rot values of each head,
+    // with hp's base and frequency scale and the frequency factors [n_rot / 2] if not null, as
+    // the decode graph applies it), in double precision. Linear f32/f16 caches only (a q8_0
+    // key cannot be rotated without rounding it again; a ring slides by itself), no YaRN.
+    // Refused, nothing changed, if a position would leave [0, n_ctx) or land on one seq still
+    // holds outside the range.
+    bool shift(int seq, int64_t p0, int64_t p1, int64_t delta, const HParams & hp, const float * factors,
+               std::string * err);
     int64_t pos_min(int seq) const;      // smallest position held, -1 if none
     int64_t pos_max(int seq) const;      // largest position held, -1 if none
 

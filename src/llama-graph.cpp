@@ -104,14 +104,13 @@ struct LayerIn {
 };
 
 // RoPE as Llama models use it: pairs of adjacent values (mode 0, llama2.c's layout) rotated
-// by the token's true position; no context extension (YaRN off, no frequency scaling).
+// by the token's true position, with the file's scaling and frequency factors.
 static ggml_tensor * rope(const LayerIn & L, ggml_tensor * x) {
     const HParams & hp = L.model.hp;
     const int mode = 0;
-    const float freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
-    const float beta_fast = 32.0f, beta_slow = 1.0f; // YaRN's ramp, unused while ext_factor is 0
-    return ggml_rope_ext(L.ctx, x, L.in.tok.pos, nullptr, hp.n_rot, mode, hp.n_ctx_train, hp.rope_base, freq_scale,
-                         ext_factor, attn_factor, beta_fast, beta_slow);
+    const float beta_fast = 32.0f, beta_slow = 1.0f; // YaRN's ramp: llama.cpp's defaults
+    return ggml_rope_ext(L.ctx, x, L.in.tok.pos, L.model.rope_freqs, hp.n_rot, mode, hp.rope_ctx_orig(), hp.rope_base,
+                         hp.rope_freq_scale, hp.rope_ext_factor(), hp.rope_magnitude(), beta_fast, beta_slow);
 }
 
 // Flash attention of Q [hd, n_q, n_head, n_seq] over the cache -> [n_embd, n_q * n_seq].

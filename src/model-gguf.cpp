@@ -69,6 +69,14 @@ struct GgufReader {
         else return fail(err, strfmt("%s: key %s has type %s, expected a float", path.c_str(), k, gguf_type_name(t)));
         return true;
     }
+    bool get_bool(const char * k, bool * out) const { // optional
+        const int64_t id = key(k);
+        if (id < 0) return true;
+        if (gguf_get_kv_type(g, id) != GGUF_TYPE_BOOL)
+            return fail(err, strfmt("%s: key %s is not a bool", path.c_str(), k));
+        *out = gguf_get_val_bool(g, id);
+        return true;
+    }
     bool get_str(const char * k, std::string * out) const {
         const int64_t id = key(k);
         if (id < 0) return fail(err, strfmt("%s: missing key %s", path.c_str(), k));
@@ -105,6 +113,25 @@ bool read_merges(const GgufReader & r, std::vector<std::string> * merges) {
     const size_t n = gguf_get_arr_n(r.g, id);
     merges->reserve(n);
     for (size_t i = 0; i < n; ++i) merges->push_back(gguf_get_arr_str(r.g, id, i));
+    return true;
+}
+
+// The keys that say which special tokens encode adds and which ids end generation.
+bool read_specials(const GgufReader & r, Model & m, int bos, int eos) {
+    bool add_bos = true, add_space_prefix = true;
+    int eot = -1, eom = -1;
+    const int64_t hi = (int64_t) m.vocab.n_tokens() - 1;
+    if (!r.get_bool("tokenizer.ggml.add_bos_token", &add_bos) ||
+        !r.get_bool("tokenizer.ggml.add_space_prefix", &add_space_prefix) ||
+        !r.get_int("tokenizer.ggml.eot_token_id", 0, hi, false, &eot) ||
+        !r.get_int("tokenizer.ggml.eom_token_id", 0, hi, false, &eom)) {
+        return false;
+    }
+    m.vocab.set_specials(add_bos, add_space_prefix);
+    m.vocab.find_end_tokens(eot, eom);
+    m.has_vocab = true;
+    if (bos >= 0) m.bos = bos;
+    if (eos >= 0) m.eos = eos;
     return true;
 }
 
@@ -169,10 +196,7 @@ bool read_vocab(const GgufReader & r, Model & m) {
     } else if (!m.vocab.init(std::move(pieces), std::move(scores), std::move(types), bos, eos, unk, &verr)) {
         return fail(r.err, r.path + ": tokenizer: " + verr);
     }
-    m.has_vocab = true;
-    if (bos >= 0) m.bos = bos;
-    if (eos >= 0) m.eos = eos;
-    return true;
+    return read_specials(r, m, bos, eos);
 }
 
 
@@ -196,8 +220,7 @@ std::unique_ptr<Model> read_vocab_only(const GgufReader & r, std::unique_ptr<Mod
 
 // llama.rope.scaling.*: the type (none, linear or yarn; llama.cpp's default: linear), the
 // factor (also under the older key rope.scale_linear), YaRN's original context and the
-// magnitude factor. YaRN's magnitude correction 1 + 0.1 ln(factor), which ggml's rope applies
-// itself when ext_factor is set, is divided out again as llama.cpp does for llama files.
+// magnitude factor.
 bool read_rope_scaling(const GgufReader & r, HParams & hp) {
     std::string type = "linear";
     if (r.key("llama.rope.scaling.type") >= 0 && !r.get_str("llama.rope.scaling.type", &type)) return false;
@@ -216,12 +239,8 @@ bool read_rope_scaling(const GgufReader & r, HParams & hp) {
                                   attn_factor));
     }
     hp.rope_freq_scale = type == "none" || factor == 0.0f ? 1.0f : 1.0f / factor;
-    hp.yarn_ext_factor = type == "yarn" ? 1.0f : 0.0f;
-    hp.yarn_attn_factor = attn_factor;
-    if (type == "yarn") {
-        const float stretch = 1.0f / hp.rope_freq_scale, gain = 1.0f + 0.1f * std::log(stretch);
-        hp.yarn_attn_factor *= (stretch <= 1.0f ? 1.0f : gain) / gain;
-    }
+    hp.rope_yarn = type == "yarn";
+    hp.rope_attn_factor = attn_factor;
     return true;
 }
 

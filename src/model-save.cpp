@@ -103,6 +103,12 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
     gguf_set_val_u32(g, "llama.attention.head_count_kv", hp.n_head_kv);
     gguf_set_val_u32(g, "llama.rope.dimension_count", hp.n_rot);
     gguf_set_val_f32(g, "llama.rope.freq_base", hp.rope_base);
+    if (hp.rope_yarn || hp.rope_freq_scale != 1.0f || hp.rope_attn_factor != 1.0f) {
+        gguf_set_val_str(g, "llama.rope.scaling.type", hp.rope_yarn ? "yarn" : "linear");
+        gguf_set_val_f32(g, "llama.rope.scaling.factor", 1.0f / hp.rope_freq_scale);
+        gguf_set_val_f32(g, "llama.rope.scaling.attn_factor", hp.rope_attn_factor);
+        gguf_set_val_u32(g, "llama.rope.scaling.original_context_length", hp.rope_ctx_orig());
+    }
     gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", hp.rms_eps);
     gguf_set_val_u32(g, "llama.vocab_size", hp.n_vocab);
     set_vocab(g, m, placeholder_vocab);

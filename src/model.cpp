@@ -6,6 +6,7 @@
 #include "model-impl.h"
 #include "status.h"
 
+#include <cmath>
 #include <cstring>
 #include <unistd.h>
 
@@ -27,7 +28,17 @@ std::vector<ggml_tensor *> Model::tensors() const {
     }
     out.push_back(output_norm);
     if (output != tok_embd) out.push_back(output);
+    if (rope_freqs) out.push_back(rope_freqs);
     return out;
+}
+
+// llama.cpp's YaRN magnitude for llama files is 1 + 0.1 ln(factor) for a stretch (none for a
+// factor <= 1); ggml's rope applies that gain itself when ext_factor is set, so the argument
+// carries the quotient.
+float HParams::rope_magnitude() const {
+    if (!rope_yarn) return rope_attn_factor;
+    const float stretch = 1.0f / rope_freq_scale, gain = 1.0f + 0.1f * std::log(stretch);
+    return rope_attn_factor * (stretch <= 1.0f ? 1.0f : gain) / gain;
 }
 
 size_t Model::weight_bytes() const {

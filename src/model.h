@@ -30,6 +30,18 @@ struct HParams {
     int n_head_kv = 0;
     int n_rot = 0;     // rotated dimensions per head (== head_dim for llama)
     float rope_base = 10000.0f;
+    // RoPE scaling (llama.rope.scaling.*): linear scaling divides every angle by the factor;
+    // YaRN also blends scaled and unscaled angles per dimension over the ramp of the original
+    // context, with a magnitude correction.
+    bool rope_yarn = false;
+    float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor
+    float rope_attn_factor = 1.0f; // rope.scaling.attn_factor
+    int n_ctx_orig = 0;            // rope.scaling.original_context_length (0: n_ctx_train)
+
+    // ggml_rope_ext's arguments for the above
+    int rope_ctx_orig() const { return n_ctx_orig > 0 ? n_ctx_orig : n_ctx_train; }
+    float rope_ext_factor() const { return rope_yarn ? 1.0f : 0.0f; }
+    float rope_magnitude() const; // attn_factor: ggml's rope multiplies YaRN's 1 + 0.1 ln(factor) in itself
     float rms_eps = 1e-5f;
 
     int head_dim() const { return n_embd / n_head; }
@@ -64,6 +76,10 @@ struct Model {
     ggml_tensor * tok_embd = nullptr;
     ggml_tensor * output_norm = nullptr;
     ggml_tensor * output = nullptr; // == tok_embd when tied
+    // Llama 3's rope_freqs.weight, f32 [n_rot / 2] or nullptr: pair k's angle is divided by
+    // rope_freqs[k] (ggml_rope_ext's frequency factors), in every layer and in a KV shift.
+    ggml_tensor * rope_freqs = nullptr;
+    const float * rope_factors() const { return rope_freqs ? (const float *) rope_freqs->data : nullptr; }
     std::vector<LayerWeights> layers;
 
     bool has_vocab = false;

@@ -146,6 +146,10 @@ int32_t kvg_model_n_head(const kvg_model * model) { return model ? model->m->hp.
 int32_t kvg_model_n_head_kv(const kvg_model * model) { return model ? model->m->hp.n_head_kv : 0; }
 kvg_token kvg_model_bos(const kvg_model * model) { return model ? model->m->bos : -1; }
 kvg_token kvg_model_eos(const kvg_model * model) { return model ? model->m->eos : -1; }
+bool kvg_token_is_eog(const kvg_model * model, kvg_token token) {
+    if (!model || token < 0 || token >= model->m->hp.n_vocab) return false;
+    return token == model->m->eos || (model->m->has_vocab && model->m->vocab.is_end(token));
+}
 bool kvg_model_has_vocab(const kvg_model * model) { return model && model->m->has_vocab; }
 size_t kvg_model_weight_bytes(const kvg_model * model) { return model ? model->m->weight_bytes() : 0; }
 const char * kvg_model_desc(const kvg_model * model) { return model ? model->m->desc.c_str() : ""; }

@@ -186,11 +186,12 @@ bool parse_llama2c(const std::vector<unsigned char>& buf, const std::string& whe
     return true;
 }
 
-// SentencePiece's normalisation: a dummy prefix, then every space becomes "▁".
-std::string sp_normalize(const std::string& text) {
+// SentencePiece's normalisation: a dummy prefix (unless the file turns it off), then every
+// space becomes "▁".
+std::string sp_normalize(const std::string & text, bool dummy_prefix) {
     std::string norm;
     norm.reserve(text.size() + kSpaceMarkLen * 4);
-    norm.append(kSpaceMark, kSpaceMarkLen);
+    if (dummy_prefix) norm.append(kSpaceMark, kSpaceMarkLen);
     for (char c : text) {
         if (c == ' ') {
             norm.append(kSpaceMark, kSpaceMarkLen);
@@ -235,6 +236,7 @@ bool Vocab::init_bpe(std::vector<std::string> tokens, std::vector<int> types, co
     for (size_t i = 0; i < pieces_.size(); ++i) {
         if (types_[i] == TOKEN_TYPE_USER_DEFINED && !bpe_->token_bytes((int)i).empty()) add_user_defined((int)i, bpe_->token_bytes((int)i));
     }
+    find_end_tokens(-1, -1);
     return true;
 }
 
@@ -246,6 +248,8 @@ void Vocab::clear() {
     piece_to_id_.clear();
     std::fill(std::begin(byte_to_id_), std::end(byte_to_id_), -1);
     bos_ = eos_ = unk_ = -1;
+    add_bos_ = add_space_prefix_ = true;
+    end_ids_.clear();
     max_token_length_ = 0;
     user_trie_.clear();
     user_trie_id_.assign(1, -1);
@@ -379,6 +383,7 @@ bool Vocab::init(std::vector<std::string> pieces, std::vector<float> scores, std
     bos_ = bos;
     eos_ = eos;
     unk_ = unk;
+    find_end_tokens(-1, -1);
     return true;
 }
 
@@ -387,15 +392,33 @@ bool Vocab::is_mergeable(int id) const {
     return t == TOKEN_TYPE_NORMAL || t == TOKEN_TYPE_UNDEFINED || t == TOKEN_TYPE_USER_DEFINED;
 }
 
+void Vocab::set_specials(bool add_bos, bool add_space_prefix) {
+    add_bos_ = add_bos;
+    add_space_prefix_ = add_space_prefix;
+}
+
+void Vocab::find_end_tokens(int eot, int eom) {
+    end_ids_.clear();
+    for (int id : {eos_, eot, eom}) {
+        if (valid_id(id) && !is_end(id)) end_ids_.push_back(id);
+    }
+    static const char * const kTurnEnds[] = {"<|eot_id|>", "<|eom_id|>",    "<|end_of_text|>", "<|im_end|>",
+                                             "<|end|>",    "<end_of_turn>", "<|endoftext|>",   "<EOT>"};
+    for (const char * text : kTurnEnds) {
+        const int id = find(text);
+        if (id >= 0 && !is_end(id)) end_ids_.push_back(id);
+    }
+}
+
 std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
     std::vector<int> out;
-    if (add_bos && bos_ >= 0) out.push_back(bos_);
+    if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
     if (bpe_) {
         encode_byte_level(text, out);
         return out;
     }
     if (text.empty() || pieces_.empty()) return out;
-    const std::string norm = sp_normalize(text);
+    const std::string norm = sp_normalize(text, add_space_prefix_);
     std::vector<SpSymbol> syms = sp_symbols(norm);
     sp_merge(norm, syms);
     sp_emit(norm, syms, out);
@@ -533,7 +556,8 @@ std::string Vocab::decode_next(int prev, int id) const {
     if (bpe_) return p;  // no dummy prefix to drop
     // Only a text piece carries the dummy prefix; a byte token is literal.
     const bool text_piece = valid_id(id) && types_[id] != TOKEN_TYPE_BYTE && types_[id] != TOKEN_TYPE_UNKNOWN;
-    if ((prev < 0 || prev == bos_) && text_piece && !p.empty() && p[0] == ' ') p.erase(0, 1);
+    const bool starts = prev < 0 || prev == bos_;
+    if (add_space_prefix_ && starts && text_piece && !p.empty() && p[0] == ' ') p.erase(0, 1);
     return p;
 }
 

@@ -9,6 +9,7 @@
 // accessors return an empty value for an out-of-range id.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -72,6 +73,16 @@ public:
     // may be part of a UTF-8 sequence completed by the following tokens.
     std::string decode_next(int prev, int id) const;
 
+    // The file's tokenizer.ggml.add_bos_token (encode adds BOS only where both it and the
+    // caller ask) and, for SentencePiece, tokenizer.ggml.add_space_prefix (the dummy prefix
+    // of encode and the space decode drops). Both default to true.
+    void set_specials(bool add_bos, bool add_space_prefix);
+    // The tokens that end generation (llama.cpp's end-of-generation set): EOS, the ids
+    // given (tokenizer.ggml.eot_token_id / eom_token_id, -1: none) and the control tokens
+    // chat models end a turn with ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", ...).
+    void find_end_tokens(int eot, int eom);
+    bool is_end(int id) const { return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end(); }
+
     int n_tokens() const { return (int)pieces_.size(); }
     int bos() const { return bos_; }
     int eos() const { return eos_; }
@@ -98,6 +109,8 @@ private:
     std::unordered_map<std::string, int> piece_to_id_;  // first id on duplicates
     int byte_to_id_[256];  // -1: no byte token for that value
     int bos_ = -1, eos_ = -1, unk_ = -1;
+    bool add_bos_ = true, add_space_prefix_ = true;
+    std::vector<int> end_ids_; // a few ids: a scan is cheaper than a set
     int max_token_length_ = 0;
     // User-defined pieces are matched whole before BPE (as SentencePiece does), longest
     // first, through a trie: a position costs at most the longest piece's length in steps,

@@ -461,10 +461,21 @@ TEST_CASE("kvg_seq_cp: sixteen sequences sharing a 240-token prompt keep it resi
 
 namespace {
 
-// stories260K cut to its first layer (a GGUF rewritten with block_count 1): layer 0's keys and
-// values depend on the token and its position only, so a context shift can be checked exactly.
-std::string one_layer_model() {
-    const std::string full = temp_path("kv-edit", "full.gguf"), cut = temp_path("kv-edit", "one-layer.gguf");
+// Changes to the file: Llama 3's rope (pair k's angle divided by factors[k], rope_freqs.weight),
+// the rope scaling keys, and things kvgraph must refuse.
+struct RopeChange {
+    std::vector<float> factors;  // empty: no rope_freqs tensor
+    float linear = 0.0f;         // llama.rope.scaling.factor; 0: no scaling keys
+    std::string type = "linear"; // llama.rope.scaling.type when linear != 0
+    std::string extra_tensor;    // a tensor of that name added ([n_embd] f32)
+    int key_length = 0;          // llama.attention.key_length; 0: no key
+};
+
+// stories260K cut to its first layer (a GGUF rewritten with block_count 1), its rope changed as
+// asked: layer 0's keys and values depend on the token and its position only, so a context
+// shift can be checked exactly.
+std::string one_layer_model(const RopeChange & rope = {}, const std::string & tag = "one-layer") {
+    const std::string full = temp_path("kv-edit", tag + "-full.gguf"), cut = temp_path("kv-edit", tag + ".gguf");
     kvg_model * m = load_shared_model("stories260K.bin", "tok512.bin");
     char err[512];
     REQUIRE(kvg_model_save_gguf(m, full.c_str(), KVG_FTYPE_F32, false, err, sizeof err));
@@ -479,18 +490,38 @@ std::string one_layer_model() {
         const std::string name = t->name;
         if (name.rfind("blk.", 0) != 0 || name.rfind("blk.0.", 0) == 0) gguf_add_tensor(dst, t);
     }
+    ggml_context * extra = ggml_init({2 * ggml_tensor_overhead() + 4096, nullptr, false});
+    if (!rope.extra_tensor.empty()) {
+        ggml_tensor * b = ggml_new_tensor_1d(extra, GGML_TYPE_F32, 64);
+        ggml_set_name(b, rope.extra_tensor.c_str());
+        std::memset(b->data, 0, ggml_nbytes(b));
+        gguf_add_tensor(dst, b);
+    }
+    if (rope.key_length) gguf_set_val_u32(dst, "llama.attention.key_length", (uint32_t) rope.key_length);
+    if (!rope.factors.empty()) {
+        ggml_tensor * f = ggml_new_tensor_1d(extra, GGML_TYPE_F32, (int64_t) rope.factors.size());
+        ggml_set_name(f, "rope_freqs.weight");
+        std::memcpy(f->data, rope.factors.data(), ggml_nbytes(f));
+        gguf_add_tensor(dst, f);
+    }
+    if (rope.linear != 0.0f) {
+        gguf_set_val_str(dst, "llama.rope.scaling.type", rope.type.c_str());
+        gguf_set_val_f32(dst, "llama.rope.scaling.factor", rope.linear);
+    }
     REQUIRE(gguf_write_to_file(dst, cut.c_str(), false));
     gguf_free(dst);
     gguf_free(src);
     ggml_free(data);
+    ggml_free(extra);
     std::remove(full.c_str());
     return cut;
 }
 
 } // namespace
 
-TEST_CASE("kvg_seq_rm + kvg_seq_add (a context shift) equal a context that decoded the kept tokens there") {
-    const std::string path = one_layer_model();
+namespace {
+
+void check_context_shift(const std::string & path) {
     char err[512] = "";
     kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
     REQUIRE_MESSAGE(m != nullptr, err);
@@ -522,6 +553,85 @@ TEST_CASE("kvg_seq_rm + kvg_seq_add (a context shift) equal a context that decod
     }
     kvg_model_free(m);
     std::remove(path.c_str());
+}
+
+} // namespace
+
+TEST_CASE("kvg_seq_rm + kvg_seq_add (a context shift) equal a context that decoded the kept tokens there") {
+    check_context_shift(one_layer_model());
+}
+
+// The shift rotates keys by the graph's angles: with Llama 3's frequency factors (head size 8:
+// 4 pairs) and with linear scaling on top.
+TEST_CASE("a context shift with rope_freqs.weight and linear rope scaling") {
+    SUBCASE("rope_freqs") {
+        check_context_shift(one_layer_model({{1.0f, 1.5f, 3.0f, 8.0f}, 0.0f, "linear", "", 0}, "freqs"));
+    }
+    SUBCASE("rope_freqs and linear scaling") {
+        check_context_shift(one_layer_model({{1.0f, 1.5f, 3.0f, 8.0f}, 4.0f, "linear", "", 0}, "freqs-linear"));
+    }
+}
+
+namespace {
+
+std::vector<float> prompt_logits(const std::string & path, const std::vector<int> & tokens) {
+    char err[512] = "";
+    kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    REQUIRE_MESSAGE(m != nullptr, err);
+    kvg_context * c = new_ctx(m, params(KVG_KV_F32));
+    const int nv = kvg_model_n_vocab(m);
+    std::vector<float> logits;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        REQUIRE_MESSAGE(kvg_decode(c, &tokens[i], 1, (int) i, err, sizeof err), err);
+        logits.insert(logits.end(), kvg_get_logits(c, 0), kvg_get_logits(c, 0) + nv);
+    }
+    kvg_context_free(c);
+    kvg_model_free(m);
+    std::remove(path.c_str());
+    return logits;
+}
+
+} // namespace
+
+// Two routes to the same angles: every frequency factor 2 (rope_freqs.weight) and linear
+// scaling by 2 (freq_scale 1/2); and the file without either differs from both.
+TEST_CASE("rope_freqs.weight divides each pair's angle, as linear scaling does for all") {
+    const std::vector<int> tokens = random_tokens(40, 63);
+    const std::vector<float> by_factors =
+        prompt_logits(one_layer_model({{2, 2, 2, 2}, 0.0f, "linear", "", 0}, "twos"), tokens);
+    const std::vector<float> by_scale = prompt_logits(one_layer_model({{}, 2.0f, "linear", "", 0}, "linear2"), tokens);
+    const std::vector<float> plain = prompt_logits(one_layer_model({}, "plain"), tokens);
+    float top = 0.0f;
+    for (float x : by_scale) top = std::max(top, std::fabs(x));
+    CHECK(max_diff(by_factors.data(), by_scale.data(), by_scale.size()) <= 1e-5f * top);
+    CHECK(max_diff(plain.data(), by_scale.data(), by_scale.size()) > 1e-2f * top);
+}
+
+// A file whose arithmetic kvgraph would not follow is refused, naming what it does not support.
+TEST_CASE("files with a tensor, rope scaling or head size kvgraph does not implement are refused") {
+    struct Case {
+        RopeChange change;
+        const char * named;
+    };
+    const Case cases[] = {
+        {{{}, 0.0f, "linear", "blk.0.attn_q.bias", 0}, "blk.0.attn_q.bias"},
+        {{{}, 0.0f, "linear", "rope_factors_long.weight", 0}, "rope_factors_long.weight"},
+        {{{}, 4.0f, "longrope", "", 0}, "longrope"},
+        {{{}, 0.0f, "linear", "", 16}, "llama.attention.key_length"},
+    };
+    for (const Case & c : cases) {
+        const std::string named = c.named;
+        CAPTURE(named);
+        const std::string path = one_layer_model(c.change, "refused");
+        char err[512] = "";
+        kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+        CHECK(m == nullptr);
+        CHECK(kvg_last_status() == KVG_STATUS_UNSUPPORTED);
+        CHECK(std::string(err).find(c.named) != std::string::npos);
+        MESSAGE(err);
+        kvg_model_free(m);
+        std::remove(path.c_str());
+    }
 }
 
 TEST_CASE("kvg_seq_add: refused where it could not be exact or would collide, the sequence unchanged") {

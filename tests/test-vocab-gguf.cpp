@@ -5,10 +5,12 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "gguf.h"
 #include "kvgraph.h"
 #include "test-common.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -117,4 +119,138 @@ TEST_CASE("llama.cpp's other vocabularies (KVG_LLAMA_CPP_VOCAB_DIR)") {
     }
     MESSAGE(loaded << " of " << names.size() << " vocabularies loaded and checked");
     g_vocab_dir.clear();
+}
+
+// ---- the file's choices about special tokens ----------------------------------------------------
+
+namespace {
+
+// A copy of a ../shared vocabulary with keys changed by edit (gguf's own writer).
+template <class Edit> std::string edited_vocab(const std::string & name, const std::string & tag, Edit edit) {
+    gguf_init_params gp = {true, nullptr};
+    gguf_context * g = gguf_init_from_file(vocab_path(name).c_str(), gp);
+    REQUIRE(g != nullptr);
+    edit(g);
+    const std::string out = temp_path("vocab", tag + ".gguf");
+    REQUIRE(gguf_write_to_file(g, out.c_str(), false));
+    gguf_free(g);
+    return out;
+}
+
+kvg_model * load_vocab(const std::string & path) {
+    kvg_model_params p = kvg_model_default_params();
+    p.vocab_only = true;
+    char err[512] = "";
+    kvg_model * m = kvg_model_load(path.c_str(), nullptr, p, err, sizeof err);
+    INFO(err);
+    REQUIRE(m != nullptr);
+    return m;
+}
+
+std::vector<kvg_token> tokenize(const kvg_model * m, const std::string & text, bool add_bos) {
+    std::vector<kvg_token> ids(text.size() + 16);
+    const int n = kvg_tokenize(m, text.c_str(), add_bos, ids.data(), (int) ids.size());
+    REQUIRE(n >= 0);
+    ids.resize(n);
+    return ids;
+}
+
+std::string detokenize(const kvg_model * m, const std::vector<kvg_token> & ids) {
+    std::vector<char> buf(ids.size() * 64 + 64);
+    const int len = kvg_detokenize(m, ids.data(), (int) ids.size(), buf.data(), (int) buf.size());
+    REQUIRE(len >= 0);
+    return std::string(buf.data(), len);
+}
+
+// Index of piece in the file's token list, read with gguf alone.
+int file_token_id(const std::string & path, const std::string & piece) {
+    gguf_init_params gp = {true, nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), gp);
+    REQUIRE(g != nullptr);
+    const int64_t k = gguf_find_key(g, "tokenizer.ggml.tokens");
+    int id = -1;
+    for (size_t i = 0; k >= 0 && i < gguf_get_arr_n(g, k) && id < 0; ++i) {
+        if (piece == gguf_get_arr_str(g, k, i)) id = (int) i;
+    }
+    gguf_free(g);
+    return id;
+}
+
+} // namespace
+
+// SentencePiece without the dummy prefix (Gemma's files): " " + s normalizes to what s does with
+// the prefix, so llama.cpp's ids for s are the reference; decoding drops no leading space.
+TEST_CASE("tokenizer.ggml.add_space_prefix = false") {
+    const std::string name = "ggml-vocab-llama-spm.gguf";
+    const std::string path = edited_vocab(
+        name, "no-prefix", [](gguf_context * g) { gguf_set_val_bool(g, "tokenizer.ggml.add_space_prefix", false); });
+    kvg_model * m = load_vocab(path);
+    const std::vector<std::string> cases = split_cases(slurp(vocab_path(name + ".inp")));
+    const std::vector<std::vector<int>> want = expected_ids(slurp(vocab_path(name + ".out")));
+    int checked = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        if (cases[i].empty()) continue;
+        CAPTURE(cases[i]);
+        CHECK(tokenize(m, " " + cases[i], false) == std::vector<kvg_token>(want[i].begin(), want[i].end()));
+        ++checked;
+    }
+    CHECK(checked > 20);
+    const std::vector<kvg_token> ids = tokenize(m, "The cat", false);
+    REQUIRE(!ids.empty());
+    CHECK(ids[0] == file_token_id(path, "The")); // not "▁The"
+    CHECK(detokenize(m, ids) == "The cat");
+    CHECK(detokenize(m, tokenize(m, " The cat", false)) == " The cat");
+    kvg_model_free(m);
+    std::remove(path.c_str());
+}
+
+// Qwen's files say add_bos_token = false: asking for BOS adds none (llama.cpp's add_special).
+TEST_CASE("tokenizer.ggml.add_bos_token") {
+    for (bool add : {false, true}) {
+        CAPTURE(add);
+        const std::string path =
+            edited_vocab("ggml-vocab-llama-bpe.gguf", add ? "bos" : "no-bos",
+                         [&](gguf_context * g) { gguf_set_val_bool(g, "tokenizer.ggml.add_bos_token", add); });
+        kvg_model * m = load_vocab(path);
+        const std::vector<kvg_token> plain = tokenize(m, "Hello world", false),
+                                     asked = tokenize(m, "Hello world", true);
+        CHECK(plain == tokenize(m, "Hello world", false));
+        REQUIRE(asked.size() == plain.size() + (add ? 1 : 0));
+        if (add) CHECK(asked[0] == file_token_id(path, "<|begin_of_text|>"));
+        CHECK(std::equal(plain.begin(), plain.end(), asked.end() - (long) plain.size()));
+        kvg_model_free(m);
+        std::remove(path.c_str());
+    }
+}
+
+// The end-of-generation set: EOS, the eot/eom keys and the chat vocabularies' turn ends (the
+// control-token names are llama.cpp's).
+TEST_CASE("kvg_token_is_eog: Llama 3's end tokens and the eot/eom keys") {
+    const std::string shared = vocab_path("ggml-vocab-llama-bpe.gguf");
+    const int ordinary = file_token_id(shared, "Hello");
+    REQUIRE(ordinary >= 0);
+    const std::string path = edited_vocab("ggml-vocab-llama-bpe.gguf", "eot", [&](gguf_context * g) {
+        gguf_set_val_u32(g, "tokenizer.ggml.eot_token_id", (uint32_t) ordinary + 1);
+        gguf_set_val_u32(g, "tokenizer.ggml.eom_token_id", (uint32_t) ordinary + 2);
+    });
+    kvg_model * m = load_vocab(shared);
+    for (const std::string end : {"<|eot_id|>", "<|end_of_text|>"}) { // Llama 3.0: no <|eom_id|>
+        CAPTURE(end);
+        const int id = file_token_id(shared, end);
+        REQUIRE(id >= 0);
+        CHECK(kvg_token_is_eog(m, id));
+    }
+    CHECK(kvg_token_is_eog(m, kvg_model_eos(m)));
+    CHECK_FALSE(kvg_token_is_eog(m, file_token_id(shared, "<|begin_of_text|>")));
+    CHECK_FALSE(kvg_token_is_eog(m, ordinary));
+    CHECK_FALSE(kvg_token_is_eog(m, -1));
+    CHECK_FALSE(kvg_token_is_eog(m, kvg_model_n_vocab(m)));
+    CHECK_FALSE(kvg_token_is_eog(nullptr, 0));
+    kvg_model_free(m);
+    kvg_model * keyed = load_vocab(path);
+    CHECK(kvg_token_is_eog(keyed, ordinary + 1));
+    CHECK(kvg_token_is_eog(keyed, ordinary + 2));
+    CHECK_FALSE(kvg_token_is_eog(keyed, ordinary));
+    kvg_model_free(keyed);
+    std::remove(path.c_str());
 }

@@ -57,12 +57,22 @@ static kvg_sampler * make_sampler(const kvg_sampler_params & p) {
     return kvg_sampler_new(p); // out of memory: the one-call sampler, same draws
 }
 
-// The next token: the penalties know the text so far; --ignore-eos takes EOS out of the choice.
-static kvg_token next_token(kvg_sampler * smpl, const float * logits, int n_vocab, kvg_token eos, bool ignore_eos,
-                            std::vector<float> * scratch) {
-    if (ignore_eos && eos >= 0 && eos < n_vocab) {
+// The tokens that end generation (kvg_token_is_eog), found once.
+static std::vector<kvg_token> end_tokens(const kvg_model * model) {
+    std::vector<kvg_token> ends;
+    for (kvg_token t = 0; t < kvg_model_n_vocab(model); ++t) {
+        if (kvg_token_is_eog(model, t)) ends.push_back(t);
+    }
+    return ends;
+}
+
+// The next token: the penalties know the text so far; --ignore-eos takes the end tokens out
+// of the choice.
+static kvg_token next_token(kvg_sampler * smpl, const float * logits, int n_vocab, const std::vector<kvg_token> & ends,
+                            bool ignore_eos, std::vector<float> * scratch) {
+    if (ignore_eos && !ends.empty()) {
         scratch->assign(logits, logits + n_vocab);
-        (*scratch)[(size_t) eos] = -INFINITY;
+        for (kvg_token t : ends) (*scratch)[(size_t) t] = -INFINITY;
         logits = scratch->data();
     }
     return kvg_sampler_sample(smpl, logits, n_vocab);
@@ -140,11 +150,12 @@ static int generate_one(kvg_model * model, kvg_context * ctx, const options & o,
     kvg_token prev = tokens.back();
     std::string text; // generated so far, for the stop strings
     std::vector<float> scratch;
+    const std::vector<kvg_token> ends = end_tokens(model);
     const double t1 = now_s();
     const char * stop = "";
     for (int pos = n_prompt; n_gen < 0 || n_generated < n_gen; ++pos) {
-        const kvg_token tok = next_token(smpl, logits, n_vocab, kvg_model_eos(model), o.ignore_eos, &scratch);
-        if (tok == kvg_model_eos(model)) {
+        const kvg_token tok = next_token(smpl, logits, n_vocab, ends, o.ignore_eos, &scratch);
+        if (kvg_token_is_eog(model, tok)) {
             stop = " (end of text)";
             break;
         }
@@ -265,7 +276,7 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
             if (!active[s]) continue;
             const kvg_token tok = kvg_sampler_sample(smpl[s], kvg_get_logits(ctx, row[s]), n_vocab);
             const int pos = (int) toks[s].size();
-            if (tok == kvg_model_eos(model) || n_done[s] == n_gen) {
+            if (kvg_token_is_eog(model, tok) || n_done[s] == n_gen) {
                 active[s] = false;
                 continue;
             }

@@ -37,7 +37,7 @@ static void usage(FILE * out, const char * argv0) {
             "  --presence-penalty F   subtract F from a token seen there (default 0)\n"
             "  --frequency-penalty F  subtract F x its count (default 0)\n"
             "  -r, --reverse-prompt S stop once the text ends with S (repeatable)\n"
-            "  --ignore-eos      keep generating past the end-of-text token\n"
+            "  --ignore-eos      keep generating past the end-of-text (and end-of-turn) tokens\n"
             "  --no-display-prompt  print only the generated text\n"
             "  --context-shift   when a linear cache is full, drop half of the positions after the\n"
             "                    first --keep N (default 0, BOS always kept), shift the rest down, go on\n"

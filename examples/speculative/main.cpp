@@ -115,7 +115,7 @@ struct Run {
 
     // Prints t (at position at) and says whether generation goes on: kvg-generate's stops.
     bool emit(kvg_token t, int at) {
-        if (t == eos && !o.ignore_eos) return stop = " (end of text)", false;
+        if (!o.ignore_eos && kvg_token_is_eog(target.model, t)) return stop = " (end of text)", false;
         const std::string p = piece(target.model, prev, t);
         fputs(p.c_str(), stdout);
         fflush(stdout);
