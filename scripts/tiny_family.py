@@ -30,13 +30,20 @@ SHARED_VOCAB = os.path.join(REPO, "..", "shared", "vocab")
 LLAMA_CPP_MODELS = os.environ.get("LLAMA_CPP_MODELS", "/work/peers/llama.cpp/models")
 
 # Every family: arch, vocabulary file, shape and the keys that change the arithmetic.
+_QWEN_VOCAB = os.path.join(LLAMA_CPP_MODELS, "ggml-vocab-qwen2.gguf")
 FAMILIES = {
     "llama3": dict(arch="llama", vocab=os.path.join(SHARED_VOCAB, "ggml-vocab-llama-bpe.gguf"), seed=4501,
-                   n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=128, n_ctx=2048, rope_base=500000.0,
-                   rms_eps=1e-5, rope_freqs=True, add_bos=True, qkv_bias=False, qk_norm=False),
-    "qwen2": dict(arch="qwen2", vocab=os.path.join(LLAMA_CPP_MODELS, "ggml-vocab-qwen2.gguf"), seed=4502,
-                  n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=128, n_ctx=2048, rope_base=1000000.0,
-                  rms_eps=1e-6, rope_freqs=False, add_bos=False, qkv_bias=True, qk_norm=False),
+                   n_embd=64, n_layer=2, n_head=4, n_head_kv=2, head_dim=16, n_ff=128, n_ctx=2048,
+                   rope_base=500000.0, rms_eps=1e-5, rope_freqs=True, add_bos=True, tied=True, qkv_bias=False,
+                   qk_norm=False, head_keys=False),
+    # Qwen2/2.5: Q/K/V biases, NEOX rope, no BOS; untied (as Qwen2.5 7B), so output.weight is read
+    "qwen2": dict(arch="qwen2", vocab=_QWEN_VOCAB, seed=4502, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
+                  head_dim=16, n_ff=128, n_ctx=2048, rope_base=1000000.0, rms_eps=1e-6, rope_freqs=False,
+                  add_bos=False, tied=False, qkv_bias=True, qk_norm=False, head_keys=False),
+    # Qwen3: per-head RMS norm of Q and K, head size 32 with n_embd 64 (4 heads: Q is 128 wide)
+    "qwen3": dict(arch="qwen3", vocab=_QWEN_VOCAB, seed=4503, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
+                  head_dim=32, n_ff=128, n_ctx=2048, rope_base=1000000.0, rms_eps=1e-6, rope_freqs=False,
+                  add_bos=False, tied=True, qkv_bias=False, qk_norm=True, head_keys=True),
 }
 # Variants: the same weights with one thing changed.
 FAMILIES["llama3-norf"] = dict(FAMILIES["llama3"], rope_freqs=False)  # the control: no rope_freqs.weight
@@ -88,19 +95,21 @@ def rope_freq_factors(head_dim, base, factor=8.0, low=1.0, high=4.0, orig_ctx=25
 def tensor_specs(c):
     """(name, ggml ne, scale, offset) of every random tensor, in tensor_number order; matrices
     get scale ~ 1/sqrt(fan-in) (a power of two), norms 1 +- 0.25."""
-    e, ff, hd = c["n_embd"], c["n_ff"], c["n_embd"] // c["n_head"]
+    e, ff, hd = c["n_embd"], c["n_ff"], c["head_dim"]
     q, kv = hd * c["n_head"], hd * c["n_head_kv"]
     specs = [("token_embd.weight", [e, None], 1.0, 0.0), ("output_norm.weight", [e], 0.5, 1.0)]
+    if not c["tied"]:
+        specs.append(("output.weight", [e, None], 0.5, 0.0))
     for i in range(c["n_layer"]):
         p = "blk.%d." % i
-        specs += [(p + "attn_norm.weight", [e], 0.5, 1.0), (p + "attn_q.weight", [e, q], 0.5, 0.0),
-                  (p + "attn_k.weight", [e, kv], 0.5, 0.0), (p + "attn_v.weight", [e, kv], 0.5, 0.0)]
+        specs += [(p + "attn_norm.weight", [e], 0.5, 1.0), (p + "attn_q.weight", [e, q], 0.25, 0.0),
+                  (p + "attn_k.weight", [e, kv], 0.25, 0.0), (p + "attn_v.weight", [e, kv], 0.5, 0.0)]
         if c["qkv_bias"]:
             specs += [(p + "attn_q.bias", [q], 0.5, 0.0), (p + "attn_k.bias", [kv], 0.5, 0.0),
                       (p + "attn_v.bias", [kv], 0.5, 0.0)]
         if c["qk_norm"]:
             specs += [(p + "attn_q_norm.weight", [hd], 0.5, 1.0), (p + "attn_k_norm.weight", [hd], 0.5, 1.0)]
-        specs += [(p + "attn_output.weight", [q, e], 0.5, 0.0), (p + "ffn_norm.weight", [e], 0.5, 1.0),
+        specs += [(p + "attn_output.weight", [q, e], 0.25, 0.0), (p + "ffn_norm.weight", [e], 0.5, 1.0),
                   (p + "ffn_gate.weight", [e, ff], 0.5, 0.0), (p + "ffn_up.weight", [e, ff], 0.5, 0.0),
                   (p + "ffn_down.weight", [ff, e], 0.25, 0.0)]
     return specs
@@ -117,7 +126,10 @@ def model_kvs(c, n_vocab):
            (a + ".rope.freq_base", gg.T_FLOAT32, c["rope_base"]),
            (a + ".attention.layer_norm_rms_epsilon", gg.T_FLOAT32, c["rms_eps"]),
            ("general.file_type", gg.T_UINT32, 0), (a + ".vocab_size", gg.T_UINT32, n_vocab),
-           (a + ".rope.dimension_count", gg.T_UINT32, c["n_embd"] // c["n_head"])]
+           (a + ".rope.dimension_count", gg.T_UINT32, c["head_dim"])]
+    if c["head_keys"]:
+        kvs += [(a + ".attention.key_length", gg.T_UINT32, c["head_dim"]),
+                (a + ".attention.value_length", gg.T_UINT32, c["head_dim"])]
     return kvs
 
 
@@ -135,8 +147,7 @@ def build(family):
     n_vocab = len(dict((k, v) for k, _, v in vkv)["tokenizer.ggml.tokens"][1])
     tensors = []
     if c["rope_freqs"]:
-        hd = c["n_embd"] // c["n_head"]
-        tensors.append(("rope_freqs.weight", rope_freq_factors(hd, c["rope_base"]), gg.GGML_F32))
+        tensors.append(("rope_freqs.weight", rope_freq_factors(c["head_dim"], c["rope_base"]), gg.GGML_F32))
     for number, (name, ne, scale, offset) in enumerate(tensor_specs(c)):
         ne = [n_vocab if d is None else d for d in ne]
         w = gen_tensor(c["seed"], number, int(np.prod(ne)), scale, offset)
