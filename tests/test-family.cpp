@@ -380,13 +380,57 @@ Result compare(kvg_model * m, const Ref & ref) {
     return res;
 }
 
+// The prompt's token ids from the tokenizer alone (vocab_only: it loads whatever the architecture),
+// as a user tokenizes (BOS as the file says), against llama.cpp's.
+void check_tokens(const std::string & path, const Ref & ref) {
+    kvg_model_params mp = kvg_model_default_params();
+    mp.vocab_only = true;
+    char err[512] = "";
+    kvg_model * v = kvg_model_load(path.c_str(), nullptr, mp, err, sizeof err);
+    INFO(err);
+    REQUIRE(v != nullptr);
+    std::vector<kvg_token> toks(ref.prompt.size() + 8);
+    const int32_t n = kvg_tokenize(v, ref.prompt.c_str(), true, toks.data(), (int32_t) toks.size());
+    kvg_model_free(v);
+    REQUIRE(n > 0);
+    toks.resize((size_t) n);
+    size_t i = 0;
+    while (i < toks.size() && i < ref.prompt_ids.size() && toks[i] == ref.prompt_ids[i]) ++i;
+    INFO("first difference at " << i << ": ours " << (i < toks.size() ? toks[i] : -1) << ", llama.cpp's "
+                                << (i < ref.prompt_ids.size() ? ref.prompt_ids[i] : -1) << " (" << toks.size()
+                                << " and " << ref.prompt_ids.size() << " tokens)");
+    CHECK(toks == std::vector<kvg_token>(ref.prompt_ids.begin(), ref.prompt_ids.end()));
+}
+
+void check_logits(const std::string & path, const Ref & ref, const std::string & name) {
+    char err[512] = "";
+    kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    INFO(err);
+    REQUIRE(m != nullptr);
+    REQUIRE(kvg_model_n_vocab(m) == ref.n_vocab);
+    const Result res = compare(m, ref);
+    MESSAGE(name << " (" << ref.note << "): largest logit difference " << res.max_rel
+                 << " of the largest |logit| (position " << res.worst_pos << " of " << ref.rows.size() << "); "
+                 << res.n_greedy_checked << " greedy ids checked, first difference at " << res.first_greedy_diff);
+    CHECK(res.max_rel <= 1e-3);
+    CHECK(res.first_greedy_diff == -1);
+    kvg_model_free(m);
+}
+
+// Removes the model file however the test case ends (a failed REQUIRE throws): 40-85 MB each.
+struct TempFile {
+    std::string path;
+    ~TempFile() { std::remove(path.c_str()); }
+};
+
 bool run_all() {
     const char * e = std::getenv("KVG_FAMILY_ALL");
     return e && std::string(e) == "1";
 }
 
 // Writes the family's model and checks it is the file llama.cpp ran; then, if the runtime
-// implements the family (or KVG_FAMILY_ALL=1), compares tokens, greedy ids and logits.
+// implements the family (or KVG_FAMILY_ALL=1), compares tokens, greedy ids and logits. missing:
+// what the runtime lacks for this family, NULL when it has all.
 void check_family(const std::string & name, const char * missing) {
     const Family fam = family(name);
     const Ref ref = read_ref(name);
@@ -395,35 +439,18 @@ void check_family(const std::string & name, const char * missing) {
                            << "/vocab nor in $LLAMA_CPP_MODELS (llama.cpp's models/)");
         return;
     }
-    const std::string path = temp_path("family", name + ".gguf");
+    const TempFile file{temp_path("family", name + ".gguf")};
+    const std::string & path = file.path;
     write_model(fam, path);
     CHECK_MESSAGE(fnv1a(read_file(path)) == ref.model_fnv,
                   "the C++ twin did not write the bytes of tiny_family.py's " << name);
     if (missing && !run_all()) {
-        std::remove(path.c_str());
         MESSAGE("skipped " << name << " (the model file is checked): kvgraph does not implement "
                            << std::string(missing) << " yet (issue 45); KVG_FAMILY_ALL=1 runs it");
         return;
     }
-    char err[512] = "";
-    kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
-    std::remove(path.c_str()); // loaded (mapped or read): the file is not needed any more
-    INFO(err);
-    REQUIRE(m != nullptr);
-    REQUIRE(kvg_model_n_vocab(m) == ref.n_vocab);
-    std::vector<kvg_token> toks(ref.prompt.size() + 8);
-    const int32_t n = kvg_tokenize(m, ref.prompt.c_str(), true, toks.data(), (int32_t) toks.size());
-    REQUIRE(n > 0);
-    toks.resize((size_t) n);
-    CHECK(toks == std::vector<kvg_token>(ref.prompt_ids.begin(), ref.prompt_ids.end()));
-
-    const Result res = compare(m, ref);
-    MESSAGE(name << " (" << ref.note << "): largest logit difference " << res.max_rel
-                 << " of the largest |logit| (position " << res.worst_pos << " of " << ref.rows.size() << "); "
-                 << res.n_greedy_checked << " greedy ids checked, first difference at " << res.first_greedy_diff);
-    CHECK(res.max_rel <= 1e-3);
-    CHECK(res.first_greedy_diff == -1);
-    kvg_model_free(m);
+    check_tokens(path, ref);
+    check_logits(path, ref, name);
 }
 
 } // namespace
