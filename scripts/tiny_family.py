@@ -35,15 +35,20 @@ FAMILIES = {
     "llama3": dict(arch="llama", vocab=os.path.join(SHARED_VOCAB, "ggml-vocab-llama-bpe.gguf"), seed=4501,
                    n_embd=64, n_layer=2, n_head=4, n_head_kv=2, head_dim=16, n_ff=128, n_ctx=2048,
                    rope_base=500000.0, rms_eps=1e-5, rope_freqs=True, add_bos=True, tied=True, qkv_bias=False,
-                   qk_norm=False, head_keys=False),
+                   qk_norm=False, head_keys=False, fused=False),
     # Qwen2/2.5: Q/K/V biases, NEOX rope, no BOS; untied (as Qwen2.5 7B), so output.weight is read
     "qwen2": dict(arch="qwen2", vocab=_QWEN_VOCAB, seed=4502, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
                   head_dim=16, n_ff=128, n_ctx=2048, rope_base=1000000.0, rms_eps=1e-6, rope_freqs=False,
-                  add_bos=False, tied=False, qkv_bias=True, qk_norm=False, head_keys=False),
+                  add_bos=False, tied=False, qkv_bias=True, qk_norm=False, head_keys=False, fused=False),
     # Qwen3: per-head RMS norm of Q and K, head size 32 with n_embd 64 (4 heads: Q is 128 wide)
     "qwen3": dict(arch="qwen3", vocab=_QWEN_VOCAB, seed=4503, n_embd=64, n_layer=2, n_head=4, n_head_kv=2,
                   head_dim=32, n_ff=128, n_ctx=2048, rope_base=1000000.0, rms_eps=1e-6, rope_freqs=False,
-                  add_bos=False, tied=True, qkv_bias=False, qk_norm=True, head_keys=True),
+                  add_bos=False, tied=True, qkv_bias=False, qk_norm=True, head_keys=True, fused=False),
+    # Phi-3/3.5/4-mini: fused QKV and gate+up matrices, NEOX rope, SentencePiece vocabulary, untied
+    "phi3": dict(arch="phi3", vocab=os.path.join(LLAMA_CPP_MODELS, "ggml-vocab-phi-3.gguf"), seed=4504, n_embd=64,
+                 n_layer=2, n_head=4, n_head_kv=2, head_dim=16, n_ff=128, n_ctx=2048, rope_base=10000.0,
+                 rms_eps=1e-5, rope_freqs=False, add_bos=True, tied=False, qkv_bias=False, qk_norm=False,
+                 head_keys=False, fused=True),
 }
 # Variants: the same weights with one thing changed.
 FAMILIES["llama3-norf"] = dict(FAMILIES["llama3"], rope_freqs=False)  # the control: no rope_freqs.weight
@@ -102,16 +107,23 @@ def tensor_specs(c):
         specs.append(("output.weight", [e, None], 0.5, 0.0))
     for i in range(c["n_layer"]):
         p = "blk.%d." % i
-        specs += [(p + "attn_norm.weight", [e], 0.5, 1.0), (p + "attn_q.weight", [e, q], 0.25, 0.0),
-                  (p + "attn_k.weight", [e, kv], 0.25, 0.0), (p + "attn_v.weight", [e, kv], 0.5, 0.0)]
+        specs.append((p + "attn_norm.weight", [e], 0.5, 1.0))
+        if c["fused"]:  # one matrix: Q rows, then K, then V (V's half scale does not matter here)
+            specs.append((p + "attn_qkv.weight", [e, q + 2 * kv], 0.25, 0.0))
+        else:
+            specs += [(p + "attn_q.weight", [e, q], 0.25, 0.0), (p + "attn_k.weight", [e, kv], 0.25, 0.0),
+                      (p + "attn_v.weight", [e, kv], 0.5, 0.0)]
         if c["qkv_bias"]:
             specs += [(p + "attn_q.bias", [q], 0.5, 0.0), (p + "attn_k.bias", [kv], 0.5, 0.0),
                       (p + "attn_v.bias", [kv], 0.5, 0.0)]
         if c["qk_norm"]:
             specs += [(p + "attn_q_norm.weight", [hd], 0.5, 1.0), (p + "attn_k_norm.weight", [hd], 0.5, 1.0)]
-        specs += [(p + "attn_output.weight", [q, e], 0.25, 0.0), (p + "ffn_norm.weight", [e], 0.5, 1.0),
-                  (p + "ffn_gate.weight", [e, ff], 0.5, 0.0), (p + "ffn_up.weight", [e, ff], 0.5, 0.0),
-                  (p + "ffn_down.weight", [ff, e], 0.25, 0.0)]
+        specs += [(p + "attn_output.weight", [q, e], 0.25, 0.0), (p + "ffn_norm.weight", [e], 0.5, 1.0)]
+        if c["fused"]:  # gate rows, then up rows
+            specs.append((p + "ffn_up.weight", [e, 2 * ff], 0.5, 0.0))
+        else:
+            specs += [(p + "ffn_gate.weight", [e, ff], 0.5, 0.0), (p + "ffn_up.weight", [e, ff], 0.5, 0.0)]
+        specs.append((p + "ffn_down.weight", [ff, e], 0.25, 0.0))
     return specs
 
 

@@ -21,9 +21,9 @@
 //     i32 top_ids[n_top] (best first), i16 top_q[n_top], i16 q[n_ids]
 //   A logit is q * max_abs / 32767 (rounded to nearest: off by at most 1.6e-5 of max_abs).
 //
-// A family the runtime does not implement yet (issue 45: rope_freqs.weight, qwen2, qwen3) is only
+// A family the runtime does not implement yet (issue 45: rope_freqs.weight, qwen2, qwen3, phi3) is only
 // written and checked against the file llama.cpp ran, unless KVG_FAMILY_ALL=1. The qwen
-// vocabulary is not in ../shared/vocab: set LLAMA_CPP_MODELS to llama.cpp's models/ folder.
+// and phi-3 vocabularies are not in ../shared/vocab: set LLAMA_CPP_MODELS to llama.cpp's models/ folder.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -48,18 +48,40 @@ struct Family {
     uint64_t seed;
     int n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
     float rope_base, rms_eps;
-    bool rope_freqs, add_bos, tied, qkv_bias, qk_norm, head_keys;
+    bool rope_freqs, add_bos, tied, qkv_bias, qk_norm, head_keys, fused;
 };
 
 // FAMILIES of tiny_family.py (the settings that reach the file).
 Family family(const std::string & name) {
     const std::vector<Family> all = {
-        {"llama3", "llama", "ggml-vocab-llama-bpe.gguf", 4501, 64, 2, 4, 2, 16, 128, 2048, 500000.0f, 1e-5f, true, true,
-         true, false, false, false},
-        {"qwen2", "qwen2", "ggml-vocab-qwen2.gguf", 4502, 64, 2, 4, 2, 16, 128, 2048, 1000000.0f, 1e-6f, false, false,
-         false, true, false, false},
-        {"qwen3", "qwen3", "ggml-vocab-qwen2.gguf", 4503, 64, 2, 4, 2, 32, 128, 2048, 1000000.0f, 1e-6f, false, false,
-         true, false, true, true},
+        {"llama3", "llama", "ggml-vocab-llama-bpe.gguf",
+         4501,     64,      2,
+         4,        2,       16,
+         128,      2048,    500000.0f,
+         1e-5f,    true,    true,
+         true,     false,   false,
+         false,    false},
+        {"qwen2", "qwen2", "ggml-vocab-qwen2.gguf",
+         4502,    64,      2,
+         4,       2,       16,
+         128,     2048,    1000000.0f,
+         1e-6f,   false,   false,
+         false,   true,    false,
+         false,   false},
+        {"qwen3", "qwen3", "ggml-vocab-qwen2.gguf",
+         4503,    64,      2,
+         4,       2,       32,
+         128,     2048,    1000000.0f,
+         1e-6f,   false,   false,
+         true,    false,   true,
+         true,    false},
+        {"phi3", "phi3", "ggml-vocab-phi-3.gguf",
+         4504,   64,     2,
+         4,      2,      16,
+         128,    2048,   10000.0f,
+         1e-5f,  false,  true,
+         false,  false,  false,
+         false,  true},
     };
     for (Family f : all) {
         if (name == f.name) return f;
@@ -133,9 +155,13 @@ std::vector<Spec> tensor_specs(const Family & c) {
     for (int i = 0; i < c.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         s.push_back({p + "attn_norm.weight", {e}, 0.5, 1.0});
-        s.push_back({p + "attn_q.weight", {e, q}, 0.25, 0.0});
-        s.push_back({p + "attn_k.weight", {e, kv}, 0.25, 0.0});
-        s.push_back({p + "attn_v.weight", {e, kv}, 0.5, 0.0});
+        if (c.fused) {
+            s.push_back({p + "attn_qkv.weight", {e, q + 2 * kv}, 0.25, 0.0});
+        } else {
+            s.push_back({p + "attn_q.weight", {e, q}, 0.25, 0.0});
+            s.push_back({p + "attn_k.weight", {e, kv}, 0.25, 0.0});
+            s.push_back({p + "attn_v.weight", {e, kv}, 0.5, 0.0});
+        }
         if (c.qkv_bias) {
             s.push_back({p + "attn_q.bias", {q}, 0.5, 0.0});
             s.push_back({p + "attn_k.bias", {kv}, 0.5, 0.0});
@@ -147,8 +173,12 @@ std::vector<Spec> tensor_specs(const Family & c) {
         }
         s.push_back({p + "attn_output.weight", {q, e}, 0.25, 0.0});
         s.push_back({p + "ffn_norm.weight", {e}, 0.5, 1.0});
-        s.push_back({p + "ffn_gate.weight", {e, ff}, 0.5, 0.0});
-        s.push_back({p + "ffn_up.weight", {e, ff}, 0.5, 0.0});
+        if (c.fused) {
+            s.push_back({p + "ffn_up.weight", {e, 2 * ff}, 0.5, 0.0});
+        } else {
+            s.push_back({p + "ffn_gate.weight", {e, ff}, 0.5, 0.0});
+            s.push_back({p + "ffn_up.weight", {e, ff}, 0.5, 0.0});
+        }
         s.push_back({p + "ffn_down.weight", {ff, e}, 0.25, 0.0});
     }
     return s;
@@ -467,4 +497,8 @@ TEST_CASE("qwen2: Q/K/V biases, NEOX rope, no BOS, untied output") { check_famil
 
 TEST_CASE("qwen3: per-head Q/K norms, head size 32 with n_embd 64, tied output") {
     check_family("qwen3", "the qwen3 architecture");
+}
+
+TEST_CASE("phi3: fused QKV and gate+up matrices, NEOX rope, SentencePiece vocabulary, untied output") {
+    check_family("phi3", "the phi3 architecture");
 }
