@@ -43,56 +43,49 @@ namespace {
 
 // ---- the twin of scripts/tiny_family.py --------------------------------------------------------
 
+// Defaults: llama3's settings.
 struct Family {
-    std::string name, arch, vocab_file; // vocab_file: a llama.cpp ggml-vocab-*.gguf (vocab_path)
-    uint64_t seed;
-    int n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
-    float rope_base, rms_eps;
-    bool rope_freqs, add_bos, tied, qkv_bias, qk_norm, head_keys, fused;
+    std::string name, arch = "llama", vocab_file = "ggml-vocab-llama-bpe.gguf"; // a llama.cpp ggml-vocab-*.gguf
+    uint64_t seed = 4501;
+    int n_embd = 64, n_layer = 2, n_head = 4, n_head_kv = 2, head_dim = 16, n_ff = 128, n_ctx = 2048;
+    float rope_base = 500000.0f, rms_eps = 1e-5f;
+    bool rope_freqs = true, add_bos = true, tied = true, qkv_bias = false, qk_norm = false, head_keys = false;
+    bool fused = false;
 };
 
-// FAMILIES of tiny_family.py (the settings that reach the file).
+// FAMILIES of tiny_family.py (the settings that reach the file): what each changes from llama3.
 Family family(const std::string & name) {
-    const std::vector<Family> all = {
-        {"llama3", "llama", "ggml-vocab-llama-bpe.gguf",
-         4501,     64,      2,
-         4,        2,       16,
-         128,      2048,    500000.0f,
-         1e-5f,    true,    true,
-         true,     false,   false,
-         false,    false},
-        {"qwen2", "qwen2", "ggml-vocab-qwen2.gguf",
-         4502,    64,      2,
-         4,       2,       16,
-         128,     2048,    1000000.0f,
-         1e-6f,   false,   false,
-         false,   true,    false,
-         false,   false},
-        {"qwen3", "qwen3", "ggml-vocab-qwen2.gguf",
-         4503,    64,      2,
-         4,       2,       32,
-         128,     2048,    1000000.0f,
-         1e-6f,   false,   false,
-         true,    false,   true,
-         true,    false},
-        {"phi3", "phi3", "ggml-vocab-phi-3.gguf",
-         4504,   64,     2,
-         4,      2,      16,
-         128,    2048,   10000.0f,
-         1e-5f,  false,  true,
-         false,  false,  false,
-         false,  true},
-    };
-    for (Family f : all) {
-        if (name == f.name) return f;
-        if (name == f.name + "-norf") { // the control: the same weights without rope_freqs.weight
-            f.name = name;
-            f.rope_freqs = false;
-            return f;
-        }
+    Family f;
+    f.name = name;
+    if (name == "llama3-norf") f.rope_freqs = false; // the control: the same weights
+    if (name == "qwen2" || name == "qwen3") {
+        f.arch = name;
+        f.vocab_file = "ggml-vocab-qwen2.gguf";
+        f.rope_base = 1000000.0f;
+        f.rms_eps = 1e-6f;
+        f.rope_freqs = f.add_bos = false;
     }
-    FAIL("unknown family " << name);
-    return all[0];
+    if (name == "qwen2") {
+        f.seed = 4502;
+        f.tied = false;
+        f.qkv_bias = true;
+    }
+    if (name == "qwen3") {
+        f.seed = 4503;
+        f.head_dim = 32;
+        f.qk_norm = f.head_keys = true;
+    }
+    if (name == "phi3") {
+        f.arch = "phi3";
+        f.vocab_file = "ggml-vocab-phi-3.gguf";
+        f.seed = 4504;
+        f.rope_base = 10000.0f;
+        f.rope_freqs = f.tied = false;
+        f.fused = true;
+    }
+    const bool known = name == "llama3" || name == "llama3-norf" || f.arch != "llama";
+    REQUIRE_MESSAGE(known, "unknown family " << name);
+    return f;
 }
 
 // The vocabulary: ../shared/vocab, else $LLAMA_CPP_MODELS (llama.cpp's models/ folder); "" if absent.
