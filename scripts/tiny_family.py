@@ -10,8 +10,8 @@ same file without Python (tests/test-family.cpp has the twin of gen_tensor):
     stream  = splitmix64(seed * 2^32 + tensor_number)
     h[i]    = splitmix64(stream + i)                      (mod 2^64, i = flat element index)
     w[i]    = float32(offset + ((h[i] >> 40) * 2^-24 - 0.5) * scale)
-tensor_number counts the random tensors in FAMILY order (tensor_specs), whether or not a variant
-writes them, so a variant without one tensor keeps every other weight. offset + scaled value is
+tensor_number counts the random tensors in tensor_specs order. rope_freqs.weight is computed, not
+drawn, so the control without it (llama3-norf) has the very same weights. offset + scaled value is
 exact in double; the one rounding, to float32, is IEEE round-to-nearest in numpy and in C++.
 Needs numpy only; use /usr/bin/python3 here (the pyenv python3 first on PATH has no numpy).
 """
