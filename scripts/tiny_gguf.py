@@ -126,3 +126,39 @@ def read_gguf(path):
         arr = np.frombuffer(buf, dtype=dt, count=cnt, offset=start)
         tensors[name] = arr.reshape(list(reversed(ne))).astype(np.float32)
     return kv, tensors, infos
+
+
+def read_gguf_kvs(path):
+    """The key-value pairs of a GGUF v3 file, typed as write_gguf takes them: a list of
+    (key, type, value), arrays as (T_ARRAY, (elem_type, list)), in file order. Copying a
+    vocabulary's keys this way keeps their types, so the copy is byte-exact."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    if buf[:4] != GGUF_MAGIC or struct.unpack_from("<I", buf, 4)[0] != 3:
+        raise ValueError("not a GGUF v3 file")
+    pos = 24
+    out = []
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, buf, pos)[0]
+        pos += struct.calcsize(fmt)
+        return v
+
+    def value(vtype):
+        nonlocal pos
+        if vtype == T_STRING:
+            n = take("<Q")
+            s = buf[pos:pos + n].decode("utf-8")
+            pos += n
+            return s
+        if vtype == T_ARRAY:
+            etype, n = take("<I"), take("<Q")
+            return (etype, [value(etype) for _ in range(n)])
+        return take(_SCALAR_FMT[vtype])
+
+    for _ in range(struct.unpack_from("<Q", buf, 16)[0]):
+        key = value(T_STRING)
+        vtype = take("<I")
+        out.append((key, vtype, value(vtype)))
+    return out
