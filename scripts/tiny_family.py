@@ -52,6 +52,9 @@ FAMILIES = {
 }
 # Variants: the same weights with one thing changed.
 FAMILIES["llama3-norf"] = dict(FAMILIES["llama3"], rope_freqs=False)  # the control: no rope_freqs.weight
+# YaRN (factor 4 over an original context of 32, so the prompt's positions pass it), as files of
+# Qwen2.5 and Llama 3 variants extended to long contexts carry it
+FAMILIES["llama3-yarn"] = dict(FAMILIES["llama3-norf"], yarn=(4.0, 32))
 
 M64 = (1 << 64) - 1
 
@@ -142,6 +145,9 @@ def model_kvs(c, n_vocab):
     if c["head_keys"]:
         kvs += [(a + ".attention.key_length", gg.T_UINT32, c["head_dim"]),
                 (a + ".attention.value_length", gg.T_UINT32, c["head_dim"])]
+    if c.get("yarn"):
+        kvs += [(a + ".rope.scaling.type", gg.T_STRING, "yarn"), (a + ".rope.scaling.factor", gg.T_FLOAT32, c["yarn"][0]),
+                (a + ".rope.scaling.original_context_length", gg.T_UINT32, c["yarn"][1])]
     return kvs
 
 

@@ -51,13 +51,19 @@ struct Family {
     float rope_base = 500000.0f, rms_eps = 1e-5f;
     bool rope_freqs = true, add_bos = true, tied = true, qkv_bias = false, qk_norm = false, head_keys = false;
     bool fused = false;
+    float yarn_factor = 0.0f; // YaRN scaling keys when > 0, over yarn_ctx_orig positions
+    int yarn_ctx_orig = 0;
 };
 
 // FAMILIES of tiny_family.py (the settings that reach the file): what each changes from llama3.
 Family family(const std::string & name) {
     Family f;
     f.name = name;
-    if (name == "llama3-norf") f.rope_freqs = false; // the control: the same weights
+    if (name == "llama3-norf" || name == "llama3-yarn") f.rope_freqs = false; // the control: the same weights
+    if (name == "llama3-yarn") {
+        f.yarn_factor = 4.0f;
+        f.yarn_ctx_orig = 32;
+    }
     if (name == "qwen2" || name == "qwen3") {
         f.arch = name;
         f.vocab_file = "ggml-vocab-qwen2.gguf";
@@ -83,7 +89,7 @@ Family family(const std::string & name) {
         f.rope_freqs = f.tied = false;
         f.fused = true;
     }
-    const bool known = name == "llama3" || name == "llama3-norf" || f.arch != "llama";
+    const bool known = name == "llama3" || name == "llama3-norf" || name == "llama3-yarn" || f.arch != "llama";
     REQUIRE_MESSAGE(known, "unknown family " << name);
     return f;
 }
@@ -221,6 +227,11 @@ void set_model_kvs(gguf_context * g, const Family & c, uint32_t n_vocab) {
     if (c.head_keys) {
         gguf_set_val_u32(g, (a + "attention.key_length").c_str(), c.head_dim);
         gguf_set_val_u32(g, (a + "attention.value_length").c_str(), c.head_dim);
+    }
+    if (c.yarn_factor > 0.0f) {
+        gguf_set_val_str(g, (a + "rope.scaling.type").c_str(), "yarn");
+        gguf_set_val_f32(g, (a + "rope.scaling.factor").c_str(), c.yarn_factor);
+        gguf_set_val_u32(g, (a + "rope.scaling.original_context_length").c_str(), (uint32_t) c.yarn_ctx_orig);
     }
 }
 
@@ -484,6 +495,10 @@ TEST_CASE("llama3 control: GQA, tied output, Llama-3 BPE vocabulary, rope base 5
 
 TEST_CASE("llama3 with rope_freqs.weight (Llama 3's frequency factors)") {
     check_family("llama3", nullptr);
+}
+
+TEST_CASE("llama3 with YaRN rope scaling (factor 4 over an original context of 32)") {
+    check_family("llama3-yarn", nullptr);
 }
 
 TEST_CASE("qwen2: Q/K/V biases, NEOX rope, no BOS, untied output") { check_family("qwen2", "the qwen2 architecture"); }
