@@ -1,5 +1,6 @@
-// The sampler chain's stages (penalties, top-k, min-p, temperature, top-p, greedy, dist)
-// and the chain that runs them over a candidate array (see sampler-chain.h).
+// The sampler chain's stages (penalties, top-k, min-p, temperature, top-p, greedy, dist), the
+// chain that runs them over a candidate array, kvg_sampler_new's chain and the RNG (see
+// sampler-chain.h).
 #include "sampler-chain.h"
 
 #include <algorithm>
@@ -7,6 +8,19 @@
 #include <unordered_map>
 
 namespace kvg {
+
+uint64_t Rng::next_u64() {
+    state_ += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double Rng::next_double() {
+    // Top 53 bits: every value is exact in a double and < 1.
+    return double(next_u64() >> 11) * (1.0 / 9007199254740992.0);
+}
 
 namespace {
 
@@ -18,7 +32,7 @@ bool before(const kvg_token_data & a, const kvg_token_data & b) {
     return a.id < b.id;
 }
 
-// Unnormalised probability, computed as Sampler::prepare does (NaN counts as -inf).
+// Unnormalised probability at temperature temp (NaN counts as -inf).
 double weight(float logit, float max_logit, double temp) {
     if (std::isnan(logit)) return 0.0;
     return std::exp(((double) logit - (double) max_logit) / temp);
@@ -42,7 +56,7 @@ public:
         if (a.size == 0) return;
         const size_t top = best_candidate(a);
         const float max_logit = a.data[top].logit;
-        // inf - inf leaves the softmax undefined: take the best without a draw, as Sampler does.
+        // inf - inf leaves the softmax undefined: take the best without a draw.
         if (!std::isfinite(max_logit)) {
             a.selected = (int64_t) top;
             return;
@@ -54,7 +68,7 @@ public:
             sum += w_[i];
         }
         for (size_t i = 0; i < a.size; i++) a.data[i].p = (float) (w_[i] / sum);
-        // Inverse CDF in array order, the order Sampler walks its candidates in.
+        // Inverse CDF in array order: id order, or most likely first once a stage sorted.
         const double r = rng_.next_double() * sum;
         double cum = 0.0;
         size_t pick = top;
@@ -114,16 +128,39 @@ private:
     size_t min_keep_;
 };
 
+// A candidate and its unnormalised probability.
+struct Weighted {
+    kvg_token_data d;
+    double w;
+};
+
+// Drops candidates that cannot be in the nucleus of probability p, so fewer need sorting:
+// those below (1-p)/(m-1) of the total sum to less than 1-p, so the nucleus is complete
+// before any of them. Halving the cutoff leaves room for rounding.
+void drop_outside_nucleus(std::vector<Weighted> & c, double p, double sum) {
+    const size_t m = c.size();
+    if (m <= 1) return;
+    const double cutoff = 0.5 * (1.0 - p) / (double) (m - 1) * sum;
+    c.erase(std::remove_if(c.begin(), c.end(), [&](const Weighted & x) { return x.w < cutoff; }), c.end());
+}
+
+// Length of the smallest prefix of c (most likely first) whose weight reaches target; all of c
+// if none does.
+size_t nucleus_size(const std::vector<Weighted> & c, double target) {
+    double cum = 0.0;
+    for (size_t i = 0; i < c.size(); i++) {
+        cum += c[i].w;
+        if (cum >= target) return i + 1;
+    }
+    return c.size();
+}
+
 class TopP : public SamplerStage {
 public:
     TopP(float p, size_t min_keep) : p_(p), min_keep_(min_keep) {}
     void apply(Candidates & c) override;
 
 private:
-    struct Weighted {
-        kvg_token_data d;
-        double w;
-    };
     float p_;
     size_t min_keep_;
     std::vector<Weighted> w_;  // scratch
@@ -136,7 +173,7 @@ void TopP::apply(Candidates & c) {
     if (!std::isfinite(max_logit)) return;
     const double p = std::max(0.0, (double) p_);
     w_.clear();
-    double sum = 0.0;  // summed in array order, as Sampler does, so the target rounds the same
+    double sum = 0.0;
     for (size_t i = 0; i < a.size; i++) {
         w_.push_back({a.data[i], weight(a.data[i].logit, max_logit, c.temp)});
         sum += w_.back().w;
@@ -268,6 +305,21 @@ std::unique_ptr<SamplerStage> make_penalties_stage(int last_n, float repeat, flo
     return std::make_unique<Penalties>(last_n, repeat, freq, present);
 }
 
+std::unique_ptr<SamplerChain> make_params_chain(const kvg_sampler_params & p) {
+    auto chain = std::make_unique<SamplerChain>();
+    chain->add(make_penalties_stage(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty));
+    if (!(p.temp > 0.0f)) { // greedy (also a NaN temperature): no sort, no draw
+        chain->add(make_greedy_stage());
+        return chain;
+    }
+    chain->add(make_top_k_stage(p.top_k));
+    chain->add(make_min_p_stage(p.min_p, 1));
+    chain->add(make_temp_stage(p.temp));
+    chain->add(make_top_p_stage(p.top_p, 1));
+    chain->add(make_dist_stage(p.seed));
+    return chain;
+}
+
 // min_element under `before`, in two branch-light passes (greedy decoding calls it per token):
 // the largest logit (NaNs never win), then the smallest id holding it; all NaN: the smallest id.
 size_t best_candidate(const kvg_token_data_array & a) {
@@ -293,7 +345,7 @@ void apply_stage(SamplerStage & stage, kvg_token_data_array & a) {
 }
 
 // best_candidate over logits[0..n) as candidates in id order, without building them.
-static int best_logit(const float * logits, int n) {
+int argmax(const float * logits, int n) {
     float top = -INFINITY;
     for (int i = 0; i < n; i++) top = logits[i] > top ? logits[i] : top;
     for (int i = 0; i < n; i++) {
@@ -304,7 +356,7 @@ static int best_logit(const float * logits, int n) {
 
 int sample_stage(SamplerStage & stage, const float * logits, int n, std::vector<kvg_token_data> & scratch) {
     if (!logits || n <= 0) return -1;
-    if (stage.effect() == SamplerStage::Effect::picks_best) return best_logit(logits, n); // greedy decoding
+    if (stage.effect() == SamplerStage::Effect::picks_best) return argmax(logits, n); // greedy decoding
     scratch.resize((size_t) n);
     for (int i = 0; i < n; i++) scratch[(size_t) i] = {i, logits[i], 0.0f};
     kvg_token_data_array a{scratch.data(), (size_t) n, -1, false};
@@ -312,7 +364,7 @@ int sample_stage(SamplerStage & stage, const float * logits, int n, std::vector<
     stage.apply(c);
     if (a.selected >= 0 && (size_t) a.selected < a.size) return a.data[a.selected].id;
     if (a.size > 0) return a.data[best_candidate(a)].id;
-    return Sampler::argmax(logits, n);
+    return argmax(logits, n);
 }
 
 }  // namespace kvg

@@ -1,14 +1,14 @@
-// A sampler chain in the style of llama.cpp's: stages (penalties, top-k, min-p, temperature,
-// top-p, greedy, dist) each narrow or rescore an array of candidates in turn, and greedy or
-// dist picks one of them.
+// Token sampling, the one implementation behind every kvg_sampler: a chain in the style of
+// llama.cpp's, whose stages (penalties, top-k, min-p, temperature, top-p, greedy, dist) each
+// narrow or rescore an array of candidates in turn, and greedy or dist picks one of them.
+// kvg_sampler_new is the chain make_params_chain builds.
 //
-// The stages reproduce Sampler (sampler.h) exactly when chained as penalties, top-k, min-p,
-// temp, top-p, dist(seed): the same candidate total order (logit descending, id ascending),
-// the same weights exp((logit - max) / temp) in double and one Rng::next_double() per draw.
+// Results depend only on the logits, the stages and the seed: the RNG is spelled out here
+// (splitmix64) and candidate order is a total order (logit descending, id ascending), so no
+// library- or platform-defined behaviour enters except the last bits of exp().
 #pragma once
 
 #include "kvgraph.h"
-#include "sampler.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -17,9 +17,22 @@
 
 namespace kvg {
 
+// splitmix64 (Steele, Lea, Flood 2014): tiny, full-period over 2^64 states,
+// good enough statistically for sampling, and identical on every platform.
+class Rng {
+public:
+    explicit Rng(uint64_t seed = 0) : state_(seed) {}
+    void seed(uint64_t s) { state_ = s; }
+    uint64_t next_u64();
+    double next_double(); // uniform in [0, 1), 53 random bits
+
+private:
+    uint64_t state_;
+};
+
 // The array a stage works on, plus the temperature the stages so far asked for but that is not
-// yet divided into the logits: later stages fold it into their probabilities in double, as
-// Sampler does, so rounding the scaled logits to float does not shift the draws.
+// yet divided into the logits: later stages fold it into their probabilities in double, so
+// rounding the scaled logits to float does not shift the draws.
 struct Candidates {
     kvg_token_data_array & a;
     double temp = 1.0;
@@ -60,6 +73,14 @@ std::unique_ptr<SamplerStage> make_top_p_stage(float p, size_t min_keep);
 std::unique_ptr<SamplerStage> make_min_p_stage(float p, size_t min_keep);
 std::unique_ptr<SamplerStage> make_temp_stage(float t);
 std::unique_ptr<SamplerStage> make_penalties_stage(int last_n, float repeat, float freq, float present);
+
+// kvg_sampler_new's chain (its params documented in kvgraph.h): penalties, then greedy when
+// temp <= 0 (or NaN), else top-k, min-p, temp, top-p and dist(seed), min_keep 1.
+std::unique_ptr<SamplerChain> make_params_chain(const kvg_sampler_params & p);
+
+// Index of the largest of logits[0..n), lowest index on ties, NaN skipped; 0 if all are NaN.
+// n must be > 0.
+int argmax(const float * logits, int n);
 
 // Index of the best candidate: highest logit, NaN below everything, lowest id on ties.
 // a.size must be > 0.

@@ -1,5 +1,6 @@
 // The sampler chain of the C API (kvg_sampler_chain_* / kvg_sampler_init_*): each stage against
-// a naive reference written here, and the chain against the one-call sampler (kvg_sampler_new).
+// a naive reference written here; the params sampler (kvg_sampler_new) against its documented
+// equivalent chain and against naive loops written here, token for token.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -336,23 +337,121 @@ kvg_sampler_params params(float temp, int top_k, float top_p, float min_p, float
     return p;
 }
 
-// Draws n tokens from both samplers on changing logits (now and then a NaN, +inf or all -inf
-// step); returns how many agree.
-int agreeing_draws(kvg_sampler * a, kvg_sampler * b, int n, int n_vocab, float scale) {
+// kvg_sampler_new's documented procedure in plain loops, sharing no code with the library: the
+// penalties over the window, then the argmax (temp <= 0, or a +inf or no finite logit) or
+// top-k, min-p, the softmax at temp, top-p and an inverse-CDF draw by splitmix64's
+// (u64 >> 11) / 2^53, walking the candidates in id order, or most likely first once top-k or
+// top-p sorted them.
+class NaiveSampler {
+public:
+    explicit NaiveSampler(const kvg_sampler_params & p) : p_(p), state_(p.seed) {}
+    void accept(int token) { history_.push_back(token); }
+    void reset() {
+        history_.clear();
+        state_ = p_.seed;
+    }
+    int sample(std::vector<float> l) {
+        penalize(l);
+        const int best = first_max(l);
+        if (!(p_.temp > 0.0f) || !std::isfinite(l[(size_t) best])) return best;
+        const double max = l[(size_t) best];
+        for (float & x : l) x = std::isnan(x) ? -INFINITY : x; // never drawn
+        const bool cut_k = p_.top_k > 0 && (size_t) p_.top_k < l.size();
+        std::vector<int> ids(l.size());
+        if (cut_k || p_.top_p < 1.0f) ids = ranked(l); // else id order
+        else std::iota(ids.begin(), ids.end(), 0);
+        if (cut_k) ids.resize((size_t) p_.top_k);
+        if (p_.min_p > 0.0f) // probability (at temperature 1) >= min_p x the top one's
+            ids.erase(std::remove_if(ids.begin(), ids.end(),
+                                     [&](int id) { return std::exp(l[(size_t) id] - max) < std::min(p_.min_p, 1.0f); }),
+                      ids.end());
+        std::vector<double> w;
+        double sum = 0;
+        for (int id : ids) {
+            w.push_back(std::exp(((double) l[(size_t) id] - max) / p_.temp));
+            sum += w.back();
+        }
+        if (p_.top_p < 1.0f) { // the smallest most-probable prefix reaching top_p, at least one
+            const double target = std::max(0.0f, p_.top_p) * sum;
+            size_t keep = 0;
+            for (double cum = 0; keep < ids.size() && (keep == 0 || cum < target);) cum += w[keep++];
+            w.resize(keep);
+            sum = std::accumulate(w.begin(), w.end(), 0.0);
+        }
+        const double r = next_double() * sum;
+        double cum = 0;
+        int last = ids[0];
+        for (size_t i = 0; i < w.size(); i++) {
+            if (w[i] <= 0) continue;
+            cum += w[i];
+            last = ids[i];
+            if (r < cum) break;
+        }
+        return last;
+    }
+
+private:
+    void penalize(std::vector<float> & l) const {
+        const size_t n = p_.repeat_last_n < 0 ? history_.size() : std::min(history_.size(), (size_t) p_.repeat_last_n);
+        std::vector<int> counts(l.size(), 0); // of each id in the window
+        for (auto t = history_.end() - (long) n; t != history_.end(); ++t)
+            if (*t >= 0 && (size_t) *t < l.size()) counts[(size_t) *t]++;
+        for (size_t id = 0; id < l.size(); id++) {
+            const int count = counts[id];
+            if (count == 0) continue;
+            l[id] = l[id] <= 0 ? l[id] * p_.repeat_penalty : l[id] / p_.repeat_penalty;
+            l[id] -= count * p_.frequency_penalty + p_.presence_penalty;
+        }
+    }
+    static int first_max(const std::vector<float> & l) { // NaN skipped; all NaN: 0
+        int best = -1;
+        for (size_t i = 0; i < l.size(); i++)
+            if (!std::isnan(l[i]) && (best < 0 || l[i] > l[(size_t) best])) best = (int) i;
+        return std::max(best, 0);
+    }
+    double next_double() { // splitmix64
+        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return (double) ((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+    }
+
+    kvg_sampler_params p_;
+    uint64_t state_;
+    std::vector<int> history_; // accepted tokens, oldest first
+};
+
+// Draws n tokens from both samplers (callables from the logits to a token) on changing logits
+// (now and then a NaN, +inf or all -inf step); returns how many agree.
+template <typename A, typename B> int agreeing_draws(A a, B b, int n, int n_vocab, float scale) {
     int same = 0;
     for (int i = 0; i < n; i++) {
         std::vector<float> l = random_logits(n_vocab, (uint32_t) i * 7919u + 1u, scale);
         if (i % 97 == 5) l[(size_t) (i % n_vocab)] = std::nanf("");
         if (i % 211 == 7) l[(size_t) (i * 3 % n_vocab)] = std::numeric_limits<float>::infinity();
         if (i % 503 == 11) std::fill(l.begin(), l.end(), -std::numeric_limits<float>::infinity());
-        same += kvg_sampler_sample(a, l.data(), n_vocab) == kvg_sampler_sample(b, l.data(), n_vocab);
+        same += a(l) == b(l);
     }
     return same;
 }
 
+// kvg_sampler_sample as such a callable.
+auto draw_from(kvg_sampler * s) {
+    return [s](const std::vector<float> & l) { return kvg_sampler_sample(s, l.data(), (int32_t) l.size()); };
+}
+
+// NaiveSampler's draw as such a callable; it accepts what it draws, as kvg_sampler_sample does.
+auto draw_from(NaiveSampler & s) {
+    return [&s](const std::vector<float> & l) {
+        const int t = s.sample(l);
+        s.accept(t);
+        return t;
+    };
+}
+
 }  // namespace
 
-TEST_CASE("the chain draws the one-call sampler's tokens") {
+TEST_CASE("kvg_sampler_new draws the tokens of its equivalent chain and of naive loops") {
     const kvg_sampler_params sets[] = {
         kvg_sampler_default_params(),
         params(1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 64, 1),         // plain softmax over everything
@@ -367,22 +466,26 @@ TEST_CASE("the chain draws the one-call sampler's tokens") {
     int total = 0, agree = 0;
     for (const kvg_sampler_params & p : sets) {
         INFO("temp " << p.temp << " top_k " << p.top_k << " top_p " << p.top_p << " seed " << p.seed);
-        Smpl one(kvg_sampler_new(p));
-        Smpl ch = chain_like(p);
+        Smpl one(kvg_sampler_new(p)), ch = chain_like(p), twin(kvg_sampler_new(p));
+        NaiveSampler naive(p);
         for (int t : {5, 17, 5, 900, 5}) {  // a prompt the penalties see
             kvg_sampler_accept(one.get(), t);
             kvg_sampler_accept(ch.get(), t);
+            kvg_sampler_accept(twin.get(), t);
+            naive.accept(t);
         }
-        const int same = agreeing_draws(one.get(), ch.get(), draws, n_vocab, 6.0f);
+        const int same = agreeing_draws(draw_from(one.get()), draw_from(ch.get()), draws, n_vocab, 6.0f);
         CHECK(same == draws);
+        CHECK(agreeing_draws(draw_from(twin.get()), draw_from(naive), draws, n_vocab, 6.0f) == draws);
         total += draws;
         agree += same;
-        // After a reset both restart from the seed and still agree.
-        kvg_sampler_reset(one.get());
-        kvg_sampler_reset(ch.get());
-        CHECK(agreeing_draws(one.get(), ch.get(), 500, n_vocab, 6.0f) == 500);
+        // After a reset all restart from the seed and still agree.
+        for (kvg_sampler * s : {one.get(), ch.get(), twin.get()}) kvg_sampler_reset(s);
+        naive.reset();
+        CHECK(agreeing_draws(draw_from(one.get()), draw_from(ch.get()), 500, n_vocab, 6.0f) == 500);
+        CHECK(agreeing_draws(draw_from(twin.get()), draw_from(naive), 500, n_vocab, 6.0f) == 500);
     }
-    MESSAGE("chain vs one-call: " << agree << " of " << total << " draws agree");
+    MESSAGE("chain vs kvg_sampler_new: " << agree << " of " << total << " draws agree");
     // A nested chain is the same chain.
     const kvg_sampler_params p = sets[3];
     Smpl one(kvg_sampler_new(p));
@@ -390,7 +493,7 @@ TEST_CASE("the chain draws the one-call sampler's tokens") {
     Smpl outer = chain_of({kvg_sampler_init_penalties(p.repeat_last_n, p.repeat_penalty, 0.0f, 0.0f), inner.release(),
                            kvg_sampler_init_temp(p.temp), kvg_sampler_init_top_p(p.top_p, 1), kvg_sampler_init_dist(p.seed)});
     CHECK(kvg_sampler_chain_n(outer.get()) == 5);
-    CHECK(agreeing_draws(one.get(), outer.get(), 1000, 500, 4.0f) == 1000);
+    CHECK(agreeing_draws(draw_from(one.get()), draw_from(outer.get()), 1000, 500, 4.0f) == 1000);
 }
 
 TEST_CASE("reset restarts the draws from the seed") {

@@ -1,24 +1,72 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include "sampler.h"
+#include "sampler-chain.h"
 #include "sampler-test-common.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <vector>
 
 using kvg::Rng;
-using kvg::Sampler;
-using kvg::SamplerParams;
+using SamplerParams = kvg_sampler_params;
 
 namespace {
 
+struct TokenProb {
+    int id;
+    float p;
+};
+
+// kvg_sampler_new's chain, sampled without accepting: the tests accept by hand.
+class Sampler {
+public:
+    explicit Sampler(const SamplerParams & p) : params_(p), chain_(kvg::make_params_chain(p)) {}
+    int sample(const float * logits, int n) { return kvg::sample_stage(*chain_, logits, n, scratch_); }
+    void accept(int token) {
+        chain_->accept(token);
+        accepted_.push_back(token);
+    }
+    void reset() {
+        chain_->reset();
+        accepted_.clear();
+    }
+    static int argmax(const float * logits, int n) { return kvg::argmax(logits, n); }
+    std::vector<TokenProb> distribution(const float * logits, int n) const;
+
+private:
+    SamplerParams params_;
+    std::unique_ptr<kvg::SamplerChain> chain_;
+    std::vector<int> accepted_; // for distribution's copy of the chain
+    std::vector<kvg_token_data> scratch_;
+};
+
+// The distribution sample() draws from, most likely first (ties: lower id): the p that the dist
+// stage of a copy of the chain writes (the copy's draw leaves this one's RNG alone), or the
+// chosen token with p = 1 where nothing is drawn (greedy).
+std::vector<TokenProb> Sampler::distribution(const float * logits, int n) const {
+    if (!logits || n <= 0) return {};
+    const std::unique_ptr<kvg::SamplerChain> copy = kvg::make_params_chain(params_);
+    for (int t : accepted_) copy->accept(t);
+    std::vector<kvg_token_data> d;
+    for (int i = 0; i < n; i++) d.push_back({i, logits[i], 0.0f});
+    kvg_token_data_array a{d.data(), d.size(), -1, false};
+    kvg::apply_stage(*copy, a);
+    REQUIRE(a.selected >= 0);
+    if (a.data[a.selected].p == 0.0f) return {{a.data[a.selected].id, 1.0f}};
+    std::vector<TokenProb> out;
+    for (size_t i = 0; i < a.size; i++) out.push_back({a.data[i].id, a.data[i].p});
+    std::stable_sort(out.begin(), out.end(),
+                     [](const TokenProb & x, const TokenProb & y) { return x.p > y.p || (x.p == y.p && x.id < y.id); });
+    return out;
+}
+
 SamplerParams make_params(float temp, int top_k, float top_p, uint64_t seed) {
-    SamplerParams p;
+    SamplerParams p = kvg_sampler_default_params();
     p.temp = temp;
     p.top_k = top_k;
     p.top_p = top_p;
@@ -165,10 +213,10 @@ TEST_CASE("same seed -> same sequence, different seed -> different sequence") {
     int differ = 0;
     for (size_t i = 0; i < a.size(); i++) differ += a[i] != c[i];
     CHECK(differ > 1500);  // ~0.98 of draws differ for independent streams here
-    // reseed() restarts the stream.
+    // reset() restarts the stream.
     Sampler s(make_params(1.0f, 100, 0.95f, 1));
     for (int i = 0; i < 10; i++) s.sample(l.data(), 1000);
-    s.reseed(1);
+    s.reset();
     std::vector<int> again;
     for (int i = 0; i < 2000; i++) again.push_back(s.sample(l.data(), 1000));
     CHECK(again == a);
@@ -286,13 +334,13 @@ TEST_CASE("temperature -> 0+ approaches greedy") {
 }
 
 TEST_CASE("penalties: llama.cpp's repeat / frequency / presence rules on the accepted tokens") {
-    kvg::SamplerParams p;
+    SamplerParams p = kvg_sampler_default_params();
     p.temp = 0.0f; // greedy on the penalized logits
     p.repeat_penalty = 2.0f;
     p.frequency_penalty = 0.25f;
     p.presence_penalty = 0.5f;
     p.repeat_last_n = 3;
-    kvg::Sampler s(p);
+    Sampler s(p);
     const std::vector<float> logits = {3.0f, 2.5f, -1.0f, 1.0f};
     CHECK(s.sample(logits.data(), 4) == 0); // nothing accepted: plain argmax
     s.accept(0);
@@ -310,7 +358,7 @@ TEST_CASE("penalties: llama.cpp's repeat / frequency / presence rules on the acc
     CHECK(s.sample(logits.data(), 4) == 0);
     // a negative logit is multiplied: token 2 = -1 * 2 - .75 = -2.75 (below every other)
     p.repeat_last_n = -1;
-    kvg::Sampler all(p);
+    Sampler all(p);
     for (int t : {0, 1, 3}) all.accept(t);
     const std::vector<float> l2 = {1.0f, 1.0f, -0.1f, 1.0f};
     CHECK(all.sample(l2.data(), 4) == 2); // 0,1,3: 1/2 - .75 = -0.25 each; 2: -0.1 untouched
@@ -319,12 +367,12 @@ TEST_CASE("penalties: llama.cpp's repeat / frequency / presence rules on the acc
 }
 
 TEST_CASE("min-p keeps the tokens at least min_p times as likely as the top one") {
-    kvg::SamplerParams p;
+    SamplerParams p = kvg_sampler_default_params();
     p.temp = 1.0f;
     p.top_k = 0;
     p.top_p = 1.0f;
     p.min_p = 0.3f;
-    kvg::Sampler s(p);
+    Sampler s(p);
     // probabilities relative to the top: 1, e^-1 = 0.37, e^-2 = 0.14, e^-0.5 = 0.61
     const std::vector<float> logits = {0.0f, -1.0f, -2.0f, -0.5f};
     const auto d = s.distribution(logits.data(), 4);

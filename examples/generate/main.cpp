@@ -35,28 +35,6 @@ static void report_cache(kvg_context * ctx, kvg_kv_type kv_type) {
             kv_type_name(kv_type), kvg_n_ctx(ctx), kvg_n_seq_max(ctx));
 }
 
-// The sampler as a chain of llama.cpp-style stages; it draws exactly what kvg_sampler_new(p)
-// draws with the same params and seed.
-static kvg_sampler * make_sampler(const kvg_sampler_params & p) {
-    kvg_sampler * chain = kvg_sampler_chain_new();
-    const bool greedy = p.temp <= 0; // as kvg_sampler_new: the penalties, then the best token
-    kvg_sampler * stages[] = {
-        kvg_sampler_init_penalties(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty),
-        greedy ? kvg_sampler_init_greedy() : kvg_sampler_init_top_k(p.top_k),
-        greedy ? nullptr : kvg_sampler_init_min_p(p.min_p, 1), greedy ? nullptr : kvg_sampler_init_temp(p.temp),
-        greedy ? nullptr : kvg_sampler_init_top_p(p.top_p, 1), greedy ? nullptr : kvg_sampler_init_dist(p.seed)};
-    bool ok = chain != nullptr;
-    for (kvg_sampler * s : stages) {
-        if (s == nullptr && greedy) continue;
-        if (ok && kvg_sampler_chain_add(chain, s)) continue;
-        kvg_sampler_free(s); // not taken by the chain
-        ok = false;
-    }
-    if (ok) return chain;
-    kvg_sampler_free(chain);
-    return kvg_sampler_new(p); // out of memory: the one-call sampler, same draws
-}
-
 // The tokens that end generation (kvg_token_is_eog), found once.
 static std::vector<kvg_token> end_tokens(const kvg_model * model) {
     std::vector<kvg_token> ends;
@@ -143,7 +121,7 @@ static int generate_one(kvg_model * model, kvg_context * ctx, const options & o,
     }
     const double t_prompt = now_s() - t0;
 
-    kvg_sampler * smpl = make_sampler(o.sp);
+    kvg_sampler * smpl = kvg_sampler_new(o.sp);
     for (kvg_token t : tokens) kvg_sampler_accept(smpl, t); // the penalties see the prompt too
     const int n_vocab = kvg_model_n_vocab(model), n_gen = o.n_gen;
     int n_generated = 0;
@@ -262,7 +240,7 @@ static int generate_parallel(kvg_model * model, kvg_context * ctx, const std::ve
     for (int s = 0; s < n_seq; ++s) {
         kvg_sampler_params p = sp;
         p.seed = sp.seed + (uint64_t) s; // independent streams
-        smpl[s] = make_sampler(p);
+        smpl[s] = kvg_sampler_new(p);
         for (size_t i = 0; i < toks[s].size(); ++i) text[s] += kvg_model_has_vocab(model) ? piece(model, i ? toks[s][i - 1] : -1, toks[s][i]) : "";
         print_lines(s, &text[s], false);
     }
