@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes src/unicode-ranges.inc: the code point ranges of Unicode letters (L*), numbers (N*)
-and white space, from Python's unicodedata (the Unicode version of the Python that runs it),
+"""Writes src/unicode-ranges.inc: the code point ranges of Unicode letters (L*), numbers (N*),
+marks (M*), punctuation (P*) and white space, from Python's unicodedata (the Unicode version of the Python that runs it),
 for the byte-level BPE pre-tokenizers (src/unicode.cpp). Run: python3 scripts/gen-unicode-ranges.py"""
 import sys
 import unicodedata
@@ -37,6 +37,8 @@ def emit(name, rs):
 def main():
     letters = ranges(lambda c: unicodedata.category(c).startswith("L"))
     numbers = ranges(lambda c: unicodedata.category(c).startswith("N"))
+    marks = ranges(lambda c: unicodedata.category(c).startswith("M"))
+    puncts = ranges(lambda c: unicodedata.category(c).startswith("P"))
     spaces = ranges(lambda c: c.isspace())
     path = sys.argv[1] if len(sys.argv) > 1 else "src/unicode-ranges.inc"
     with open(path, "w") as f:
@@ -44,6 +46,8 @@ def main():
         f.write("// Inclusive code point ranges, sorted.\n")
         f.write(emit("kLetterRanges", letters) + "\n")
         f.write(emit("kNumberRanges", numbers) + "\n")
+        f.write(emit("kMarkRanges", marks) + "\n")
+        f.write(emit("kPunctRanges", puncts) + "\n")
         f.write(emit("kSpaceRanges", spaces) + "\n")
 
 

@@ -2,23 +2,11 @@
 // scripts/gen-unicode-ranges.py.
 #include "unicode.h"
 
-#include <algorithm>
-
 namespace kvg {
 
 #include "unicode-ranges.inc"
 
 namespace {
-
-template <size_t N> bool in_ranges(const uint32_t (&r)[N][2], uint32_t cp) {
-    size_t lo = 0, hi = N; // first range whose end >= cp
-    while (lo < hi) {
-        const size_t mid = (lo + hi) / 2;
-        if (r[mid][1] < cp) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < N && r[lo][0] <= cp;
-}
 
 // Length and code point of a valid UTF-8 sequence at s[i], or 0 if none starts there.
 size_t decode_one(const std::string & s, size_t i, uint32_t * cp) {
@@ -72,6 +60,8 @@ std::string utf8_encode(uint32_t cp) {
 
 bool is_letter(uint32_t cp) { return in_ranges(kLetterRanges, cp); }
 bool is_number(uint32_t cp) { return in_ranges(kNumberRanges, cp); }
+bool is_mark(uint32_t cp) { return in_ranges(kMarkRanges, cp); }
+bool is_punct(uint32_t cp) { return in_ranges(kPunctRanges, cp); }
 bool is_space(uint32_t cp) { return in_ranges(kSpaceRanges, cp); }
 
 } // namespace kvg

@@ -13,20 +13,23 @@
 
 namespace kvg {
 
+struct PreTokenizer; // the split patterns of one tokenizer.ggml.pre (vocab-bpe.cpp)
+
 class BpeTokenizer {
 public:
     // tokens: the vocabulary in its byte-to-unicode form; types as in vocab.h (control
     // tokens decode to ""); merges: "left right" pairs, best first; pre: the pre-tokenizer
-    // (tokenizer.ggml.pre: llama-bpe, qwen2, gpt-2/default, mpt, starcoder, refact, command-r,
-    // smollm, ... see vocab-bpe.cpp). false + message on bad input or an unknown pre-tokenizer.
+    // (tokenizer.ggml.pre: llama-bpe, qwen2, qwen35, gpt-2/default, mpt, starcoder, refact,
+    // command-r, smollm, falcon, deepseek-llm, deepseek-coder, ... see vocab-bpe.cpp).
+    // false + message on bad input or an unknown pre-tokenizer.
     bool init(const std::vector<std::string> & tokens, const std::vector<int> & types,
               const std::vector<std::string> & merges, const std::string & pre, std::string * err);
     std::vector<int> encode(const std::string & text) const; // no BOS
+    std::vector<std::string> pre_tokenize(const std::string & text) const; // the pieces encode() merges within
     const std::string & token_bytes(int id) const;            // what id decodes to; "" if out of range
 
 private:
-    enum class Pre { Llama3, Qwen2, Gpt2, Digits }; // Digits: each digit alone, gpt-2 between them
-    Pre pre_ = Pre::Gpt2;
+    const PreTokenizer * pre_ = nullptr; // set by init
     std::unordered_map<std::string, int> token_id_;
     std::unordered_map<std::string, int> merge_rank_; // "left right" -> rank
     std::vector<std::string> bytes_of_;               // id -> decoded bytes

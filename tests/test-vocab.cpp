@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "test-common.h"
+#include "vocab-bpe.h"
 #include "vocab.h"
 
 #include <algorithm>
@@ -690,4 +691,27 @@ TEST_CASE("32k user-defined pieces with a shared 60-byte prefix: longest match, 
     MESSAGE("10 KB: " << t_user * 1e3 << " ms with 32k user-defined pieces, " << t_plain * 1e3 << " ms without");
     CHECK(t_user < 2.0 * t_plain + 1e-3);
 #endif
+}
+
+// The multi-pattern pre-tokenizers: each pattern splits every piece the previous ones left, into
+// its matches and the text between them (llama.cpp's test vectors for these vocabularies are not
+// in ../shared; these pieces are llama.cpp's for the same text).
+TEST_CASE("byte-level BPE pre-tokenizers: deepseek-llm, deepseek-coder, falcon, qwen35") {
+    using pieces = std::vector<std::string>;
+    auto split = [](const std::string & pre, const std::string & text) {
+        kvg::BpeTokenizer t;
+        std::string err;
+        REQUIRE_MESSAGE(t.init({"a"}, {1}, {}, pre, &err), err);
+        return t.pre_tokenize(text);
+    };
+    // "é" is a DeepSeek LLM letter but not in its punctuation run, which also takes ASCII letters
+    CHECK(split("deepseek-llm", "Hello caf\xC3\xA9  \n\xE4\xB8\x96\xE7\x95\x8C 123\xE4\xB8\xAD") ==
+          pieces{"Hello", " caf", "\xC3\xA9", "  ", "\n", "\xE4\xB8\x96\xE7\x95\x8C", " ", "123", "\xE4\xB8\xAD"});
+    // "+" is a symbol, not punctuation: it stays with the space before it
+    CHECK(split("deepseek-coder", "a + b(12)\n") == pieces{"a", " +", " b", "(", "1", "2", ")", "\n"});
+    // a digit run is cut in threes after gpt-2's split
+    CHECK(split("falcon", "x = 12345;") == pieces{"x", " ", "=", " ", "123", "45", ";"});
+    // combining marks stay with their word (qwen2 would split "e" + U+0301 apart)
+    CHECK(split("qwen35", "cafe\xCC\x81 \xCC\x81! 12") == pieces{"cafe\xCC\x81", " \xCC\x81", "!", " ", "1", "2"});
+    CHECK(split("qwen2", "cafe\xCC\x81") == pieces{"cafe", "\xCC\x81"});
 }
