@@ -27,13 +27,13 @@ static size_t available_memory() {
 }
 
 KvCache::~KvCache() {
-    if (ctx) ggml_free(ctx);
+    if (ctx_) ggml_free(ctx_);
 }
 
-bool KvCache::init(const HParams & hp, int n_ctx_, ggml_type type_, std::string * err) {
+bool KvCache::init(const HParams & hp, int length, ggml_type cache_type, std::string * err) {
     KvCacheParams p;
-    p.n_ctx = n_ctx_;
-    p.type = type_;
+    p.n_ctx = length;
+    p.type = cache_type;
     return init(hp, p, err);
 }
 
@@ -68,205 +68,135 @@ static bool check_params(const HParams & hp, const KvCacheParams & p, std::strin
     return true;
 }
 
-// Reserves c.mem_size bytes as one anonymous mapping (committed when c.commit).
-static bool reserve(KvCache & c, std::string * err) {
-    if (c.commit) {
+// Reserves mem_size_ bytes as one anonymous mapping (committed when commit_).
+bool KvCache::reserve(std::string * err) {
+    if (commit_) {
         // a static cache is filled now: refuse one the machine cannot hold instead of
         // filling until the kernel kills the process
         const size_t avail = available_memory();
-        if (avail > 0 && c.mem_size > avail) {
-            const std::string msg = "cannot commit " + std::to_string(c.mem_size) + " bytes for a static KV cache: the machine has " +
-                                    std::to_string(avail) + " bytes of memory available";
-            c.mem_size = 0;
+        if (avail > 0 && mem_size_ > avail) {
+            const std::string msg = "cannot commit " + std::to_string(mem_size_) +
+                                    " bytes for a static KV cache: the machine has " + std::to_string(avail) +
+                                    " bytes of memory available";
+            mem_size_ = 0;
             kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
             return fail(err, msg);
         }
     }
     std::string e;
-    if (!c.pages.init(c.mem_size, &e)) {
-        c.mem_size = 0;
+    if (!pages_.init(mem_size_, &e)) {
+        mem_size_ = 0;
         kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
         return fail(err, e);
     }
-    c.mem = c.pages.base();
+    mem_ = pages_.base();
     return true;
 }
 
 // The tensors of every layer over the reservation (layer il's K at il * (k_stride +
-// v_stride), its V k_stride later) and, for grouped K, over recent_mem.
-static bool make_tensors(KvCache & c, int n_layer, size_t k_stride, size_t v_stride, std::string * err) {
+// v_stride), its V k_stride later) and, for grouped K, the f32 copies of its groups.
+bool KvCache::make_tensors(int n_layer, size_t k_stride, size_t v_stride, std::string * err) {
     ggml_init_params ip = {3 * (size_t) n_layer * ggml_tensor_overhead() + 1024, nullptr, true};
-    c.ctx = ggml_init(ip);
-    if (!c.ctx) {
+    ctx_ = ggml_init(ip);
+    if (!ctx_) {
         kvg::note_status(KVG_STATUS_OUT_OF_MEMORY);
         return fail(err, "cannot allocate the KV cache's tensor context");
     }
-    const bool group_k = c.type == GGML_TYPE_Q8_0;
-    const int n_embd_kv = c.n_embd_kv, n_seq = c.n_seq, n_ctx = c.n_ctx;
-    if (group_k) c.recent_mem.assign((size_t) n_layer * n_embd_kv * GGML_KV_GROUP * n_seq, 0.0f);
-    if (group_k) c.prev_mem.assign(c.recent_mem.size(), 0.0f);
-    if (group_k && c.n_sink > 0) c.sink_mem.assign((size_t) n_layer * n_seq * c.n_sink * n_embd_kv, 0.0f);
+    const bool group_k = type_ == GGML_TYPE_Q8_0;
     for (int il = 0; il < n_layer; ++il) {
-        char * base = (char *) c.mem + (size_t) il * (k_stride + v_stride);
-        ggml_tensor * tk = group_k ? ggml_new_tensor_2d(c.ctx, c.type, GGML_KV_GROUP, (int64_t) n_embd_kv * KvCache::n_groups(n_ctx) * n_seq)
-                                   : ggml_new_tensor_2d(c.ctx, c.type, n_embd_kv, (int64_t) n_seq * n_ctx);
-        ggml_tensor * tv = ggml_new_tensor_2d(c.ctx, c.type, n_embd_kv, (int64_t) n_seq * n_ctx);
+        char * base = (char *) mem_ + (size_t) il * (k_stride + v_stride);
+        const int64_t n_k_rows =
+            group_k ? (int64_t) n_embd_kv_ * KvKeyGroups::n_groups(n_ctx_) * n_seq_ : (int64_t) n_seq_ * n_ctx_;
+        ggml_tensor * tk = ggml_new_tensor_2d(ctx_, type_, group_k ? GGML_KV_GROUP : n_embd_kv_, n_k_rows);
+        ggml_tensor * tv = ggml_new_tensor_2d(ctx_, type_, n_embd_kv_, (int64_t) n_seq_ * n_ctx_);
         ggml_format_name(tk, "cache_k_l%d", il);
         ggml_format_name(tv, "cache_v_l%d", il);
         tk->data = base;
         tv->data = base + k_stride;
-        c.k.push_back(tk);
-        c.v.push_back(tv);
-        if (group_k) {
-            ggml_tensor * tr = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, n_embd_kv, (int64_t) GGML_KV_GROUP * n_seq);
-            ggml_format_name(tr, "cache_k_recent_l%d", il);
-            tr->data = c.recent_mem.data() + (size_t) il * n_embd_kv * GGML_KV_GROUP * n_seq;
-            c.k_recent.push_back(tr);
-        }
+        k_.push_back(tk);
+        v_.push_back(tv);
     }
+    groups_.init(ctx_, group_k ? k_ : std::vector<ggml_tensor *>(),
+                 KvKeyGroups::Shape{n_seq_, n_ctx_, n_sink_, n_embd_kv_});
     return true;
 }
 
 bool KvCache::init(const HParams & hp, const KvCacheParams & p, std::string * err) {
-    if (ctx) return fail(err, "KV cache already initialized");
+    if (ctx_) return fail(err, "KV cache already initialized");
     if (!check_params(hp, p, err)) return false;
-    type = p.type;
-    mode = p.mode;
-    n_ctx = p.n_ctx;
-    n_seq = p.n_seq;
-    n_sink = mode == KvMode::Ring ? p.n_sink : 0;
-    n_window = mode == KvMode::Ring ? (p.n_window > 0 ? p.n_window : n_ctx - n_sink) : n_ctx;
-    commit = p.commit;
-    head_dim = hp.head_dim();
-    n_head_kv = hp.n_head_kv;
-    n_embd_kv = hp.n_embd_kv();
-    const bool group_k = type == GGML_TYPE_Q8_0;
+    type_ = p.type;
+    mode_ = p.mode;
+    n_ctx_ = p.n_ctx;
+    n_seq_ = p.n_seq;
+    n_sink_ = mode_ == KvMode::Ring ? p.n_sink : 0;
+    n_window_ = mode_ == KvMode::Ring ? (p.n_window > 0 ? p.n_window : n_ctx_ - n_sink_) : n_ctx_;
+    commit_ = p.commit;
+    head_dim_ = hp.head_dim();
+    n_head_kv_ = hp.n_head_kv;
+    n_embd_kv_ = hp.n_embd_kv();
+    const bool group_k = type_ == GGML_TYPE_Q8_0;
 
     // one reservation, each K/V tensor at a page boundary so that residency is per tensor prefix
     const size_t page = (size_t) sysconf(_SC_PAGESIZE);
-    const size_t k_bytes = group_k ? ggml_row_size(type, GGML_KV_GROUP) * n_embd_kv * n_groups(n_ctx) * (size_t) n_seq
-                                   : ggml_row_size(type, n_embd_kv) * (size_t) n_seq * n_ctx;
-    const size_t v_bytes = ggml_row_size(type, n_embd_kv) * (size_t) n_seq * n_ctx;
+    const size_t k_bytes =
+        group_k ? ggml_row_size(type_, GGML_KV_GROUP) * n_embd_kv_ * KvKeyGroups::n_groups(n_ctx_) * (size_t) n_seq_
+                : ggml_row_size(type_, n_embd_kv_) * (size_t) n_seq_ * n_ctx_;
+    const size_t v_bytes = ggml_row_size(type_, n_embd_kv_) * (size_t) n_seq_ * n_ctx_;
     const size_t k_stride = (k_bytes + page - 1) / page * page, v_stride = (v_bytes + page - 1) / page * page;
-    mem_size = (size_t) hp.n_layer * (k_stride + v_stride);
-    if (!reserve(*this, err) || !make_tensors(*this, hp.n_layer, k_stride, v_stride, err)) return false;
+    mem_size_ = (size_t) hp.n_layer * (k_stride + v_stride);
+    if (!reserve(err) || !make_tensors(hp.n_layer, k_stride, v_stride, err)) return false;
     clear();
     return true;
 }
 
 void KvCache::clear() {
     // fresh zero pages on the next touch: memory is given back, never read as garbage
-    pages.release_all();
+    pages_.release_all();
     // a static cache stays committed: zeros, as masked slots may still enter attention sums with weight 0
-    if (commit) std::memset(mem, 0, mem_size);
-    std::fill(recent_mem.begin(), recent_mem.end(), 0.0f);
-    std::fill(prev_mem.begin(), prev_mem.end(), 0.0f);
-    std::fill(sink_mem.begin(), sink_mem.end(), 0.0f);
-    seqs.assign(n_seq, Seq());
+    if (commit_) std::memset(mem_, 0, mem_size_);
+    groups_.clear();
+    seqs_.assign(n_seq_, Seq());
 }
 
 size_t KvCache::bytes() const {
     size_t n = 0;
-    for (const ggml_tensor * t : k) n += ggml_nbytes(t);
-    for (const ggml_tensor * t : v) n += ggml_nbytes(t);
-    for (const ggml_tensor * t : k_recent) n += ggml_nbytes(t);
-    return n + (prev_mem.size() + sink_mem.size()) * sizeof(float);
+    for (const ggml_tensor * t : k_) n += ggml_nbytes(t);
+    for (const ggml_tensor * t : v_) n += ggml_nbytes(t);
+    return n + groups_.bytes();
 }
 
 size_t KvCache::bytes_for(const HParams & hp, const KvCacheParams & p) {
-    // mirrors init(): the shapes of k, v, k_recent and sink_mem, without creating them
-    const size_t L = (size_t) hp.n_layer, n_seq = (size_t) p.n_seq, n_ctx = (size_t) p.n_ctx;
-    const size_t n_embd_kv = (size_t) hp.n_embd_kv();
-    const size_t v = ggml_row_size(p.type, n_embd_kv) * n_seq * n_ctx;
-    if (p.type != GGML_TYPE_Q8_0) return L * 2 * v;
-    const size_t k = ggml_row_size(p.type, GGML_KV_GROUP) * n_embd_kv * (size_t) n_groups(p.n_ctx) * n_seq;
-    const size_t recent = sizeof(float) * n_embd_kv * GGML_KV_GROUP * n_seq;
-    const size_t n_sink = p.mode == KvMode::Ring ? (size_t) std::max(p.n_sink, 0) : 0;
-    return L * (k + v + 2 * recent) + sizeof(float) * L * n_seq * n_sink * n_embd_kv; // recent: k_recent + prev_mem
+    // mirrors init(): the shapes of k, v and the grouped K copies, without creating them
+    const size_t n_layer = (size_t) hp.n_layer, n_seq = (size_t) p.n_seq, n_ctx = (size_t) p.n_ctx;
+    const size_t v_bytes = ggml_row_size(p.type, hp.n_embd_kv()) * n_seq * n_ctx;
+    if (p.type != GGML_TYPE_Q8_0) return n_layer * 2 * v_bytes;
+    const size_t k_bytes =
+        ggml_row_size(p.type, GGML_KV_GROUP) * hp.n_embd_kv() * (size_t) KvKeyGroups::n_groups(p.n_ctx) * n_seq;
+    const int n_sink = p.mode == KvMode::Ring ? std::max(p.n_sink, 0) : 0;
+    return n_layer * (k_bytes + v_bytes) +
+           KvKeyGroups::bytes_for(n_layer, KvKeyGroups::Shape{p.n_seq, p.n_ctx, n_sink, hp.n_embd_kv()});
 }
-
 ggml_tensor * KvCache::view(ggml_context * gctx, ggml_tensor * t, int n_kv, bool packed) const {
     // dim 1 steps over slots (rows), dim 3 over sequences; dim 2 over the heads inside a row
-    const size_t seq_stride = (size_t) n_ctx * t->nb[1];
-    if (packed) return ggml_view_4d(gctx, t, t->ne[0], n_kv, 1, n_seq, t->nb[1], n_kv * t->nb[1], seq_stride, 0);
-    return ggml_view_4d(gctx, t, head_dim, n_kv, n_head_kv, n_seq, t->nb[1], ggml_row_size(type, head_dim), seq_stride, 0);
-}
-
-ggml_tensor * KvCache::view_k_groups(ggml_context * gctx, int il, int n_kv) const {
-    const ggml_tensor * t = k[il];
-    return ggml_view_4d(gctx, k[il], GGML_KV_GROUP, n_embd_kv, n_groups(n_kv), n_seq, t->nb[1], n_embd_kv * t->nb[1],
-                        (size_t) n_groups(n_ctx) * n_embd_kv * t->nb[1], 0);
-}
-
-ggml_tensor * KvCache::view_k_recent(ggml_context * gctx, int il) const {
-    return ggml_reshape_3d(gctx, k_recent[il], n_embd_kv, GGML_KV_GROUP, n_seq);
-}
-
-void KvCache::fill_group_rows(int64_t * rows) const {
-    for (int s = 0; s < n_seq; ++s) {
-        const int64_t first = ((int64_t) s * n_groups(n_ctx) + recent_group(s)) * n_embd_kv;
-        for (int c = 0; c < n_embd_kv; ++c) rows[(size_t) s * n_embd_kv + c] = first + c;
-    }
+    const size_t seq_stride = (size_t) n_ctx_ * t->nb[1];
+    if (packed) return ggml_view_4d(gctx, t, t->ne[0], n_kv, 1, n_seq_, t->nb[1], n_kv * t->nb[1], seq_stride, 0);
+    return ggml_view_4d(gctx, t, head_dim_, n_kv, n_head_kv_, n_seq_, t->nb[1], ggml_row_size(type_, head_dim_),
+                        seq_stride, 0);
 }
 
 ggml_tensor * KvCache::write_k(ggml_context * gctx, int il, ggml_tensor * cur, ggml_tensor * idx, ggml_tensor * group_rows) const {
-    if (!grouped()) return ggml_set_rows(gctx, k[il], cur, idx);
-    // The RAW edge from this write orders the transpose after it; the transpose's read
-    // orders the next chunk's write after it (WAR); attention reads both k_recent and k[il].
-    ggml_set_rows(gctx, k_recent[il], cur, idx);
-    ggml_tensor * by_channel = ggml_cont(gctx, ggml_permute(gctx, view_k_recent(gctx, il), 1, 0, 2, 3)); // [32, n_embd_kv, n_seq]
-    return ggml_set_rows(gctx, k[il], ggml_reshape_2d(gctx, by_channel, GGML_KV_GROUP, (int64_t) n_embd_kv * n_seq), group_rows);
+    if (!grouped()) return ggml_set_rows(gctx, k_[il], cur, idx);
+    return groups_.write(gctx, il, cur, idx, group_rows);
 }
 
-static void copy_f32_row(const void * x, float * y, int64_t k) { std::memcpy(y, x, (size_t) k * sizeof(float)); }
-
-void KvCache::load_recent(int seq, int group) {
-    if (open_batch) save_recent(seq, open_batch); // the batch may be rolled back to this group
-    // dequantize the channel rows of group `group` back into the sequence's k_recent rows
-    // (ggml's traits have no to_float for f32: a copy)
-    const ggml_to_float_t to_float = type == GGML_TYPE_F32 ? copy_f32_row : ggml_get_type_traits(type)->to_float;
-    float block[GGML_KV_GROUP];
-    // A ring never rewrites its sink slots: their rows are saved in f32 when their group
-    // leaves k_recent and restored when it comes back. Dequantized, they would be
-    // re-quantized with the scales of every later lap and drift further each lap.
-    auto sinks = [&](int g, bool save) {
-        for (size_t il = 0; il < k.size(); ++il) {
-            float * rows = (float *) k_recent[il]->data + (size_t) seq * GGML_KV_GROUP * n_embd_kv;
-            for (int j = g * GGML_KV_GROUP; j < std::min(n_sink, (g + 1) * GGML_KV_GROUP); ++j) {
-                float * r = rows + (size_t) (j - g * GGML_KV_GROUP) * n_embd_kv;
-                float * saved = sink_mem.data() + ((il * n_seq + seq) * n_sink + j) * (size_t) n_embd_kv;
-                std::memcpy(save ? saved : r, save ? r : saved, n_embd_kv * sizeof(float));
-            }
-        }
-    };
-    Seq & s = seqs[seq];
-    if (s.recent_group >= 0) sinks(s.recent_group, true);
-    const size_t n_rows = (size_t) GGML_KV_GROUP * n_embd_kv;
-    const bool back = group == s.prev_group; // the group left last: its exact rows are kept
-    for (size_t il = 0; il < k.size(); ++il) {
-        const ggml_tensor * t = k[il];
-        float * rows = (float *) k_recent[il]->data + (size_t) seq * n_rows;
-        float * prev = prev_mem.data() + (il * n_seq + seq) * n_rows;
-        if (back) std::swap_ranges(rows, rows + n_rows, prev);
-        else if (s.recent_group >= 0) std::copy(rows, rows + n_rows, prev);
-        for (int c = 0; c < n_embd_kv && !back; ++c) {
-            const int64_t r = ((int64_t) seq * n_groups(n_ctx) + group) * n_embd_kv + c;
-            to_float((const char *) t->data + r * t->nb[1], block, GGML_KV_GROUP);
-            for (int j = 0; j < GGML_KV_GROUP; ++j) rows[(size_t) j * n_embd_kv + c] = block[j];
-        }
-    }
-    sinks(group, false);
-    s.prev_group = s.recent_group;
-    s.recent_group = group;
-}
 ggml_tensor * KvCache::write_v(ggml_context * gctx, int il, ggml_tensor * cur, ggml_tensor * idx) const {
-    return ggml_set_rows(gctx, v[il], cur, idx);
+    return ggml_set_rows(gctx, v_[il], cur, idx);
 }
 
 // ---- sequences ----------------------------------------------------------------------------------
 
 bool KvCache::check_start(int seq, int64_t pos, std::string * err) const {
-    const Seq & s = seqs[seq];
+    const Seq & s = seqs_[seq];
     if (pos < 0 || pos > s.n_past) {
         if (err) {
             *err = "position " + std::to_string(pos) + " is invalid: sequence " + std::to_string(seq) +
@@ -275,8 +205,8 @@ bool KvCache::check_start(int seq, int64_t pos, std::string * err) const {
         }
         return false;
     }
-    if (mode == KvMode::Ring) {
-        for (int64_t q = std::max<int64_t>(n_sink, pos - n_window + 1); q < pos; ++q) {
+    if (mode_ == KvMode::Ring) {
+        for (int64_t q = std::max<int64_t>(n_sink_, pos - n_window_ + 1); q < pos; ++q) {
             if (s.held(slot(q)) != q) {
                 kvg::note_status(KVG_STATUS_CONTEXT_FULL);
                 if (err) {
@@ -293,34 +223,20 @@ bool KvCache::check_start(int seq, int64_t pos, std::string * err) const {
 int64_t KvCache::chunk_last(int64_t pos) const {
     // the slot of position p held p - ring; the chunk's first token still attends it while
     // p - ring > pos - n_window. Before the ring wraps (p < n_ctx) no slot is reused.
-    const int64_t ring = n_ctx - n_sink;
-    const int64_t last = mode == KvMode::Linear ? n_ctx - 1 : std::max<int64_t>(n_ctx - 1, pos - n_window + ring);
+    const int64_t ring = n_ctx_ - n_sink_;
+    const int64_t last = mode_ == KvMode::Linear ? n_ctx_ - 1 : std::max<int64_t>(n_ctx_ - 1, pos - n_window_ + ring);
     if (!grouped()) return last;
     // slots advance one per position up to n_ctx - 1, so the group ends this many positions on
-    const int64_t s = slot(pos), group_end = std::min<int64_t>(s | (GGML_KV_GROUP - 1), n_ctx - 1);
-    return std::min(last, pos + group_end - s);
+    return std::min(last, pos + groups_.slots_after(slot(pos)));
 }
 
 void KvCache::rewind(int seq, int64_t pos) {
-    Seq & s = seqs[seq];
+    Seq & s = seqs_[seq];
     if (pos >= s.n_past) return;
     for (int64_t & q : s.slot_pos) {
         if (q >= pos) q = -1;
     }
     s.n_past = pos;
-}
-
-// "slots 96..127 and 64..95": the groups whose exact f32 keys seq keeps (the one written
-// last, then the one written before it), which after a rollback may lie past its end.
-std::string KvCache::exact_groups(int seq) const {
-    std::string out;
-    for (int g : {seqs[seq].recent_group, seqs[seq].prev_group}) {
-        if (g < 0) continue;
-        const int64_t end = std::min<int64_t>((int64_t) (g + 1) * GGML_KV_GROUP, n_ctx) - 1;
-        out += (out.empty() ? "slots " : " and ") + std::to_string((int64_t) g * GGML_KV_GROUP) + ".." +
-               std::to_string(end);
-    }
-    return out.empty() ? "none" : out;
 }
 
 // The start of a q8_0 refusal: a cut at pos inside a group whose keys exist only rounded.
@@ -331,7 +247,7 @@ static std::string rounded_cut(int64_t pos, const char * what) {
 }
 
 bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
-    Seq & s = seqs[seq];
+    Seq & s = seqs_[seq];
     if (p0 >= s.n_past || p0 >= p1) return true; // nothing held there
     auto refuse = [&](const std::string & msg) {
         kvg::note_status(KVG_STATUS_UNSUPPORTED);
@@ -340,8 +256,8 @@ bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
     };
     if (p1 < s.n_past) { // a middle range: never attended again
         // a ring's next token must find its whole window (check_start): keep that window whole
-        const int64_t lo = std::max({p0, (int64_t) n_sink, s.n_past - n_window + 1}), hi = p1;
-        if (mode == KvMode::Ring && lo < hi) {
+        const int64_t lo = std::max({p0, (int64_t) n_sink_, s.n_past - n_window_ + 1}), hi = p1;
+        if (mode_ == KvMode::Ring && lo < hi) {
             return refuse("positions " + std::to_string(lo) + ".." + std::to_string(hi - 1) +
                           " lie in the window that the next token of sequence " + std::to_string(seq) + " (position " +
                           std::to_string(s.n_past) + ") attends: a ring cache removes from its window a suffix only");
@@ -351,10 +267,8 @@ bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
         }
         return true;
     }
-    const int group = (int) (slot(p0) / GGML_KV_GROUP);
-    if (grouped() && slot(p0) % GGML_KV_GROUP != 0 && group != s.recent_group && group != s.prev_group) {
-        return refuse(rounded_cut(p0, "remove from") + exact_groups(seq) + ")");
-    }
+    if (!groups_.exact_cut(seq, slot(p0)))
+        return refuse(rounded_cut(p0, "remove from") + groups_.exact_groups(seq) + ")");
     if (!check_start(seq, p0, err)) return false; // a ring must still hold the window before p0
     rewind(seq, p0);
     if (p0 == 0) s.n_used = 0; // empty: attention starts from nothing again
@@ -362,41 +276,43 @@ bool KvCache::remove(int seq, int64_t p0, int64_t p1, std::string * err) {
 }
 
 void KvCache::keep_only(int seq) {
-    for (int s = 0; s < n_seq; ++s) {
+    for (int s = 0; s < n_seq_; ++s) {
         if (s == seq) continue;
         rewind(s, 0);
-        seqs[s].n_used = 0;
+        seqs_[s].n_used = 0;
     }
 }
 
 // ---- shared pages ---------------------------------------------------------------------------------
 
 size_t KvCache::slot_offset(const ggml_tensor * t, int seq, int64_t a) const {
-    const size_t base = (size_t) ((const char *) t->data - (const char *) mem);
+    const size_t base = (size_t) ((const char *) t->data - (const char *) mem_);
     if (grouped() && is_k(t)) { // K by channel: whole groups
-        return base + (size_t) (((int64_t) seq * n_groups(n_ctx) + a / GGML_KV_GROUP) * n_embd_kv) * t->nb[1];
+        return base +
+               (size_t) (((int64_t) seq * KvKeyGroups::n_groups(n_ctx_) + a / GGML_KV_GROUP) * n_embd_kv_) * t->nb[1];
     }
-    return base + (size_t) ((int64_t) seq * n_ctx + a) * t->nb[1];
+    return base + (size_t) ((int64_t) seq * n_ctx_ + a) * t->nb[1];
 }
 
 size_t KvCache::slot_bytes(const ggml_tensor * t, int64_t a, int64_t b) const {
     if (grouped() && is_k(t)) {
-        return (size_t) ((b + GGML_KV_GROUP - 1) / GGML_KV_GROUP - a / GGML_KV_GROUP) * n_embd_kv * t->nb[1];
+        return (size_t) ((b + GGML_KV_GROUP - 1) / GGML_KV_GROUP - a / GGML_KV_GROUP) * n_embd_kv_ * t->nb[1];
     }
     return (size_t) (b - a) * t->nb[1];
 }
 
-bool KvCache::is_k(const ggml_tensor * t) const { return std::find(k.begin(), k.end(), t) != k.end(); }
+bool KvCache::is_k(const ggml_tensor * t) const { return std::find(k_.begin(), k_.end(), t) != k_.end(); }
 
 void KvCache::own_rows(int seq, int64_t j) {
-    if (pages.n_shared_pages() == 0) return;
-    for (size_t il = 0; il < k.size(); ++il) {
-        for (const ggml_tensor * t : {k[il], v[il]}) pages.make_private(slot_offset(t, seq, j), slot_bytes(t, j, j + 1));
+    if (pages_.n_shared_pages() == 0) return;
+    for (size_t il = 0; il < k_.size(); ++il) {
+        for (const ggml_tensor * t : {k_[il], v_[il]})
+            pages_.make_private(slot_offset(t, seq, j), slot_bytes(t, j, j + 1));
     }
 }
 
 bool KvCache::copy_seq(int src, int dst, int64_t p1, std::string * err) {
-    const Seq & s = seqs[src];
+    const Seq & s = seqs_[src];
     const int64_t end = std::min(p1, s.n_past);
     const bool whole = end == s.n_past;
     auto refuse = [&](const std::string & msg) {
@@ -404,56 +320,43 @@ bool KvCache::copy_seq(int src, int dst, int64_t p1, std::string * err) {
         if (err) *err = msg;
         return false;
     };
-    if (mode == KvMode::Ring && !whole) return refuse("a ring cache copies whole sequences only (p1 < 0)");
-    const int64_t cut_group = end / GGML_KV_GROUP;
-    if (grouped() && !whole && end % GGML_KV_GROUP != 0 && cut_group != s.recent_group && cut_group != s.prev_group) {
-        return refuse(rounded_cut(end, "copy up to") + exact_groups(src) + ")");
+    if (mode_ == KvMode::Ring && !whole) return refuse("a ring cache copies whole sequences only (p1 < 0)");
+    if (!whole && !groups_.exact_cut(src, end)) { // not whole: linear, slot = position
+        return refuse(rounded_cut(end, "copy up to") + groups_.exact_groups(src) + ")");
     }
     if (src == dst) return whole || remove(src, end, INT64_MAX, err); // its own prefix: a rollback to it
     const int64_t n_slots = whole ? s.n_used : end; // linear when not whole: slot = position
-    for (size_t il = 0; il < k.size(); ++il) {
-        for (const ggml_tensor * t : {k[il], v[il]}) {
-            pages.share(slot_offset(t, dst, 0), slot_offset(t, src, 0), slot_bytes(t, 0, n_slots));
+    for (size_t il = 0; il < k_.size(); ++il) {
+        for (const ggml_tensor * t : {k_[il], v_[il]}) {
+            pages_.share(slot_offset(t, dst, 0), slot_offset(t, src, 0), slot_bytes(t, 0, n_slots));
         }
     }
-    Seq & d = seqs[dst];
+    Seq & d = seqs_[dst];
     d = s;
     if (!whole) {
         for (int64_t & q : d.slot_pos) q = q < end ? q : -1;
         d.n_past = end;
         d.n_used = (int) end;
     }
-    if (grouped()) {
-        const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
-        for (size_t il = 0; il < k_recent.size(); ++il) {
-            float * r = (float *) k_recent[il]->data;
-            std::memcpy(r + (size_t) dst * rows, r + (size_t) src * rows, rows * sizeof(float));
-            float * p = prev_mem.data() + il * n_seq * rows;
-            std::memcpy(p + (size_t) dst * rows, p + (size_t) src * rows, rows * sizeof(float));
-        }
-        for (size_t il = 0; n_sink > 0 && il < k.size(); ++il) {
-            const size_t n = (size_t) n_sink * n_embd_kv;
-            std::memcpy(sink_mem.data() + (il * n_seq + dst) * n, sink_mem.data() + (il * n_seq + src) * n, n * sizeof(float));
-        }
-    }
+    groups_.copy_seq(src, dst);
     return true;
 }
 
 bool KvCache::copy_range(int src, int dst, int64_t p0, int64_t p1, std::string * err) {
-    if (mode != KvMode::Linear || grouped()) {
+    if (mode_ != KvMode::Linear || grouped()) {
         kvg::note_status(KVG_STATUS_UNSUPPORTED);
         if (err) *err = "a range that does not start at 0 is copied in linear f32 and f16 caches only";
         return false;
     }
-    const Seq & s = seqs[src];
+    const Seq & s = seqs_[src];
     const int64_t end = std::min(p1, s.n_past);
     if (p0 >= end || src == dst) return true;
-    for (size_t il = 0; il < k.size(); ++il) {
-        for (const ggml_tensor * t : {k[il], v[il]}) {
-            pages.share(slot_offset(t, dst, p0), slot_offset(t, src, p0), slot_bytes(t, p0, end));
+    for (size_t il = 0; il < k_.size(); ++il) {
+        for (const ggml_tensor * t : {k_[il], v_[il]}) {
+            pages_.share(slot_offset(t, dst, p0), slot_offset(t, src, p0), slot_bytes(t, p0, end));
         }
     }
-    Seq & d = seqs[dst];
+    Seq & d = seqs_[dst];
     if ((int64_t) d.slot_pos.size() < end) d.slot_pos.resize((size_t) end, -1);
     for (int64_t j = p0; j < end; ++j) d.slot_pos[(size_t) j] = s.held(j);
     d.n_past = pos_max(dst) + 1;
@@ -497,7 +400,7 @@ bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, const HParam
         if (err) *err = msg;
         return false;
     };
-    if (mode != KvMode::Linear || grouped()) {
+    if (mode_ != KvMode::Linear || grouped()) {
         return refuse(KVG_STATUS_UNSUPPORTED, "positions can be shifted in linear f32 and f16 caches only (a q8_0 key would "
                                               "be rounded again; a ring slides by itself)");
     }
@@ -505,7 +408,7 @@ bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, const HParam
         return refuse(KVG_STATUS_UNSUPPORTED,
                       "positions cannot be shifted with YaRN rope scaling (its angles do not add up)");
     }
-    Seq & s = seqs[seq];
+    Seq & s = seqs_[seq];
     p1 = std::min(p1, s.n_past);
     if (delta == 0 || p0 >= p1) return true;
     for (int64_t j = 0; j < (int64_t) s.slot_pos.size(); ++j) {
@@ -515,22 +418,23 @@ bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, const HParam
                 std::to_string(q) + " is held and lies where the shifted positions would go");
             continue;
         }
-        if (q + delta < 0 || q + delta >= n_ctx) {
-            return refuse(KVG_STATUS_BAD_INPUT, "position " + std::to_string(q) + " would move to " + std::to_string(q + delta) +
-                                                ", outside 0.." + std::to_string(n_ctx - 1));
+        if (q + delta < 0 || q + delta >= n_ctx_) {
+            return refuse(KVG_STATUS_BAD_INPUT, "position " + std::to_string(q) + " would move to " +
+                                                    std::to_string(q + delta) + ", outside 0.." +
+                                                    std::to_string(n_ctx_ - 1));
         }
     }
     // move rows in the order that never overwrites one still to be moved
     const int64_t first = delta < 0 ? p0 : p1 - 1, last = delta < 0 ? p1 : p0 - 1, step = delta < 0 ? 1 : -1;
     for (int64_t q = first; q != last; q += step) {
         if (q >= (int64_t) s.slot_pos.size() || s.slot_pos[(size_t) q] != q) continue; // not held
-        for (size_t il = 0; il < k.size(); ++il) {
-            for (ggml_tensor * t : {k[il], v[il]}) {
-                pages.make_private(slot_offset(t, seq, q + delta), slot_bytes(t, q + delta, q + delta + 1));
-                char * from = (char *) t->data + (size_t) ((int64_t) seq * n_ctx + q) * t->nb[1];
-                char * to = (char *) t->data + (size_t) ((int64_t) seq * n_ctx + q + delta) * t->nb[1];
+        for (size_t il = 0; il < k_.size(); ++il) {
+            for (ggml_tensor * t : {k_[il], v_[il]}) {
+                pages_.make_private(slot_offset(t, seq, q + delta), slot_bytes(t, q + delta, q + delta + 1));
+                char * from = (char *) t->data + (size_t) ((int64_t) seq * n_ctx_ + q) * t->nb[1];
+                char * to = (char *) t->data + (size_t) ((int64_t) seq * n_ctx_ + q + delta) * t->nb[1];
                 std::memcpy(to, from, t->nb[1]);
-                if (t == k[il]) rotate_key_row(to, type, n_embd_kv, head_dim, hp, factors, delta);
+                if (t == k_[il]) rotate_key_row(to, type_, n_embd_kv_, head_dim_, hp, factors, delta);
             }
         }
         if (q + delta >= (int64_t) s.slot_pos.size()) s.slot_pos.resize((size_t) (q + delta + 1), -1);
@@ -545,7 +449,7 @@ bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, const HParam
 
 int64_t KvCache::pos_min(int seq) const {
     int64_t m = -1;
-    for (int64_t q : seqs[seq].slot_pos) {
+    for (int64_t q : seqs_[seq].slot_pos) {
         if (q >= 0 && (m < 0 || q < m)) m = q;
     }
     return m;
@@ -553,22 +457,17 @@ int64_t KvCache::pos_min(int seq) const {
 
 int64_t KvCache::pos_max(int seq) const {
     int64_t m = -1;
-    for (int64_t q : seqs[seq].slot_pos) m = std::max(m, q);
+    for (int64_t q : seqs_[seq].slot_pos) m = std::max(m, q);
     return m;
 }
 
-void KvCache::use_group(int seq, int64_t pos) {
-    const int group = (int) (slot(pos) / GGML_KV_GROUP);
-    if (grouped() && seqs[seq].recent_group != group) load_recent(seq, group);
-}
-
 void KvCache::apply(int seq, int64_t pos) {
-    Seq & s = seqs[seq];
+    Seq & s = seqs_[seq];
     const int64_t j = slot(pos);
-    use_group(seq, pos);
+    groups_.use(seq, j);
     own_rows(seq, j);
     if (j >= (int64_t) s.slot_pos.size()) {
-        s.slot_pos.reserve((size_t) std::max<int64_t>(j + 1, n_ctx)); // once: decode then allocates nothing
+        s.slot_pos.reserve((size_t) std::max<int64_t>(j + 1, n_ctx_)); // once: decode then allocates nothing
         s.slot_pos.resize((size_t) j + 1, -1);
     }
     s.slot_pos[j] = pos;
@@ -579,67 +478,43 @@ void KvCache::apply(int seq, int64_t pos) {
 // ---- batches -------------------------------------------------------------------------------------
 
 bool KvCache::begin_batch(const int32_t * pos, const int32_t * seq, int n, Batch * b, std::string * err) {
-    b->first.assign(n_seq, -1);
-    b->last.assign(n_seq, -1);
+    b->first.assign(n_seq_, -1);
+    b->last.assign(n_seq_, -1);
     for (int i = 0; i < n; ++i) {
         if (b->first[seq[i]] < 0) b->first[seq[i]] = pos[i];
         b->last[seq[i]] = pos[i];
     }
-    for (int s = 0; s < n_seq; ++s) {
+    for (int s = 0; s < n_seq_; ++s) {
         if (b->first[s] < 0) continue;
         if (!check_start(s, b->first[s], err)) return false;
-        if (mode == KvMode::Linear && b->last[s] >= n_ctx) {
+        if (mode_ == KvMode::Linear && b->last[s] >= n_ctx_) {
             kvg::note_status(KVG_STATUS_CONTEXT_FULL);
             if (err) {
-                *err = std::to_string(b->last[s] - b->first[s] + 1) + " tokens at position " + std::to_string(b->first[s]) +
-                       " do not fit in the context of " + std::to_string(n_ctx) + " tokens" +
-                       (n_seq > 1 ? " (sequence " + std::to_string(s) + ")" : "");
+                *err = std::to_string(b->last[s] - b->first[s] + 1) + " tokens at position " +
+                       std::to_string(b->first[s]) + " do not fit in the context of " + std::to_string(n_ctx_) +
+                       " tokens" + (n_seq_ > 1 ? " (sequence " + std::to_string(s) + ")" : "");
             }
             return false;
         }
     }
-    b->n_used.resize(n_seq);
-    b->group.resize(n_seq);
-    for (int s = 0; s < n_seq; ++s) b->n_used[s] = seqs[s].n_used, b->group[s] = seqs[s].recent_group;
-    b->recent_saved.assign(n_seq, 0);
-    open_batch = b;
-    for (int s = 0; s < n_seq; ++s) {
+    b->n_used.resize(n_seq_);
+    for (int s = 0; s < n_seq_; ++s) b->n_used[s] = seqs_[s].n_used;
+    groups_.begin(&b->groups);
+    for (int s = 0; s < n_seq_; ++s) {
         if (b->first[s] >= 0) rewind(s, b->first[s]); // rows from there on are being replaced
     }
     return true;
 }
 
-void KvCache::commit_batch(Batch *) { open_batch = nullptr; }
+void KvCache::commit_batch(Batch *) { groups_.end(); }
 
 void KvCache::rollback_batch(Batch * b) {
-    open_batch = nullptr;
-    for (int s = 0; s < n_seq; ++s) {
+    groups_.end();
+    for (int s = 0; s < n_seq_; ++s) {
         if (b->first[s] < 0) continue;
         rewind(s, b->first[s]); // also every slot the batch wrote: they hold its positions
-        seqs[s].n_used = b->n_used[s];
-        seqs[s].recent_group = b->group[s];
-        if (b->recent_saved[s]) restore_recent(s, *b);
-        if (seqs[s].prev_group == seqs[s].recent_group) seqs[s].prev_group = -1; // its rows were the batch's
-    }
-}
-
-// The f32 rows of seq's group being filled, every layer, kept once per batch.
-void KvCache::save_recent(int seq, Batch * b) const {
-    if (b->recent_saved[seq]) return;
-    const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
-    if (b->saved_recent.empty()) b->saved_recent.resize((size_t) n_seq * k_recent.size() * rows);
-    for (size_t il = 0; il < k_recent.size(); ++il) {
-        const float * src = (const float *) k_recent[il]->data + (size_t) seq * rows;
-        std::memcpy(b->saved_recent.data() + ((size_t) seq * k_recent.size() + il) * rows, src, rows * sizeof(float));
-    }
-    b->recent_saved[seq] = 1;
-}
-
-void KvCache::restore_recent(int seq, const Batch & b) {
-    const size_t rows = (size_t) GGML_KV_GROUP * n_embd_kv;
-    for (size_t il = 0; il < k_recent.size(); ++il) {
-        float * dst = (float *) k_recent[il]->data + (size_t) seq * rows;
-        std::memcpy(dst, b.saved_recent.data() + ((size_t) seq * k_recent.size() + il) * rows, rows * sizeof(float));
+        seqs_[s].n_used = b->n_used[s];
+        groups_.rollback(s, b->groups);
     }
 }
 

@@ -9,11 +9,11 @@
 // of slots [32g, 32g + 32) of sequence s, one q8_0 block with its own scale. Keys differ
 // by channel far more than by position, and heads of tiny models (8 values) are shorter
 // than a block, so per-position rows lose most of their 8 bits to the widest channel.
-// The group being filled also lives in f32 in k_recent[il] [n_embd_kv, 32 * n_seq] (and the
-// group left last keeps its f32 rows in prev_mem, so that going back into it is exact)
-// (row s * 32 + slot % 32), which attention reads instead of its q8_0 copy; each graph
-// re-quantizes that group from k_recent into k[il] (so the q8_0 copy is complete when the
-// group is left). V stays per position: q8_0 rows of v[il].
+// The group being filled also lives in f32 (k_recent), which attention reads instead of its
+// q8_0 copy; each graph re-quantizes that group into k[il] (so the q8_0 copy is complete when
+// the group is left). Those f32 copies, of the group left last and of a ring's sinks, and the
+// rules that keep keys exact around groups, are KvKeyGroups (kv-group.h). V stays per
+// position: q8_0 rows of v[il].
 //
 // Modes (which slot a position goes to, who may see it):
 //   linear  slot = position, positions < n_ctx; a token sees every earlier position.
@@ -42,6 +42,7 @@
 #pragma once
 
 #include "ggml.h"
+#include "kv-group.h"
 #include "kv-pages.h"
 #include "model.h"
 
@@ -65,7 +66,8 @@ struct KvCacheParams {
     size_t max_bytes = 0; // init fails if bytes_for() exceeds this (0: no limit)
 };
 
-struct KvCache {
+class KvCache {
+public:
     KvCache() = default;
     ~KvCache();
     KvCache(const KvCache &) = delete;
@@ -75,48 +77,58 @@ struct KvCache {
     bool init(const HParams & hp, const KvCacheParams & p, std::string * err);
     bool init(const HParams & hp, int n_ctx, ggml_type type, std::string * err); // linear, one sequence
 
+    int n_ctx() const { return n_ctx_; } // slots per sequence
+    int n_seq() const { return n_seq_; }
+    ggml_type type() const { return type_; }
+    int n_layer() const { return (int) k_.size(); }
+    int n_embd_kv() const { return n_embd_kv_; }
+    // Layer il's K tensor (grouped: by channel, see above) and V tensor, over the cache's memory.
+    ggml_tensor * k_tensor(int il) const { return k_[il]; }
+    ggml_tensor * v_tensor(int il) const { return v_[il]; }
+
     // Slot of position pos inside a sequence's range, and the buffer row of (seq, pos).
     int64_t slot(int64_t pos) const {
-        if (mode == KvMode::Linear || pos < n_sink) return pos;
-        return n_sink + (pos - n_sink) % (n_ctx - n_sink);
+        if (mode_ == KvMode::Linear || pos < n_sink_) return pos;
+        return n_sink_ + (pos - n_sink_) % (n_ctx_ - n_sink_);
     }
-    int64_t row(int seq, int64_t pos) const { return (int64_t) seq * n_ctx + slot(pos); }
+    int64_t row(int seq, int64_t pos) const { return (int64_t) seq * n_ctx_ + slot(pos); }
 
     // Slots [0, n_kv) of every sequence of layer il, for attention: [head_dim, n_kv, n_head_kv, n_seq]
     // (heads strided inside a row), or with packed = true whole rows [n_embd_kv, n_kv, 1, n_seq]
     // (quantized rows, whose heads may be shorter than a block).
-    ggml_tensor * view_k(ggml_context * ctx, int il, int n_kv, bool packed) const { return view(ctx, k[il], n_kv, packed); }
-    ggml_tensor * view_v(ggml_context * ctx, int il, int n_kv, bool packed) const { return view(ctx, v[il], n_kv, packed); }
+    ggml_tensor * view_k(ggml_context * ctx, int il, int n_kv, bool packed) const {
+        return view(ctx, k_[il], n_kv, packed);
+    }
+    ggml_tensor * view_v(ggml_context * ctx, int il, int n_kv, bool packed) const {
+        return view(ctx, v_[il], n_kv, packed);
+    }
 
     // Writes cur [n_embd_kv, n_tokens] (f32) of layer il at rows idx (I64 [n_tokens]): row(seq,
     // pos) of each token, or for grouped K recent_row(seq, pos) of k_recent, after which the
     // recent group of every sequence is re-quantized into k[il] (group_rows: I64
-    // [n_embd_kv * n_seq], see fill_group_rows); returns the last write.
+    // [n_embd_kv * n_seq], see KvKeyGroups::fill_group_rows); returns the last write.
     ggml_tensor * write_k(ggml_context * ctx, int il, ggml_tensor * cur, ggml_tensor * idx, ggml_tensor * group_rows) const;
     ggml_tensor * write_v(ggml_context * ctx, int il, ggml_tensor * cur, ggml_tensor * idx) const;
 
-    // Grouped K: the q8_0 groups [32, n_embd_kv, n_groups(n_kv), n_seq] for attention, the
-    // f32 rows of the recent groups [n_embd_kv, 32, n_seq], the group each holds.
-    bool grouped() const { return !k_recent.empty(); }
-    static int n_groups(int n_kv) { return (n_kv + GGML_KV_GROUP - 1) / GGML_KV_GROUP; }
-    ggml_tensor * view_k_groups(ggml_context * ctx, int il, int n_kv) const;
-    ggml_tensor * view_k_recent(ggml_context * ctx, int il) const;
-    int recent_group(int seq) const { return std::max(seqs[seq].recent_group, 0); }
-    int64_t recent_row(int seq, int64_t pos) const { return (int64_t) seq * GGML_KV_GROUP + slot(pos) % GGML_KV_GROUP; }
-    void fill_group_rows(int64_t * rows) const; // [n_embd_kv * n_seq]: k[il] rows of each sequence's recent group
+    // Grouped K (q8_0): the f32 copies and the groups each sequence keeps exact (kv-group.h);
+    // inactive otherwise.
+    bool grouped() const { return groups_.active(); }
+    const KvKeyGroups & groups() const { return groups_; }
+    int64_t recent_row(int seq, int64_t pos) const { return groups_.recent_row(seq, slot(pos)); }
+    void use_group(int seq, int64_t pos) {
+        groups_.use(seq, slot(pos));
+    } // k_recent holds pos's group (apply() calls it)
 
     // ---- host-side state of the sequences ----
-    struct Seq;
     // One batch's change, from begin_batch to commit_batch / rollback_batch.
     // Everything a rollback needs: positions from `first` on were forgotten at begin_batch
     // and every slot the batch writes holds one of them, so forgetting them again undoes the
     // slots; the rest is a few numbers and, if the batch left it, the group being filled.
     // Kept across batches, so that a batch allocates nothing once the vectors have grown.
     struct Batch {
-        std::vector<int64_t> first, last;  // per sequence: its first/last position in the batch, -1: none
-        std::vector<int> n_used, group;    // per sequence: Seq::n_used and recent_group at begin_batch
-        std::vector<char> recent_saved;    // grouped K, per sequence: its k_recent rows are in saved_recent
-        std::vector<float> saved_recent;   // [n_seq][n_layer][32 * n_embd_kv]
+        std::vector<int64_t> first, last; // per sequence: its first/last position in the batch, -1: none
+        std::vector<int> n_used;          // per sequence: Seq::n_used at begin_batch
+        KvKeyGroups::Undo groups;         // grouped K: the open groups at begin_batch
     };
     // Token i of the batch is at position pos[i] of sequence seq[i] (valid ids; consecutive
     // positions per sequence, in order). false + message if a sequence cannot continue at its
@@ -131,17 +143,6 @@ struct KvCache {
     void commit_batch(Batch * b);
     void rollback_batch(Batch * b);
 
-    struct Seq {
-        int64_t n_past = 0;            // positions [0, n_past) were decoded (ring: the recent ones are held)
-        int n_used = 0;                // slots [0, n_used) were written at least once: the valid length
-        // position each slot holds; slots at or past its size hold none (it grows with the
-        // slots written, so a huge n_ctx costs nothing until tokens arrive)
-        std::vector<int64_t> slot_pos;
-        int64_t held(int64_t j) const { return j < (int64_t) slot_pos.size() ? slot_pos[j] : -1; }
-        int recent_group = -1;         // grouped K: the group whose rows k_recent holds
-        int prev_group = -1;           // grouped K: the group whose exact f32 rows prev_mem holds (the one left last)
-    };
-
     // Can sequence seq continue at pos? pos <= n_past, and (ring) the window before pos is held.
     bool check_start(int seq, int64_t pos, std::string * err) const;
     // Last position one graph chunk starting at pos may write, so that no write replaces a
@@ -151,9 +152,10 @@ struct KvCache {
     void rewind(int seq, int64_t pos); // forget positions >= pos
     // Forget positions [p0, p1) of seq (p1 past n_past: a suffix, the next token goes at p0).
     // Refused with a message (nothing changes) where the result would not be exact: a q8_0
-    // cache cut inside a 32-slot group other than recent_group and prev_group (the two written
-    // last; only they keep f32 keys), a ring that no longer holds the window before p0, or a
-    // ring's middle range inside the window of its next token (which check_start requires whole).
+    // cache cut inside a 32-slot group other than the open and the last-left one (the two
+    // written last; only they keep f32 keys), a ring that no longer holds the window before
+    // p0, or a ring's middle range inside the window of its next token (which check_start
+    // requires whole).
     bool remove(int seq, int64_t p0, int64_t p1, std::string * err);
     void keep_only(int seq);             // forget every other sequence
     // dst (emptied first) holds src's positions [0, p1) (p1 past src's: all of them), reading
@@ -193,63 +195,58 @@ struct KvCache {
     // of n) and its total size, checked as state_read checks them, all but the checksum.
     static size_t state_header_bytes();
     bool state_header_fits(const uint8_t * head, size_t n, uint64_t size, uint64_t model_id, std::string * err) const;
-    void use_group(int seq, int64_t pos); // grouped K: k_recent holds pos's group (apply() calls it)
     // May a token of seq at position pos attend slot j?
     bool visible(int seq, int j, int64_t pos) const {
-        const int64_t q = seqs[seq].held(j);
-        return q >= 0 && q <= pos && (mode == KvMode::Linear || q < n_sink || q > pos - n_window);
+        const int64_t q = seqs_[seq].held(j);
+        return q >= 0 && q <= pos && (mode_ == KvMode::Linear || q < n_sink_ || q > pos - n_window_);
     }
-    int kv_len(int seq) const { return seqs[seq].n_used; }
-    int64_t n_past(int seq) const { return seqs[seq].n_past; }
+    int kv_len(int seq) const { return seqs_[seq].n_used; }
+    int64_t n_past(int seq) const { return seqs_[seq].n_past; }
 
     size_t bytes() const;         // K + V of all layers (what a static cache keeps resident)
     // What bytes() will be after init(hp, p), computed without allocating (p must be valid).
     static size_t bytes_for(const HParams & hp, const KvCacheParams & p);
     void clear();                 // forget all positions; pages are given back (dynamic residency)
 
-    ggml_context * ctx = nullptr; // tensor structs only: the bytes live in `mem`
-    SharedPages pages;            // the bytes of k and v; sequences may share pages (copy_seq)
-    void * mem = nullptr;         // pages.base(): the shared-page mapping (kv-pages.h)
-    size_t mem_size = 0;
-    ggml_type type = GGML_TYPE_F32;
-    KvMode mode = KvMode::Linear;
-    int n_ctx = 0, n_seq = 1, n_window = 0, n_sink = 0;
-    int head_dim = 0;
-    int n_head_kv = 0;
-    int n_embd_kv = 0;
-    bool commit = false;
-    std::vector<ggml_tensor *> k, v;
-    std::vector<ggml_tensor *> k_recent; // grouped K only
-    std::vector<float> recent_mem;
-    // grouped K: the f32 rows of the group each sequence left last [n_layer][n_seq][32][n_embd_kv]:
-    // going back into it (a rollback of up to a group) reloads exact keys, not their q8_0 copy
-    std::vector<float> prev_mem;
-    // grouped K in a ring with sinks: the exact f32 K rows of the sink slots [n_layer][n_seq][n_sink][n_embd_kv],
-    // restored into k_recent when their group is reloaded (see load_recent)
-    std::vector<float> sink_mem;
-
 private:
+    struct Seq {
+        int64_t n_past = 0; // positions [0, n_past) were decoded (ring: the recent ones are held)
+        int n_used = 0;     // slots [0, n_used) were written at least once: the valid length
+        // position each slot holds; slots at or past its size hold none (it grows with the
+        // slots written, so a huge n_ctx costs nothing until tokens arrive)
+        std::vector<int64_t> slot_pos;
+        int64_t held(int64_t j) const { return j < (int64_t) slot_pos.size() ? slot_pos[j] : -1; }
+    };
+
+    bool reserve(std::string * err);
+    bool make_tensors(int n_layer, size_t k_stride, size_t v_stride, std::string * err);
     ggml_tensor * view(ggml_context * ctx, ggml_tensor * t, int n_kv, bool packed) const;
-    void load_recent(int seq, int group);
-    void save_recent(int seq, Batch * b) const;
     struct StateHeader;
     bool state_check(const StateHeader & h, uint64_t model_id, std::string * err) const;
     // Bytes of a state holding n_held slots in n_groups groups (grouped K), with the open and
     // the last-left group's f32 rows if those groups exist: the one layout formula.
     size_t state_bytes(int64_t n_held, int64_t n_groups, bool open_group, bool prev_group) const;
-    size_t k_row_bytes() const; // bytes of one K row per layer (grouped: one channel's q8_0 block)
-    void restore_recent(int seq, const Batch & b);
-    void reopen_first_group(int seq);
-    std::string exact_groups(int seq) const; // for messages: the groups whose keys seq keeps in f32
-
-    std::vector<Seq> seqs;
-    Batch * open_batch = nullptr; // between begin_batch and commit/rollback
     // Byte ranges of sequence seq's slots [a, b) in tensor t, relative to mem: V rows and
     // (not grouped) K rows; grouped K: the channel rows of the groups holding those slots.
     size_t slot_offset(const ggml_tensor * t, int seq, int64_t a) const;
     size_t slot_bytes(const ggml_tensor * t, int64_t a, int64_t b) const;
     bool is_k(const ggml_tensor * t) const; // one of k (grouped: by channel), not v
     void own_rows(int seq, int64_t slot); // the pages the next write of slot touches become seq's own
+
+    ggml_context * ctx_ = nullptr; // tensor structs only: the bytes live in `mem_`
+    SharedPages pages_;            // the bytes of k and v; sequences may share pages (copy_seq)
+    void * mem_ = nullptr;         // pages_.base(): the shared-page mapping (kv-pages.h)
+    size_t mem_size_ = 0;
+    ggml_type type_ = GGML_TYPE_F32;
+    KvMode mode_ = KvMode::Linear;
+    int n_ctx_ = 0, n_seq_ = 1, n_window_ = 0, n_sink_ = 0;
+    int head_dim_ = 0;
+    int n_head_kv_ = 0;
+    int n_embd_kv_ = 0;
+    bool commit_ = false;
+    std::vector<ggml_tensor *> k_, v_;
+    KvKeyGroups groups_;
+    std::vector<Seq> seqs_;
 };
 
 } // namespace kvg

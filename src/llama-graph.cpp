@@ -48,9 +48,9 @@ KvWriteGraph::~KvWriteGraph() {
 GraphShape ubatch_shape(const Ubatch & ub, const KvCache & kv, bool flash_attn, bool kv_len) {
     GraphShape s;
     s.n_tokens = ub.n();
-    s.n_seq = kv.n_seq;
+    s.n_seq = kv.n_seq();
     thread_local std::vector<int> count; // per-sequence token counts (kept: decode allocates nothing once warm)
-    count.assign(kv.n_seq, 0);
+    count.assign(kv.n_seq(), 0);
     bool in_order = true; // token i is row i of [n_q per sequence]: checked below
     for (int i = 0; i < ub.n(); ++i) {
         in_order = in_order && (i == 0 || ub.seq[i] >= ub.seq[i - 1]);
@@ -63,11 +63,11 @@ GraphShape ubatch_shape(const Ubatch & ub, const KvCache & kv, bool flash_attn, 
     s.flash_attn = flash_attn;
     s.kv_len = flash_attn && kv_len;
     if (s.kv_len) {
-        s.n_kv = kv.n_ctx; // one graph for every fill level: the valid lengths are inputs
+        s.n_kv = kv.n_ctx(); // one graph for every fill level: the valid lengths are inputs
     } else {
         int longest = 1;
         for (int i = 0; i < ub.n(); ++i) longest = std::max(longest, kv.kv_len(ub.seq[i]));
-        s.n_kv = std::min(kv.n_ctx, GGML_PAD(longest, KV_BUCKET));
+        s.n_kv = std::min(kv.n_ctx(), GGML_PAD(longest, KV_BUCKET));
     }
     return s;
 }
@@ -117,12 +117,14 @@ static ggml_tensor * rope(const LayerIn & L, ggml_tensor * x) {
 // Quantized rows are passed whole (heads packed): a head may be shorter than a block.
 static ggml_tensor * attention_flash(const LayerIn & L, ggml_tensor * Q, float kq_scale) {
     const KvCache & kv = L.kv;
-    const bool quant = ggml_is_quantized(kv.type);
+    const bool quant = ggml_is_quantized(kv.type());
     ggml_tensor * V = kv.view_v(L.ctx, L.il, L.shape.n_kv, quant);
     ggml_tensor * att;
     if (kv.grouped()) {
-        att = ggml_flash_attn_ext_grouped(L.ctx, Q, kv.view_k_groups(L.ctx, L.il, L.shape.n_kv), kv.view_k_recent(L.ctx, L.il),
-                                          L.in.grp.k_recent_group, V, L.in.att.mask, kq_scale, 0.0f, 0.0f);
+        const KvKeyGroups & groups = kv.groups();
+        att = ggml_flash_attn_ext_grouped(L.ctx, Q, groups.view_groups(L.ctx, L.il, L.shape.n_kv),
+                                          groups.view_recent(L.ctx, L.il), L.in.grp.k_recent_group, V, L.in.att.mask,
+                                          kq_scale, 0.0f, 0.0f);
     } else {
         att = ggml_flash_attn_ext(L.ctx, Q, kv.view_k(L.ctx, L.il, L.shape.n_kv, quant), V, L.in.att.mask, kq_scale, 0.0f, 0.0f);
     } // [hd, n_head, n_q, n_seq]
@@ -142,12 +144,13 @@ static ggml_tensor * dequantized_k(const LayerIn & L) {
         ggml_tensor * K = kv.view_k(ctx, L.il, n_kv, true);
         return named(ggml_cpy(ctx, K, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, K->ne[0], n_kv, 1, n_seq)), "k_read", L.il, L.c);
     }
-    ggml_tensor * Kg = kv.view_k_groups(ctx, L.il, n_kv);
+    ggml_tensor * Kg = kv.groups().view_groups(ctx, L.il, n_kv);
     const int64_t G = Kg->ne[2];
     ggml_tensor * Kf = ggml_cpy(ctx, Kg, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, GGML_KV_GROUP, n_embd_kv, G, n_seq));
     named(Kf, "k_read", L.il, L.c);
     Kf = ggml_cont_2d(ctx, ggml_permute(ctx, Kf, 1, 0, 2, 3), n_embd_kv, GGML_KV_GROUP * G * n_seq);
-    Kf = ggml_set_rows(ctx, Kf, ggml_reshape_2d(ctx, kv.k_recent[L.il], n_embd_kv, GGML_KV_GROUP * n_seq), L.in.grp.k_recent_rows);
+    Kf = ggml_set_rows(ctx, Kf, ggml_reshape_2d(ctx, kv.groups().recent(L.il), n_embd_kv, GGML_KV_GROUP * n_seq),
+                       L.in.grp.k_recent_rows);
     return ggml_view_4d(ctx, Kf, n_embd_kv, n_kv, 1, n_seq, Kf->nb[1], n_kv * Kf->nb[1], GGML_KV_GROUP * G * Kf->nb[1], 0);
 }
 
@@ -157,7 +160,7 @@ static ggml_tensor * attention_matmul(const LayerIn & L, ggml_tensor * Q, float 
     ggml_context * ctx = L.ctx;
     const HParams & hp = L.model.hp;
     const int hd = hp.head_dim(), n_kv = L.shape.n_kv, n_seq = L.shape.n_seq;
-    const bool quant = ggml_is_quantized(L.kv.type);
+    const bool quant = ggml_is_quantized(L.kv.type());
     ggml_tensor * K, * V;
     if (quant) {
         ggml_tensor * Vq = L.kv.view_v(ctx, L.il, n_kv, true);
@@ -289,11 +292,12 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
         if (err) *err = msg;
         return nullptr;
     };
-    if (shape.n_tokens <= 0 || shape.n_kv <= 0 || shape.n_kv > kv.n_ctx || shape.n_seq != kv.n_seq || shape.n_q <= 0 ||
-        (int64_t) shape.n_q * shape.n_seq < shape.n_tokens || (!shape.gather && shape.n_q * shape.n_seq != shape.n_tokens) ||
-        shape.n_outputs < 0 || shape.n_outputs > shape.n_tokens || shape.n_chunks <= 0) {
+    if (shape.n_tokens <= 0 || shape.n_kv <= 0 || shape.n_kv > kv.n_ctx() || shape.n_seq != kv.n_seq() ||
+        shape.n_q <= 0 || (int64_t) shape.n_q * shape.n_seq < shape.n_tokens ||
+        (!shape.gather && shape.n_q * shape.n_seq != shape.n_tokens) || shape.n_outputs < 0 ||
+        shape.n_outputs > shape.n_tokens || shape.n_chunks <= 0) {
         return fail("graph shape does not fit the KV cache (" + std::to_string(shape.n_tokens) + " tokens, " +
-                    std::to_string(shape.n_kv) + " of " + std::to_string(kv.n_ctx) + " slots, " +
+                    std::to_string(shape.n_kv) + " of " + std::to_string(kv.n_ctx()) + " slots, " +
                     std::to_string(shape.n_seq) + " sequences)");
     }
     auto g = std::make_unique<LlamaGraph>();
@@ -359,12 +363,13 @@ void TokenInputs::set(const GraphShape & shape, const Ubatch & ub, const KvCache
 
 void GroupInputs::set(const GraphShape & shape, const KvCache & kv) const {
     if (!k_group_rows) return;
-    kv.fill_group_rows((int64_t *) k_group_rows->data);
-    const int64_t G = KvCache::n_groups(shape.n_kv);
+    const KvKeyGroups & groups = kv.groups();
+    groups.fill_group_rows((int64_t *) k_group_rows->data);
+    const int64_t G = KvKeyGroups::n_groups(shape.n_kv);
     for (int s = 0; s < shape.n_seq; ++s) {
-        if (k_recent_group) ((int32_t *) k_recent_group->data)[s] = kv.recent_group(s);
+        if (k_recent_group) ((int32_t *) k_recent_group->data)[s] = groups.recent_group(s);
         // matmul path: sequences of this chunk read at most group G - 1; the others' rows are dropped
-        const int64_t first = ((int64_t) s * G + std::min<int64_t>(kv.recent_group(s), G - 1)) * GGML_KV_GROUP;
+        const int64_t first = ((int64_t) s * G + std::min<int64_t>(groups.recent_group(s), G - 1)) * GGML_KV_GROUP;
         for (int j = 0; k_recent_rows && j < GGML_KV_GROUP; ++j) {
             ((int64_t *) k_recent_rows->data)[s * GGML_KV_GROUP + j] = first + j;
         }
@@ -404,7 +409,7 @@ void LlamaGraph::set_inputs(int c, const Ubatch & ub, const KvCache & kv) {
 
 std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::string * err, int n_rows) {
     auto g = std::make_unique<KvWriteGraph>();
-    const int n_layer = (int) kv.k.size();
+    const int n_layer = kv.n_layer();
     size_t graph_size = 0;
     g->ctx = new_graph_ctx(n_layer, &graph_size);
     if (!g->ctx) {
@@ -413,13 +418,13 @@ std::unique_ptr<KvWriteGraph> build_kv_write_graph(const KvCache & kv, std::stri
         return nullptr;
     }
     if (kv.grouped()) n_rows = std::min(n_rows, GGML_KV_GROUP);
-    g->inp_rows = ggml_new_tensor_2d(g->ctx, GGML_TYPE_F32, kv.n_embd_kv, n_rows);
+    g->inp_rows = ggml_new_tensor_2d(g->ctx, GGML_TYPE_F32, kv.n_embd_kv(), n_rows);
     g->inp_idx = ggml_new_tensor_1d(g->ctx, GGML_TYPE_I64, n_rows);
     ggml_set_input(g->inp_rows);
     ggml_set_input(g->inp_idx);
     if (kv.grouped()) {
         g->inp_recent_idx = ggml_new_tensor_1d(g->ctx, GGML_TYPE_I64, n_rows);
-        g->inp_group_rows = ggml_new_tensor_1d(g->ctx, GGML_TYPE_I64, (int64_t) kv.n_embd_kv * kv.n_seq);
+        g->inp_group_rows = ggml_new_tensor_1d(g->ctx, GGML_TYPE_I64, (int64_t) kv.n_embd_kv() * kv.n_seq());
         ggml_set_input(g->inp_recent_idx);
         ggml_set_input(g->inp_group_rows);
     }
@@ -444,7 +449,7 @@ void KvWriteGraph::set_positions(KvCache & kv, int64_t first) {
         kv.use_group(0, first + i);
         ((int64_t *) inp_recent_idx->data)[i] = kv.recent_row(0, first + i);
     }
-    if (inp_group_rows) kv.fill_group_rows((int64_t *) inp_group_rows->data);
+    if (inp_group_rows) kv.groups().fill_group_rows((int64_t *) inp_group_rows->data);
 }
 
 } // namespace kvg

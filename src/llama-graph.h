@@ -76,7 +76,7 @@ struct TokenInputs {
     void set(const GraphShape & shape, const Ubatch & ub, const KvCache & kv, RowLayout * layout) const;
 };
 struct GroupInputs {                        // grouped K only
-    ggml_tensor * k_group_rows = nullptr;   // I64 [n_embd_kv * n_seq], KvCache::fill_group_rows
+    ggml_tensor * k_group_rows = nullptr;   // I64 [n_embd_kv * n_seq], KvKeyGroups::fill_group_rows
     ggml_tensor * k_recent_group = nullptr; // flash path: I32 [n_seq], the group k_recent holds
     ggml_tensor * k_recent_rows = nullptr;  // matmul path: I64 [32 * n_seq], rows of the dequantized
                                             // keys that take k_recent's rows

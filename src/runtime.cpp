@@ -279,10 +279,10 @@ int32_t kvg_n_ctx(const kvg_context * ctx) { return ctx ? ctx->params.n_ctx : 0;
 size_t kvg_kv_cache_bytes(const kvg_context * ctx) { return ctx ? ctx->kv.bytes() : 0; }
 int32_t kvg_n_past(const kvg_context * ctx) { return kvg_seq_n_past(ctx, 0); }
 int32_t kvg_seq_n_past(const kvg_context * ctx, int32_t seq) {
-    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq()) return -1;
     return (int32_t) std::min<int64_t>(ctx->kv.n_past(seq), INT32_MAX);
 }
-int32_t kvg_n_seq_max(const kvg_context * ctx) { return ctx ? ctx->kv.n_seq : 0; }
+int32_t kvg_n_seq_max(const kvg_context * ctx) { return ctx ? ctx->kv.n_seq() : 0; }
 void kvg_set_n_threads(kvg_context * ctx, int32_t n_threads) {
     if (ctx && n_threads > 0 && n_threads <= GGML_MAX_N_THREADS) ctx->params.n_threads = n_threads;
 }
@@ -335,7 +335,7 @@ static bool compute(kvg_context * ctx, kvg::LlamaGraph * g, std::string * err) {
 // take it is the cache's to say: KvCache::begin_batch).
 static bool check_batch(kvg_context * ctx, const kvg_token * tokens, const int32_t * pos, const int32_t * seq,
                         int32_t n, std::string * e) {
-    const int n_vocab = ctx->model->hp.n_vocab, n_seq = ctx->kv.n_seq;
+    const int n_vocab = ctx->model->hp.n_vocab, n_seq = ctx->kv.n_seq();
     std::vector<int64_t> & next = ctx->scratch.next;
     next.assign(n_seq, -1);
     for (int32_t i = 0; i < n; ++i) {
@@ -368,7 +368,7 @@ static bool check_batch(kvg_context * ctx, const kvg_token * tokens, const int32
 static void plan_outputs(kvg_context * ctx, const int32_t * seq, int32_t n) {
     Scratch & sc = ctx->scratch;
     sc.output.assign(n, 0);
-    sc.seen.assign(ctx->kv.n_seq, 0);
+    sc.seen.assign(ctx->kv.n_seq(), 0);
     for (int32_t i = n - 1; i >= 0; --i) {
         sc.output[i] = ctx->params.logits_all || !sc.seen[seq[i]];
         sc.seen[seq[i]] = 1;
@@ -387,7 +387,7 @@ static int split_chunks(kvg_context * ctx, const kvg_token * tokens, const int32
     Scratch & sc = ctx->scratch;
     const kvg::KvCache & kv = ctx->kv;
     int n_chunks = 0;
-    sc.chunk_first.assign(kv.n_seq, -1);
+    sc.chunk_first.assign(kv.n_seq(), -1);
     for (int32_t i = 0; i < n; ++i) {
         const int s = seq[i];
         if (n_chunks == 0 || sc.chunks[n_chunks - 1].n() == ctx->params.n_batch ||

@@ -16,9 +16,11 @@ using kvg::set_exception_err;
 // ---- editing sequences ---------------------------------------------------------------------------
 
 static bool known_seq(const kvg_context * ctx, int32_t seq, const char * fn, char * err, size_t err_size) {
-    if (ctx && seq >= 0 && seq < ctx->kv.n_seq) return true;
-    set_err(err, err_size, std::string(fn) + ": " + (ctx ? "sequence " + std::to_string(seq) + " is not in 0.." +
-                                                             std::to_string(ctx->kv.n_seq - 1) : std::string("no context")));
+    if (ctx && seq >= 0 && seq < ctx->kv.n_seq()) return true;
+    set_err(err, err_size,
+            std::string(fn) + ": " +
+                (ctx ? "sequence " + std::to_string(seq) + " is not in 0.." + std::to_string(ctx->kv.n_seq() - 1)
+                     : std::string("no context")));
     return false;
 }
 
@@ -84,11 +86,11 @@ bool kvg_seq_keep(kvg_context * ctx, int32_t seq, char * err, size_t err_size) {
 }
 
 int32_t kvg_seq_pos_min(const kvg_context * ctx, int32_t seq) {
-    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq()) return -1;
     return (int32_t) ctx->kv.pos_min(seq);
 }
 int32_t kvg_seq_pos_max(const kvg_context * ctx, int32_t seq) {
-    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return -1;
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq()) return -1;
     return (int32_t) ctx->kv.pos_max(seq);
 }
 
@@ -110,7 +112,7 @@ static uint64_t model_id(const kvg::Model & m) {
 }
 
 size_t kvg_state_seq_size(const kvg_context * ctx, int32_t seq) try {
-    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq) return 0;
+    if (!ctx || seq < 0 || seq >= ctx->kv.n_seq()) return 0;
     return ctx->kv.state_size(seq);
 } catch (...) {
     return 0;

@@ -442,7 +442,8 @@ TEST_CASE("q8_0 ring cache: a group left by the ring is the quantization of its 
         std::copy_n(row, C, &held[slot * C]);
         wg->set_positions(kv, pos); // may reload the slot's group into k_recent
         for (int il = 0; il < hp.n_layer && slot == kp.n_sink && pos >= kp.n_ctx; ++il) { // group 0 just reloaded:
-            wrong_sinks += std::memcmp(kv.k_recent[il]->data, held.data(), kp.n_sink * C * sizeof(float)) != 0; // exact sinks
+            wrong_sinks += std::memcmp(kv.groups().recent(il)->data, held.data(), kp.n_sink * C * sizeof(float)) !=
+                           0; // exact sinks
         }
         ggml_cplan plan = ggml_graph_plan(wg->gf, 1, nullptr);
         work.resize(plan.work_size + 1);
@@ -452,7 +453,8 @@ TEST_CASE("q8_0 ring cache: a group left by the ring is the quantization of its 
         const int g = (int) (slot / G);
         for (int il = 0; il < hp.n_layer; ++il) {
             for (int c = 0; c < C; ++c) {
-                const char * got = (const char *) kv.k[il]->data + ((int64_t) g * C + c) * kv.k[il]->nb[1];
+                const char * got =
+                    (const char *) kv.k_tensor(il)->data + ((int64_t) g * C + c) * kv.k_tensor(il)->nb[1];
                 for (int t = 0; t < G; ++t) blk[t] = held[(g * G + t) * C + c];
                 ggml_get_type_traits(GGML_TYPE_Q8_0)->from_float_ref(blk, q.data(), G);
                 wrong_blocks += std::memcmp(got, q.data(), q.size()) != 0;
@@ -502,11 +504,11 @@ TEST_CASE("q8_0 cache: a rolled-back batch restores the open group's f32 rows ex
     std::string e;
     REQUIRE(kv.init(hp, 128, GGML_TYPE_Q8_0, &e));
     for (int p = 0; p < 40; ++p) kv.apply(0, p); // positions 0..39: group 1 is open
-    REQUIRE(kv.recent_group(0) == 1);
+    REQUIRE(kv.groups().recent_group(0) == 1);
     const int C = hp.n_embd_kv();
     std::vector<std::vector<float>> before(hp.n_layer);
     for (int il = 0; il < hp.n_layer; ++il) {
-        float * rows = (float *) kv.k_recent[il]->data;
+        float * rows = (float *) kv.groups().recent(il)->data;
         for (int i = 0; i < G * C; ++i) rows[i] = 0.1f * (float) (i % 97) - 3.0f + 1e-3f * (float) il; // not q8_0-exact
         before[il].assign(rows, rows + G * C);
     }
@@ -515,13 +517,13 @@ TEST_CASE("q8_0 cache: a rolled-back batch restores the open group's f32 rows ex
     kvg::KvCache::Batch b;
     REQUIRE(kv.begin_batch(pos.data(), seq.data(), (int) pos.size(), &b, &e));
     for (int32_t p : pos) kv.apply(0, p); // crosses into group 2 at 64: group 1 leaves k_recent
-    REQUIRE(kv.recent_group(0) == 2);
+    REQUIRE(kv.groups().recent_group(0) == 2);
     kv.rollback_batch(&b);
-    CHECK(kv.recent_group(0) == 1);
+    CHECK(kv.groups().recent_group(0) == 1);
     CHECK(kv.n_past(0) == 40);
     CHECK(kv.kv_len(0) == 40);
     for (int il = 0; il < hp.n_layer; ++il) {
-        CHECK(std::memcmp(kv.k_recent[il]->data, before[il].data(), before[il].size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(kv.groups().recent(il)->data, before[il].data(), before[il].size() * sizeof(float)) == 0);
     }
     for (int j = 0; j < 128; ++j) CHECK(kv.visible(0, j, 100) == (j < 40));
     CHECK(kv.check_start(0, 40, &e)); // continues where the batch began

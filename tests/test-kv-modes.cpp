@@ -470,9 +470,9 @@ TEST_CASE("dynamic residency: resident memory grows with the rows written, not t
     std::string e;
     kvg::KvCache kv;
     REQUIRE(kv.init(hp, n_ctx, GGML_TYPE_F32, &e));
-    const long row_pages = (long) (kv.k[0]->nb[1] / page); // pages per row (>= 1 here)
+    const long row_pages = (long) (kv.k_tensor(0)->nb[1] / page); // pages per row (>= 1 here)
     REQUIRE(row_pages >= 1);
-    REQUIRE((long) kv.k[0]->nb[1] % page == 0);
+    REQUIRE((long) kv.k_tensor(0)->nb[1] % page == 0);
     const int n_rows = 256;
     auto wg = kvg::build_kv_write_graph(kv, &e, n_rows);
     REQUIRE(wg);

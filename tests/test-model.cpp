@@ -552,8 +552,8 @@ TEST_CASE("graph: cache writes are ordered before the attention reads by RAW edg
             ggml_tensor * k_write = get("k_write", il), * v_write = get("v_write", il);
             ggml_tensor * k_read = get(flash ? "kv_read" : "k_read", il), * v_read = get(flash ? "kv_read" : "v_read", il);
             CHECK(k_write->op == GGML_OP_SET_ROWS);
-            CHECK(k_write->view_src == kv.k[il]);
-            CHECK(v_write->view_src == kv.v[il]);
+            CHECK(k_write->view_src == kv.k_tensor(il));
+            CHECK(v_write->view_src == kv.v_tensor(il));
             CHECK(has_dep(k_read, k_write, GGML_DEP_RAW));
             CHECK(has_dep(v_read, v_write, GGML_DEP_RAW));
             if (!flash) CHECK_FALSE(has_dep(k_read, v_write, GGML_DEP_RAW)); // K alone: no edge to the V write

@@ -163,8 +163,8 @@ static bool bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_t
     positions.push_back(n_ctx - 1);
     const std::vector<kvg_token> fill = random_tokens(n_ctx, kvg_model_n_vocab(model), 7);
 
-    printf("\nKV write cost: %s, kv %s, %d thread(s), n_ctx %d (one token: K and V rows of %d layers)\n",
-           path.c_str(), kv_name(kv_type), n_threads, n_ctx, (int) kv.k.size());
+    printf("\nKV write cost: %s, kv %s, %d thread(s), n_ctx %d (one token: K and V rows of %d layers)\n", path.c_str(),
+           kv_name(kv_type), n_threads, n_ctx, (int) kv.n_layer());
     printf("| %8s | %20s | %20s |\n", "position", "KV write us/token", "decode step ms");
     printf("| %8s | %20s | %20s |\n", "-------:", "-----------------:", "-----------------:");
     for (int pos : positions) {
