@@ -404,6 +404,26 @@ Result compare(kvg_model * m, const Ref & ref) {
     return res;
 }
 
+// The prompt in one decode with flash attention and an f32 cache (the batched path: every piece
+// of the layer on many rows at once) -> the last prompt position's difference.
+double batched_prompt_diff(kvg_model * m, const Ref & ref) {
+    kvg_context_params p = kvg_context_default_params();
+    p.n_ctx = 256;
+    p.n_threads = 1;
+    p.kv_type = KVG_KV_F32;
+    p.attn = KVG_ATTN_FLASH;
+    char err[512] = "";
+    kvg_context * c = kvg_context_new(m, p, err, sizeof err);
+    INFO(err);
+    REQUIRE(c != nullptr);
+    const int32_t n = (int32_t) ref.prompt_ids.size();
+    const float * l = kvg_decode(c, ref.prompt_ids.data(), n, 0, err, sizeof err);
+    REQUIRE_MESSAGE(l != nullptr, err);
+    const double d = row_diff(ref.rows[(size_t) n - 1], ref.ids, l, ref.n_vocab);
+    kvg_context_free(c);
+    return d;
+}
+
 // The prompt's token ids from the tokenizer alone (vocab_only: it loads whatever the architecture),
 // as a user tokenizes (BOS as the file says), against llama.cpp's.
 void check_tokens(const std::string & path, const Ref & ref) {
@@ -438,6 +458,9 @@ void check_logits(const std::string & path, const Ref & ref, const std::string &
                  << res.n_greedy_checked << " greedy ids checked, first difference at " << res.first_greedy_diff);
     CHECK(res.max_rel <= 1e-3);
     CHECK(res.first_greedy_diff == -1);
+    const double batched = batched_prompt_diff(m, ref);
+    MESSAGE(name << ": the prompt in one batch (flash attention): last position off by " << batched);
+    CHECK(batched <= 1e-3);
     kvg_model_free(m);
 }
 
