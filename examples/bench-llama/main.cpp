@@ -526,7 +526,7 @@ static ModelWork model_work(const std::string & path, bool f16_as_bf16) {
         }
     }
     w.output_weights = m->output ? (double) ggml_nelements(m->output) : 0.0;
-    w.n_embd = m->hp.n_embd;
+    w.n_embd = m->hp.n_embd_q(); // the width attention works in (n_embd unless the head size is set apart)
     w.n_layer = m->hp.n_layer;
     return w;
 }
