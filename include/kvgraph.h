@@ -134,7 +134,10 @@ struct kvg_model_params {
 };
 struct kvg_model_params kvg_model_default_params(void);
 
-// path: a GGUF file (llama architecture) or a llama2.c checkpoint (.bin). tokenizer_path:
+// path: a GGUF file (architecture llama, qwen2, qwen3 or phi3, with llama.cpp's keys and
+// tensor names; another architecture, or a tensor or rope scaling type that would change the
+// arithmetic and is not implemented, fails with KVG_STATUS_UNSUPPORTED naming it) or a
+// llama2.c checkpoint (.bin). tokenizer_path:
 // a llama2.c tokenizer.bin for checkpoints (NULL: no tokenizer, token ids only); for GGUF
 // files it overrides the tokenizer.ggml.* metadata when not NULL. NULL on failure.
 struct kvg_model * kvg_model_load(const char * path, const char * tokenizer_path, struct kvg_model_params params,
@@ -151,7 +154,8 @@ enum kvg_ftype {
 };
 // Writes the model (weights converted to ftype; 1-D norms stay f32, matrices whose rows are
 // not a multiple of 32 fall back to f16 for q8_0/q4_0) as a GGUF v3 llama file with
-// llama.cpp's keys and tensor names, tokenizer included when the model has one. A model
+// llama.cpp's keys and tensor names, tokenizer included when the model has one (a model of
+// another architecture: false, KVG_STATUS_UNSUPPORTED). A model
 // without a tokenizer gets a placeholder vocabulary unless no_vocab is set. The file is
 // written beside path and renamed over it, so saving over the file the model was loaded
 // from is safe (the loaded model keeps its mapping) and a failed save leaves the old file.
@@ -305,7 +309,8 @@ bool kvg_seq_cp(struct kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, 
                 size_t err_size);
 // Moves positions [p0, p1) of seq by delta (p0 < 0: from 0, p1 < 0: to the end): their rows
 // go to the new positions and their keys are rotated to them (RoPE), so the sequence reads as
-// if those tokens had been decoded there (to the rounding of the rotation). With kvg_seq_rm of
+// if those tokens had been decoded there (to the rounding of the rotation; the architecture's
+// pairs: adjacent for llama, n_rot / 2 apart for qwen2, qwen3, phi3). With kvg_seq_rm of
 // a middle range this is llama.cpp's context shift. Linear f32 and f16 caches only (a q8_0 key
 // would be rounded again; a ring slides by itself): false with a message (nothing changed)
 // otherwise, or if a position would leave [0, n_ctx) or land on one still held.

@@ -366,12 +366,14 @@ bool KvCache::copy_range(int src, int dst, int64_t p0, int64_t p1, std::string *
 
 // ---- shifting positions ------------------------------------------------------------------------------
 
-// Rotates each head's adjacent pairs of one key row by delta positions: pair k's angle per
-// position is freq_scale * base^(-2k / n_rot) / factors[k], as the graph's rope (without
-// YaRN, whose blended angles are not additive) applies it.
+// Rotates each head's pairs of one key row by delta positions: pair k's angle per position is
+// freq_scale * base^(-2k / n_rot) / factors[k], as the graph's rope (without YaRN, whose
+// blended angles are not additive) applies it. Pair k is values 2k, 2k + 1 (llama) or k,
+// k + n_rot / 2 (hp.rope_mode NEOX).
 static void rotate_key_row(void * row, ggml_type type, int n_embd_kv, int head_dim, const HParams & hp,
                            const float * factors, int64_t delta) {
     const int n_rot = hp.n_rot;
+    const bool neox = hp.rope_mode == GGML_ROPE_TYPE_NEOX;
     std::vector<double> x((size_t) n_embd_kv);
     for (int i = 0; i < n_embd_kv; ++i) {
         x[i] = type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(((const ggml_fp16_t *) row)[i]) : ((const float *) row)[i];
@@ -380,8 +382,9 @@ static void rotate_key_row(void * row, ggml_type type, int n_embd_kv, int head_d
         for (int k = 0; k < n_rot / 2; ++k) {
             const double per_pos = hp.rope_freq_scale * std::pow((double) hp.rope_base, -2.0 * k / n_rot);
             const double theta = (double) delta * per_pos / (factors ? factors[k] : 1.0);
-            double & a = x[(size_t) h * head_dim + 2 * k];
-            double & b = x[(size_t) h * head_dim + 2 * k + 1];
+            const size_t i = (size_t) h * head_dim + (neox ? k : 2 * k), step = neox ? n_rot / 2 : 1;
+            double & a = x[i];
+            double & b = x[i + step];
             const double a0 = a;
             a = a0 * std::cos(theta) - b * std::sin(theta);
             b = a0 * std::sin(theta) + b * std::cos(theta);

@@ -170,7 +170,7 @@ public:
     // would mix the two sequences' rows): refused with a message otherwise.
     bool copy_range(int src, int dst, int64_t p0, int64_t p1, std::string * err);
     // Positions [p0, p1) of seq move by delta: their rows move to the new slots and their keys
-    // are rotated by delta (RoPE on adjacent pairs over the first hp.n_rot values of each head,
+    // are rotated by delta (RoPE on hp.rope_mode's pairs over the first hp.n_rot values of each head,
     // with hp's base and frequency scale and the frequency factors [n_rot / 2] if not null, as
     // the decode graph applies it), in double precision. Linear f32/f16 caches only (a q8_0
     // key cannot be rotated without rounding it again; a ring slides by itself), no YaRN.

@@ -1,4 +1,6 @@
-// The Llama forward pass as a ggml graph, following llama2.c's run.c step by step.
+// The Llama forward pass as a ggml graph, following llama2.c's run.c step by step, and the
+// other families of arch.h through the same layer: their differences are pieces (q/k/v
+// projection, feed-forward) that follow the weights the loader bound.
 #include "llama-graph.h"
 #include "status.h"
 
@@ -103,17 +105,17 @@ struct LayerIn {
     int il, c;
 };
 
-// RoPE as Llama models use it: pairs of adjacent values (mode 0, llama2.c's layout) rotated
-// by the token's true position, with the file's scaling and frequency factors.
+// RoPE with the architecture's pair layout (llama: adjacent values, llama2.c's; NEOX: n_rot / 2
+// apart) rotated by the token's true position, with the file's scaling and frequency factors.
 static ggml_tensor * rope(const LayerIn & L, ggml_tensor * x) {
     const HParams & hp = L.model.hp;
-    const int mode = 0;
     const float beta_fast = 32.0f, beta_slow = 1.0f; // YaRN's ramp: llama.cpp's defaults
-    return ggml_rope_ext(L.ctx, x, L.in.tok.pos, L.model.rope_freqs, hp.n_rot, mode, hp.rope_ctx_orig(), hp.rope_base,
-                         hp.rope_freq_scale, hp.rope_ext_factor(), hp.rope_magnitude(), beta_fast, beta_slow);
+    return ggml_rope_ext(L.ctx, x, L.in.tok.pos, L.model.rope_freqs, hp.n_rot, hp.rope_mode, hp.rope_ctx_orig(),
+                         hp.rope_base, hp.rope_freq_scale, hp.rope_ext_factor(), hp.rope_magnitude(), beta_fast,
+                         beta_slow);
 }
 
-// Flash attention of Q [hd, n_q, n_head, n_seq] over the cache -> [n_embd, n_q * n_seq].
+// Flash attention of Q [hd, n_q, n_head, n_seq] over the cache -> [n_embd_q, n_q * n_seq].
 // Quantized rows are passed whole (heads packed): a head may be shorter than a block.
 static ggml_tensor * attention_flash(const LayerIn & L, ggml_tensor * Q, float kq_scale) {
     const KvCache & kv = L.kv;
@@ -130,7 +132,7 @@ static ggml_tensor * attention_flash(const LayerIn & L, ggml_tensor * Q, float k
     } // [hd, n_head, n_q, n_seq]
     if (L.shape.kv_len) ggml_flash_attn_ext_set_kv_len(L.ctx, att, L.in.att.kv_len);
     named(att, "kv_read", L.il, L.c); // reads K and V
-    return ggml_reshape_2d(L.ctx, att, L.model.hp.n_embd, L.shape.n_q * L.shape.n_seq);
+    return ggml_reshape_2d(L.ctx, att, L.model.hp.n_embd_q(), L.shape.n_q * L.shape.n_seq);
 }
 
 // The cache's K rows in f32 [n_embd_kv, n_kv, 1, n_seq] for the matmul path. Grouped K:
@@ -154,7 +156,7 @@ static ggml_tensor * dequantized_k(const LayerIn & L) {
     return ggml_view_4d(ctx, Kf, n_embd_kv, n_kv, 1, n_seq, Kf->nb[1], n_kv * Kf->nb[1], GGML_KV_GROUP * G * Kf->nb[1], 0);
 }
 
-// mul_mat + soft_max_ext + mul_mat over the cache -> [n_embd, n_q * n_seq]. The matmuls need
+// mul_mat + soft_max_ext + mul_mat over the cache -> [n_embd_q, n_q * n_seq]. The matmuls need
 // per-head rows: quantized slots are dequantized first.
 static ggml_tensor * attention_matmul(const LayerIn & L, ggml_tensor * Q, float kq_scale) {
     ggml_context * ctx = L.ctx;
@@ -182,18 +184,19 @@ static ggml_tensor * attention_matmul(const LayerIn & L, ggml_tensor * Q, float 
     ggml_tensor * Vt = ggml_cont(ctx, ggml_transpose(ctx, V)); // [n_kv, hd, n_head_kv, n_seq]
     if (!quant) named(Vt, "v_read", L.il, L.c);
     ggml_tensor * att = ggml_mul_mat(ctx, Vt, kq); // [hd, n_q, n_head, n_seq]
-    return ggml_cont_2d(ctx, ggml_permute(ctx, att, 0, 2, 1, 3), hp.n_embd, L.shape.n_q * n_seq);
+    return ggml_cont_2d(ctx, ggml_permute(ctx, att, 0, 2, 1, 3), hp.n_embd_q(), L.shape.n_q * n_seq);
 }
 
 // Multihead attention of the chunk's queries q [head_dim, n_head, n_tokens] over the cache
-// slots of layer il -> [n_embd, n_tokens].
+// slots of layer il -> [n_embd_q, n_tokens].
 static ggml_tensor * attention(const LayerIn & L, ggml_tensor * q) {
     const HParams & hp = L.model.hp;
     const GraphShape & shape = L.shape;
     const float kq_scale = 1.0f / std::sqrt((float) hp.head_dim());
     // queries as [hd, n_q, n_head, n_seq]: sequence s's rows on dim 3 slice s
     ggml_tensor * Q = q;
-    if (shape.gather) Q = ggml_get_rows(L.ctx, ggml_reshape_2d(L.ctx, q, hp.n_embd, shape.n_tokens), L.in.tok.q_idx);
+    if (shape.gather)
+        Q = ggml_get_rows(L.ctx, ggml_reshape_2d(L.ctx, q, hp.n_embd_q(), shape.n_tokens), L.in.tok.q_idx);
     Q = ggml_permute(L.ctx, ggml_reshape_4d(L.ctx, Q, hp.head_dim(), hp.n_head, shape.n_q, shape.n_seq), 0, 2, 1, 3);
     ggml_tensor * att = shape.flash_attn ? attention_flash(L, Q, kq_scale) : attention_matmul(L, Q, kq_scale);
     if (shape.gather) att = ggml_get_rows(L.ctx, att, L.in.tok.out_idx); // back to token order
@@ -229,6 +232,50 @@ static LlamaGraph::Chunk chunk_inputs(ggml_context * ctx, const HParams & hp, co
     return in;
 }
 
+struct Qkv {
+    ggml_tensor * q; // [head_dim, n_head, n_tokens], before rope
+    ggml_tensor * k; // [head_dim, n_head_kv, n_tokens], before rope
+    ggml_tensor * v; // [n_embd_kv, n_tokens]
+};
+
+// q, k, v of the normed input xb: three matrices or one fused [q; k; v] (split by views), each
+// with its bias if the file has one, q and k RMS-normed per head if the file has their norms.
+static Qkv project_qkv(const LayerIn & L, const LayerWeights & w, ggml_tensor * xb) {
+    ggml_context * ctx = L.ctx;
+    const HParams & hp = L.model.hp;
+    const int64_t hd = hp.head_dim(), n_tokens = L.shape.n_tokens;
+    ggml_tensor *q, *k, *v;
+    if (w.wqkv) {
+        ggml_tensor * qkv = ggml_mul_mat(ctx, w.wqkv, xb); // [n_embd_q + 2 n_embd_kv, n_tokens]
+        const size_t es = ggml_element_size(qkv), row = qkv->nb[1];
+        q = ggml_view_3d(ctx, qkv, hd, hp.n_head, n_tokens, hd * es, row, 0);
+        k = ggml_view_3d(ctx, qkv, hd, hp.n_head_kv, n_tokens, hd * es, row, hp.n_embd_q() * es);
+        // the cache write reads dense rows
+        v = ggml_cont(ctx,
+                      ggml_view_2d(ctx, qkv, hp.n_embd_kv(), n_tokens, row, (hp.n_embd_q() + hp.n_embd_kv()) * es));
+    } else {
+        q = ggml_mul_mat(ctx, w.wq, xb);
+        k = ggml_mul_mat(ctx, w.wk, xb);
+        v = ggml_mul_mat(ctx, w.wv, xb);
+        if (w.bq) q = ggml_add(ctx, q, w.bq);
+        if (w.bk) k = ggml_add(ctx, k, w.bk);
+        if (w.bv) v = ggml_add(ctx, v, w.bv);
+        q = ggml_reshape_3d(ctx, q, hd, hp.n_head, n_tokens);
+        k = ggml_reshape_3d(ctx, k, hd, hp.n_head_kv, n_tokens);
+    }
+    if (w.q_norm) q = rms_norm(ctx, q, w.q_norm, hp.rms_eps); // over each head's hd values
+    if (w.k_norm) k = rms_norm(ctx, k, w.k_norm, hp.rms_eps);
+    return {q, k, v};
+}
+
+// SwiGLU: w2(silu(w1(x)) * w3(x)); a fused ffn_up holds w1's rows, then w3's.
+static ggml_tensor * feed_forward(ggml_context * ctx, const LayerWeights & w, ggml_tensor * xb) {
+    if (!w.ffn_gate) return ggml_mul_mat(ctx, w.ffn_down, ggml_swiglu(ctx, ggml_mul_mat(ctx, w.ffn_up, xb)));
+    ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, w.ffn_gate, xb));
+    ggml_tensor * up = ggml_mul_mat(ctx, w.ffn_up, xb);
+    return ggml_mul_mat(ctx, w.ffn_down, ggml_mul(ctx, gate, up));
+}
+
 // One layer on x [n_embd, n_tokens]: attention rmsnorm, q/k/v, RoPE, cache writes,
 // attention, output projection and residual, ffn rmsnorm, SwiGLU and residual. The last
 // layer keeps only the rows whose logits are wanted once attention is done (the cache
@@ -241,12 +288,10 @@ static ggml_tensor * layer(const LayerIn & L, ggml_tensor * x, ggml_cgraph * gf)
     const int n_tokens = L.shape.n_tokens;
     const bool last = L.il == hp.n_layer - 1;
 
-    ggml_tensor * xb = rms_norm(ctx, x, w.attn_norm, hp.rms_eps);
-    ggml_tensor * q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wq, xb), hp.head_dim(), hp.n_head, n_tokens);
-    ggml_tensor * k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w.wk, xb), hp.head_dim(), hp.n_head_kv, n_tokens);
-    ggml_tensor * v = ggml_mul_mat(ctx, w.wv, xb); // [n_embd_kv, n_tokens]
-    q = named(rope(L, q), "q", L.il, L.c);
-    k = named(rope(L, k), "k", L.il, L.c);
+    const Qkv qkv = project_qkv(L, w, rms_norm(ctx, x, w.attn_norm, hp.rms_eps));
+    ggml_tensor * q = named(rope(L, qkv.q), "q", L.il, L.c);
+    ggml_tensor * k = named(rope(L, qkv.k), "k", L.il, L.c);
+    ggml_tensor * v = qkv.v;
 
     // Store k and v in the cache rows chosen by kv_idx. Reading the cache below records a RAW
     // edge to these writes; a later chunk's writes get WAR edges to the reads.
@@ -268,11 +313,7 @@ static ggml_tensor * layer(const LayerIn & L, ggml_tensor * x, ggml_cgraph * gf)
     }
     x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.wo, att));
 
-    // SwiGLU: w2(silu(w1(x)) * w3(x))
-    xb = rms_norm(ctx, x, w.ffn_norm, hp.rms_eps);
-    ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, w.ffn_gate, xb));
-    ggml_tensor * up = ggml_mul_mat(ctx, w.ffn_up, xb);
-    x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.ffn_down, ggml_mul(ctx, gate, up)));
+    x = ggml_add(ctx, x, feed_forward(ctx, w, rms_norm(ctx, x, w.ffn_norm, hp.rms_eps)));
     return named(x, "x", L.il, L.c);
 }
 

@@ -16,7 +16,7 @@ bool check_hparams(const HParams & h, std::string * err) {
                                 "n_vocab %d, n_ctx %d (all must be positive)",
                                 h.n_embd, h.n_head, h.n_head_kv, h.n_layer, h.n_ff, h.n_vocab, h.n_ctx_train));
     }
-    if (h.n_embd % h.n_head != 0)
+    if (h.n_embd_head <= 0 && h.n_embd % h.n_head != 0) // without an explicit head size
         return fail(err, strfmt("n_embd %d is not a multiple of n_head %d", h.n_embd, h.n_head));
     if (h.n_head % h.n_head_kv != 0) {
         return fail(err, strfmt("n_head %d is not a multiple of n_head_kv %d", h.n_head, h.n_head_kv));

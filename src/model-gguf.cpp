@@ -1,8 +1,10 @@
-// Loading GGUF files of llama.cpp's llama architecture: the hyperparameter keys, the
-// tensors (mapped in place, copied when misaligned, widened when no kernel reads their
-// type) and the tokenizer (tokenizer.ggml.*: SentencePiece or byte-level BPE).
-#include "model.h"
+// Loading GGUF files of the architectures in arch.h (llama.cpp's keys and tensor names): the
+// hyperparameter keys under the architecture's prefix, the tensors (mapped in place, copied when
+// misaligned, widened when no kernel reads their type) and the tokenizer (tokenizer.ggml.*:
+// SentencePiece or byte-level BPE).
+#include "arch.h"
 #include "model-impl.h"
+#include "model.h"
 #include "status.h"
 
 #include "ggml-cpu.h"
@@ -24,12 +26,15 @@ struct GgufReader {
     std::string path;
     std::string * err;
 
-    int64_t key(const char * k) const { return gguf_find_key(g, k); }
+    std::string arch = "llama"; // the prefix of the architecture's keys: arch_key("context_length")
+
+    int64_t key(const std::string & k) const { return gguf_find_key(g, k.c_str()); }
+    std::string arch_key(const char * suffix) const { return arch + "." + suffix; }
 
     // Any integer type; false (with message) if missing and required, or out of range.
-    bool get_int(const char * k, int64_t lo, int64_t hi, bool required, int64_t * out) const {
+    bool get_int(const std::string & k, int64_t lo, int64_t hi, bool required, int64_t * out) const {
         const int64_t id = key(k);
-        if (id < 0) return required ? fail(err, strfmt("%s: missing key %s", path.c_str(), k)) : true;
+        if (id < 0) return required ? fail(err, strfmt("%s: missing key %s", path.c_str(), k.c_str())) : true;
         int64_t v;
         switch (gguf_get_kv_type(g, id)) {
             case GGUF_TYPE_UINT8: v = gguf_get_val_u8(g, id); break;
@@ -45,43 +50,46 @@ struct GgufReader {
             }
             case GGUF_TYPE_INT64: v = gguf_get_val_i64(g, id); break;
             default:
-                return fail(err, strfmt("%s: key %s has type %s, expected an integer", path.c_str(), k,
+                return fail(err, strfmt("%s: key %s has type %s, expected an integer", path.c_str(), k.c_str(),
                                         gguf_type_name(gguf_get_kv_type(g, id))));
         }
         if (v < lo || v > hi) {
-            return fail(err, strfmt("%s: key %s = %" PRId64 " is out of range %" PRId64 "..%" PRId64, path.c_str(), k, v, lo, hi));
+            return fail(err, strfmt("%s: key %s = %" PRId64 " is out of range %" PRId64 "..%" PRId64, path.c_str(),
+                                    k.c_str(), v, lo, hi));
         }
         *out = v;
         return true;
     }
-    bool get_int(const char * k, int64_t lo, int64_t hi, bool required, int * out) const {
+    bool get_int(const std::string & k, int64_t lo, int64_t hi, bool required, int * out) const {
         int64_t v = *out;
         if (!get_int(k, lo, hi, required, &v)) return false;
         *out = (int) v;
         return true;
     }
-    bool get_float(const char * k, bool required, float * out) const {
+    bool get_float(const std::string & k, bool required, float * out) const {
         const int64_t id = key(k);
-        if (id < 0) return required ? fail(err, strfmt("%s: missing key %s", path.c_str(), k)) : true;
+        if (id < 0) return required ? fail(err, strfmt("%s: missing key %s", path.c_str(), k.c_str())) : true;
         const gguf_type t = gguf_get_kv_type(g, id);
         if (t == GGUF_TYPE_FLOAT32) *out = gguf_get_val_f32(g, id);
         else if (t == GGUF_TYPE_FLOAT64) *out = (float) gguf_get_val_f64(g, id);
-        else return fail(err, strfmt("%s: key %s has type %s, expected a float", path.c_str(), k, gguf_type_name(t)));
+        else
+            return fail(err,
+                        strfmt("%s: key %s has type %s, expected a float", path.c_str(), k.c_str(), gguf_type_name(t)));
         return true;
     }
-    bool get_bool(const char * k, bool * out) const { // optional
+    bool get_bool(const std::string & k, bool * out) const { // optional
         const int64_t id = key(k);
         if (id < 0) return true;
         if (gguf_get_kv_type(g, id) != GGUF_TYPE_BOOL)
-            return fail(err, strfmt("%s: key %s is not a bool", path.c_str(), k));
+            return fail(err, strfmt("%s: key %s is not a bool", path.c_str(), k.c_str()));
         *out = gguf_get_val_bool(g, id);
         return true;
     }
-    bool get_str(const char * k, std::string * out) const {
+    bool get_str(const std::string & k, std::string * out) const {
         const int64_t id = key(k);
-        if (id < 0) return fail(err, strfmt("%s: missing key %s", path.c_str(), k));
+        if (id < 0) return fail(err, strfmt("%s: missing key %s", path.c_str(), k.c_str()));
         if (gguf_get_kv_type(g, id) != GGUF_TYPE_STRING) {
-            return fail(err, strfmt("%s: key %s is not a string", path.c_str(), k));
+            return fail(err, strfmt("%s: key %s is not a string", path.c_str(), k.c_str()));
         }
         *out = gguf_get_val_str(g, id);
         return true;
@@ -218,20 +226,24 @@ std::unique_ptr<Model> read_vocab_only(const GgufReader & r, std::unique_ptr<Mod
     return m;
 }
 
-// llama.rope.scaling.*: the type (none, linear or yarn; llama.cpp's default: linear), the
+// {arch}.rope.scaling.*: the type (none, linear or yarn; llama.cpp's default: linear), the
 // factor (also under the older key rope.scale_linear), YaRN's original context and the
 // magnitude factor.
 bool read_rope_scaling(const GgufReader & r, HParams & hp) {
     std::string type = "linear";
-    if (r.key("llama.rope.scaling.type") >= 0 && !r.get_str("llama.rope.scaling.type", &type)) return false;
+    const std::string type_key = r.arch_key("rope.scaling.type");
+    if (r.key(type_key) >= 0 && !r.get_str(type_key, &type)) return false;
     if (type != "none" && type != "linear" && type != "yarn") {
         return fail(r.err, KVG_STATUS_UNSUPPORTED,
-                    strfmt("%s: llama.rope.scaling.type '%s' is not supported (none, linear, yarn)", r.path.c_str(), type.c_str()));
+                    strfmt("%s: %s '%s' is not supported (none, linear, yarn)", r.path.c_str(), type_key.c_str(),
+                           type.c_str()));
     }
     float factor = 0.0f, attn_factor = 1.0f;
-    const char * factor_key = r.key("llama.rope.scaling.factor") >= 0 ? "llama.rope.scaling.factor" : "llama.rope.scale_linear";
-    if (!r.get_float(factor_key, false, &factor) || !r.get_float("llama.rope.scaling.attn_factor", false, &attn_factor) ||
-        !r.get_int("llama.rope.scaling.original_context_length", 1, 1 << 24, false, &hp.n_ctx_orig)) {
+    const std::string factor_key = r.key(r.arch_key("rope.scaling.factor")) >= 0 ? r.arch_key("rope.scaling.factor")
+                                                                                 : r.arch_key("rope.scale_linear");
+    if (!r.get_float(factor_key, false, &factor) ||
+        !r.get_float(r.arch_key("rope.scaling.attn_factor"), false, &attn_factor) ||
+        !r.get_int(r.arch_key("rope.scaling.original_context_length"), 1, 1 << 24, false, &hp.n_ctx_orig)) {
         return false;
     }
     if (!std::isfinite(factor) || factor < 0.0f || !std::isfinite(attn_factor) || attn_factor <= 0.0f) {
@@ -244,42 +256,59 @@ bool read_rope_scaling(const GgufReader & r, HParams & hp) {
     return true;
 }
 
-// attention.key_length / value_length: kvgraph's heads are n_embd / n_head wide.
-bool check_head_sizes(const GgufReader & r, const HParams & hp) {
-    for (const char * k : {"llama.attention.key_length", "llama.attention.value_length"}) {
-        int size = hp.n_embd % hp.n_head == 0 ? hp.head_dim() : 0;
-        if (!r.get_int(k, 1, 1 << 16, false, &size)) return false;
-        if (size != hp.head_dim()) {
-            return fail(r.err, KVG_STATUS_UNSUPPORTED,
-                        strfmt("%s: %s = %d differs from n_embd / n_head = %d, which kvgraph does not support", r.path.c_str(),
-                               k, size, hp.head_dim()));
-        }
+// attention.key_length / value_length: one head size for keys and values; n_embd / n_head
+// unless the architecture sets the head size by these keys (then it is hp.n_embd_head).
+bool read_head_size(const GgufReader & r, const ArchDesc & arch, HParams & hp) {
+    const int usual = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
+    int key_len = usual, value_len = usual;
+    const std::string kk = r.arch_key("attention.key_length"), vk = r.arch_key("attention.value_length");
+    if (!r.get_int(kk, 1, 1 << 16, false, &key_len) || !r.get_int(vk, 1, 1 << 16, false, &value_len)) return false;
+    if (key_len != value_len) {
+        return fail(r.err, KVG_STATUS_UNSUPPORTED,
+                    strfmt("%s: %s = %d differs from %s = %d, which kvgraph does not support", r.path.c_str(),
+                           kk.c_str(), key_len, vk.c_str(), value_len));
+    }
+    if (arch.head_size_keys) {
+        hp.n_embd_head = key_len;
+        return true;
+    }
+    if (key_len != usual) {
+        return fail(r.err, KVG_STATUS_UNSUPPORTED,
+                    strfmt("%s: %s = %d differs from n_embd / n_head = %d, which kvgraph does not support",
+                           r.path.c_str(), kk.c_str(), key_len, usual));
     }
     return true;
 }
 
-// general.architecture must be llama; the llama.* keys fill hp.
-bool read_hparams(const GgufReader & r, HParams & hp) {
-    std::string arch;
-    if (!r.get_str("general.architecture", &arch)) return false;
-    if (arch != "llama") {
-        return fail(r.err, KVG_STATUS_UNSUPPORTED, strfmt("%s: architecture '%s' is not supported (only 'llama')", r.path.c_str(), arch.c_str()));
+// general.architecture must be one of arch.h's; its {arch}.* keys fill hp.
+bool read_hparams(GgufReader & r, Model & m) {
+    HParams & hp = m.hp;
+    if (!r.get_str("general.architecture", &m.arch)) return false;
+    const ArchDesc * arch = find_arch(m.arch);
+    if (!arch) {
+        return fail(r.err, KVG_STATUS_UNSUPPORTED,
+                    strfmt("%s: architecture '%s' is not supported (supported: %s)", r.path.c_str(), m.arch.c_str(),
+                           arch_names().c_str()));
     }
+    r.arch = m.arch;
+    hp.rope_mode = arch->rope_mode;
     const int64_t big = 1 << 24;
-    if (!r.get_int("llama.context_length", 1, big, true, &hp.n_ctx_train) ||
-        !r.get_int("llama.embedding_length", 1, 1 << 16, true, &hp.n_embd) ||
-        !r.get_int("llama.block_count", 1, 1 << 10, true, &hp.n_layer) ||
-        !r.get_int("llama.feed_forward_length", 1, 1 << 20, true, &hp.n_ff) ||
-        !r.get_int("llama.attention.head_count", 1, 1 << 12, true, &hp.n_head)) {
+    if (!r.get_int(r.arch_key("context_length"), 1, big, true, &hp.n_ctx_train) ||
+        !r.get_int(r.arch_key("embedding_length"), 1, 1 << 16, true, &hp.n_embd) ||
+        !r.get_int(r.arch_key("block_count"), 1, 1 << 10, true, &hp.n_layer) ||
+        !r.get_int(r.arch_key("feed_forward_length"), 1, 1 << 20, true, &hp.n_ff) ||
+        !r.get_int(r.arch_key("attention.head_count"), 1, 1 << 12, true, &hp.n_head)) {
         return false;
     }
     hp.n_head_kv = hp.n_head;
-    if (!r.get_int("llama.attention.head_count_kv", 1, 1 << 12, false, &hp.n_head_kv)) return false;
-    hp.n_rot = hp.n_embd % hp.n_head == 0 ? hp.head_dim() : 0;
-    return r.get_int("llama.rope.dimension_count", 1, 1 << 16, false, &hp.n_rot) &&
-           r.get_float("llama.rope.freq_base", false, &hp.rope_base) &&
-           r.get_float("llama.attention.layer_norm_rms_epsilon", true, &hp.rms_eps) && read_rope_scaling(r, hp) &&
-           check_head_sizes(r, hp);
+    if (!r.get_int(r.arch_key("attention.head_count_kv"), 1, 1 << 12, false, &hp.n_head_kv) ||
+        !read_head_size(r, *arch, hp)) {
+        return false;
+    }
+    hp.n_rot = hp.head_dim();
+    return r.get_int(r.arch_key("rope.dimension_count"), 1, 1 << 16, false, &hp.n_rot) &&
+           r.get_float(r.arch_key("rope.freq_base"), false, &hp.rope_base) &&
+           r.get_float(r.arch_key("attention.layer_norm_rms_epsilon"), true, &hp.rms_eps) && read_rope_scaling(r, hp);
 }
 
 // Binds the file's tensors to the model: every tensor listed, of the expected shape and a
@@ -356,7 +385,7 @@ struct TensorBinder {
     }
 };
 
-// The vocabulary size comes from the embedding matrix (llama.vocab_size, if present, must agree).
+// The vocabulary size comes from the embedding matrix ({arch}.vocab_size, if present, must agree).
 bool read_n_vocab(const GgufReader & r, ggml_context * meta, HParams & hp) {
     const int64_t emb_id = gguf_find_tensor(r.g, "token_embd.weight");
     ggml_tensor * emb = emb_id >= 0 ? ggml_get_tensor(meta, "token_embd.weight") : nullptr;
@@ -367,10 +396,11 @@ bool read_n_vocab(const GgufReader & r, ggml_context * meta, HParams & hp) {
         return false;
     }
     int64_t vocab_key = hp.n_vocab;
-    if (!r.get_int("llama.vocab_size", 1, INT32_MAX, false, &vocab_key)) return false;
+    const std::string key = r.arch_key("vocab_size");
+    if (!r.get_int(key, 1, INT32_MAX, false, &vocab_key)) return false;
     if (vocab_key != hp.n_vocab) {
-        return fail(r.err, strfmt("%s: llama.vocab_size %" PRId64 " differs from token_embd.weight's %d rows", r.path.c_str(),
-                                  vocab_key, hp.n_vocab));
+        return fail(r.err, strfmt("%s: %s %" PRId64 " differs from token_embd.weight's %d rows", r.path.c_str(),
+                                  key.c_str(), vocab_key, hp.n_vocab));
     }
     return true;
 }
@@ -384,40 +414,68 @@ bool refuse_unused_tensors(const GgufReader & r, const Model & m) {
         const char * name = gguf_get_tensor_name(r.g, i);
         if (!used.count(name)) {
             return fail(r.err, KVG_STATUS_UNSUPPORTED,
-                        strfmt("%s: tensor %s is not supported: kvgraph's llama graph has no use for it, and leaving it "
-                               "out would change the result", r.path.c_str(), name));
+                        strfmt("%s: tensor %s is not supported: kvgraph's %s graph has no use for it, and leaving it "
+                               "out would change the result",
+                               r.path.c_str(), name, m.arch.c_str()));
         }
     }
     return true;
 }
 
+// The tensor if the file has it (checked like a required one), else nullptr; false on a bad one.
+bool get_optional(const GgufReader & r, const TensorBinder & get, const std::string & name, int64_t ne0, int64_t ne1,
+                  ggml_tensor ** out) {
+    if (gguf_find_tensor(r.g, name.c_str()) < 0) return true;
+    return (*out = get(name, ne0, ne1)) != nullptr;
+}
+
+// Attention tensors of layer l as the architecture stores them: q/k/v apart or fused, their
+// biases (llama.cpp reads them when present), Q/K norms.
+bool bind_attention(const GgufReader & r, const TensorBinder & get, const ArchDesc & arch, const HParams & hp,
+                    const std::string & p, LayerWeights & w) {
+    const int64_t dim = hp.n_embd, q = hp.n_embd_q(), kv = hp.n_embd_kv(), hd = hp.head_dim();
+    if (!(w.attn_norm = get(p + "attn_norm.weight", dim, 1)) || !(w.wo = get(p + "attn_output.weight", q, dim)))
+        return false;
+    if (arch.fused_qkv) {
+        if (!(w.wqkv = get(p + "attn_qkv.weight", dim, q + 2 * kv))) return false;
+    } else if (!(w.wq = get(p + "attn_q.weight", dim, q)) || !(w.wk = get(p + "attn_k.weight", dim, kv)) ||
+               !(w.wv = get(p + "attn_v.weight", dim, kv))) {
+        return false;
+    }
+    if (arch.qkv_bias && (!get_optional(r, get, p + "attn_q.bias", q, 1, &w.bq) ||
+                          !get_optional(r, get, p + "attn_k.bias", kv, 1, &w.bk) ||
+                          !get_optional(r, get, p + "attn_v.bias", kv, 1, &w.bv))) {
+        return false;
+    }
+    return !arch.qk_norm ||
+           ((w.q_norm = get(p + "attn_q_norm.weight", hd, 1)) && (w.k_norm = get(p + "attn_k_norm.weight", hd, 1)));
+}
+
+bool bind_ffn(const TensorBinder & get, const ArchDesc & arch, const HParams & hp, const std::string & p,
+              LayerWeights & w) {
+    const int64_t dim = hp.n_embd, ff = hp.n_ff;
+    if (!(w.ffn_norm = get(p + "ffn_norm.weight", dim, 1)) || !(w.ffn_down = get(p + "ffn_down.weight", ff, dim)))
+        return false;
+    if (arch.fused_gate_up) return (w.ffn_up = get(p + "ffn_up.weight", dim, 2 * ff)) != nullptr;
+    return (w.ffn_gate = get(p + "ffn_gate.weight", dim, ff)) && (w.ffn_up = get(p + "ffn_up.weight", dim, ff));
+}
+
 bool bind_weights(const GgufReader & r, const TensorBinder & get, Model & m) {
     const HParams & hp = m.hp;
-    const int64_t dim = hp.n_embd, kv = hp.n_embd_kv(), ff = hp.n_ff, V = hp.n_vocab;
+    const ArchDesc & arch = *find_arch(m.arch);
+    const int64_t dim = hp.n_embd, V = hp.n_vocab;
     if (!(m.tok_embd = get("token_embd.weight", dim, V))) return false;
     m.layers.resize(hp.n_layer);
     for (int l = 0; l < hp.n_layer; ++l) {
-        LayerWeights & w = m.layers[l];
         const std::string p = "blk." + std::to_string(l) + ".";
-        if (!(w.attn_norm = get(p + "attn_norm.weight", dim, 1)) || !(w.wq = get(p + "attn_q.weight", dim, dim)) ||
-            !(w.wk = get(p + "attn_k.weight", dim, kv)) || !(w.wv = get(p + "attn_v.weight", dim, kv)) ||
-            !(w.wo = get(p + "attn_output.weight", dim, dim)) ||
-            !(w.ffn_norm = get(p + "ffn_norm.weight", dim, 1)) ||
-            !(w.ffn_gate = get(p + "ffn_gate.weight", dim, ff)) ||
-            !(w.ffn_up = get(p + "ffn_up.weight", dim, ff)) ||
-            !(w.ffn_down = get(p + "ffn_down.weight", ff, dim))) {
-            return false;
-        }
+        if (!bind_attention(r, get, arch, hp, p, m.layers[l]) || !bind_ffn(get, arch, hp, p, m.layers[l])) return false;
     }
-    if (!(m.output_norm = get("output_norm.weight", dim, 1))) return false;
-    if (gguf_find_tensor(r.g, "output.weight") >= 0) {
-        if (!(m.output = get("output.weight", dim, V))) return false;
-    } else {
-        m.output = m.tok_embd; // tied embeddings
-    }
-    if (gguf_find_tensor(r.g, "rope_freqs.weight") >= 0 && !(m.rope_freqs = get("rope_freqs.weight", hp.n_rot / 2, 1))) {
+    if (!(m.output_norm = get("output_norm.weight", dim, 1)) ||
+        !get_optional(r, get, "output.weight", dim, V, &m.output)) {
         return false;
     }
+    if (!m.output) m.output = m.tok_embd; // tied embeddings
+    if (arch.rope_freqs && !get_optional(r, get, "rope_freqs.weight", hp.n_rot / 2, 1, &m.rope_freqs)) return false;
     return refuse_unused_tensors(r, m);
 }
 
@@ -479,7 +537,7 @@ std::unique_ptr<Model> load_gguf(const std::string & path, const LoadOptions & o
     GgufReader r{g, path, err};
 
     if (opt.vocab_only) return read_vocab_only(r, std::move(m));
-    if (!read_hparams(r, m->hp)) return nullptr;
+    if (!read_hparams(r, *m)) return nullptr;
     if (!m->mapping) m->mapping = std::make_unique<FileMapping>();
     // weights to be rearranged are read into memory: written in a mapping, each page would be
     // copied on a fault of its own (1.1B q4_0: 475 ms against a 60 ms read)

@@ -20,7 +20,7 @@ namespace {
 std::vector<ggml_tensor *> product_matrices(const Model & m) {
     std::vector<ggml_tensor *> mats;
     for (const LayerWeights & l : m.layers) {
-        for (ggml_tensor * t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) mats.push_back(t);
+        for (ggml_tensor * t : l.matrices()) mats.push_back(t);
     }
     if (m.output != m.tok_embd) mats.push_back(m.output);
     return mats;

@@ -85,6 +85,9 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
         type != GGML_TYPE_Q4_0) {
         return fail(err, KVG_STATUS_UNSUPPORTED, strfmt("cannot write weights as %s (f32, f16, bf16, q8_0, q4_0)", ggml_type_name(type)));
     }
+    if (m.arch != "llama") { // the writer knows llama's keys and tensors only
+        return fail(err, KVG_STATUS_UNSUPPORTED, strfmt("cannot write a '%s' model (only 'llama')", m.arch.c_str()));
+    }
     const HParams & hp = m.hp;
     gguf_context * g = gguf_init_empty();
     struct guard { gguf_context * g; ggml_context * c; ~guard() { gguf_free(g); if (c) ggml_free(c); } } gd{g, nullptr};

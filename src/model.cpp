@@ -19,12 +19,26 @@ Model::~Model() {
     if (ctx) ggml_free(ctx);
 }
 
+static std::vector<ggml_tensor *> bound(std::initializer_list<ggml_tensor *> ts) {
+    std::vector<ggml_tensor *> out;
+    for (ggml_tensor * t : ts) {
+        if (t) out.push_back(t);
+    }
+    return out;
+}
+
+std::vector<ggml_tensor *> LayerWeights::matrices() const {
+    return bound({wq, wk, wv, wqkv, wo, ffn_gate, ffn_up, ffn_down});
+}
+
+std::vector<ggml_tensor *> LayerWeights::all() const {
+    return bound({attn_norm, wq, wk, wv, wqkv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, ffn_gate, ffn_up, ffn_down});
+}
+
 std::vector<ggml_tensor *> Model::tensors() const {
     std::vector<ggml_tensor *> out = {tok_embd};
     for (const LayerWeights & l : layers) {
-        for (ggml_tensor * t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down}) {
-            out.push_back(t);
-        }
+        for (ggml_tensor * t : l.all()) out.push_back(t);
     }
     out.push_back(output_norm);
     if (output != tok_embd) out.push_back(output);
@@ -54,8 +68,9 @@ ggml_context * new_meta_ctx(size_t n_tensors) {
 
 std::string describe(const Model & m, const char * types) {
     const HParams & h = m.hp;
-    return strfmt("%s %s: %d layers, dim %d, ff %d, %d heads (%d kv), vocab %d, context %d, rope base %g%s",
-                  m.format.c_str(), types, h.n_layer, h.n_embd, h.n_ff, h.n_head, h.n_head_kv, h.n_vocab,
+    const std::string arch = m.arch == "llama" ? "" : " " + m.arch; // llama's line as it always was
+    return strfmt("%s%s %s: %d layers, dim %d, ff %d, %d heads (%d kv), vocab %d, context %d, rope base %g%s",
+                  m.format.c_str(), arch.c_str(), types, h.n_layer, h.n_embd, h.n_ff, h.n_head, h.n_head_kv, h.n_vocab,
                   h.n_ctx_train, h.rope_base, m.output == m.tok_embd ? ", tied output" : "");
 }
 

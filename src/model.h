@@ -1,11 +1,16 @@
-// Llama-style model weights as ggml tensors, loaded from GGUF (llama.cpp's llama
-// architecture: keys and tensor names) or from llama2.c checkpoints, and written back as GGUF.
+// Llama-style model weights as ggml tensors, loaded from GGUF (llama.cpp's llama, qwen2, qwen3
+// and phi3 architectures: keys and tensor names, see arch.h) or from llama2.c checkpoints, and
+// written back as GGUF (llama only).
 //
-// Tensors are named and shaped as in llama.cpp's GGUF files (ne[0] = input features):
+// Tensors are named and shaped as in llama.cpp's GGUF files (ne[0] = input features;
+// n_embd_q = head_dim * n_head, n_embd_kv = head_dim * n_head_kv):
 //   token_embd.weight [n_embd, n_vocab]      output_norm.weight [n_embd]
 //   output.weight     [n_embd, n_vocab] (may be token_embd itself: tied)
-//   blk.N.attn_norm [n_embd]  attn_q [n_embd, n_embd]  attn_k/attn_v [n_embd, n_embd_kv]
-//   attn_output [n_embd, n_embd]  ffn_norm [n_embd]  ffn_gate/ffn_up [n_embd, n_ff]  ffn_down [n_ff, n_embd]
+//   blk.N.attn_norm [n_embd]  attn_q [n_embd, n_embd_q]  attn_k/attn_v [n_embd, n_embd_kv]
+//     (phi3: attn_qkv [n_embd, n_embd_q + 2 n_embd_kv] instead)  qwen2: attn_q/k/v.bias
+//     qwen3: attn_q_norm/attn_k_norm [head_dim]
+//   attn_output [n_embd_q, n_embd]  ffn_norm [n_embd]  ffn_gate/ffn_up [n_embd, n_ff]  ffn_down [n_ff, n_embd]
+//     (phi3: ffn_up [n_embd, 2 n_ff] holds the gate rows, then the up rows; no ffn_gate)
 // Weight data points into a read-only mapping of the file when the layout allows (no copy).
 #pragma once
 
@@ -43,21 +48,34 @@ struct HParams {
     float rope_ext_factor() const { return rope_yarn ? 1.0f : 0.0f; }
     float rope_magnitude() const; // attn_factor: ggml's rope multiplies YaRN's 1 + 0.1 ln(factor) in itself
     float rms_eps = 1e-5f;
+    int rope_mode = 0;   // ggml's: 0 rotates adjacent pairs (llama), GGML_ROPE_TYPE_NEOX pairs n_rot / 2 apart
+    int n_embd_head = 0; // head size ({arch}.attention.key_length); 0: n_embd / n_head
 
-    int head_dim() const { return n_embd / n_head; }
+    int head_dim() const { return n_embd_head > 0 ? n_embd_head : n_embd / n_head; }
+    int n_embd_q() const { return head_dim() * n_head; }
     int n_embd_kv() const { return head_dim() * n_head_kv; }
 };
 
+// The optional tensors are nullptr when the architecture has none; the graph follows what is bound.
 struct LayerWeights {
     ggml_tensor * attn_norm = nullptr;
     ggml_tensor * wq = nullptr;
     ggml_tensor * wk = nullptr;
     ggml_tensor * wv = nullptr;
+    ggml_tensor * wqkv = nullptr; // fused [q; k; v] rows (then wq, wk, wv are nullptr)
+    ggml_tensor * bq = nullptr;   // biases of q, k, v
+    ggml_tensor * bk = nullptr;
+    ggml_tensor * bv = nullptr;
+    ggml_tensor * q_norm = nullptr; // per-head RMS norm weights [head_dim] of q and k, before rope
+    ggml_tensor * k_norm = nullptr;
     ggml_tensor * wo = nullptr;
     ggml_tensor * ffn_norm = nullptr;
-    ggml_tensor * ffn_gate = nullptr; // w1
+    ggml_tensor * ffn_gate = nullptr; // w1; nullptr: ffn_up holds the gate rows first
     ggml_tensor * ffn_up = nullptr;   // w3
     ggml_tensor * ffn_down = nullptr; // w2
+
+    std::vector<ggml_tensor *> matrices() const; // the bound matrices, in file order
+    std::vector<ggml_tensor *> all() const;      // every bound tensor, in file order
 };
 
 struct FileMapping; // read-only mmap of a file (model-impl.h)
@@ -70,6 +88,7 @@ struct Model {
 
     HParams hp;
     std::string format;   // "gguf" or "llama2.c"
+    std::string arch = "llama"; // general.architecture
     std::string desc;     // one-line summary
 
     ggml_context * ctx = nullptr; // tensor structs (data points into the mapping or `owned`)

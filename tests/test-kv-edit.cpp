@@ -469,7 +469,25 @@ struct RopeChange {
     std::string type = "linear"; // llama.rope.scaling.type when linear != 0
     std::string extra_tensor;    // a tensor of that name added ([n_embd] f32)
     int key_length = 0;          // llama.attention.key_length; 0: no key
+    std::string arch = "llama";  // another architecture of the same layer: the llama.* keys under its prefix
 };
+
+// The file's llama.* keys under arch's prefix, general.architecture set to it.
+void rename_arch(gguf_context * g, const std::string & arch) {
+    gguf_set_val_str(g, "general.architecture", arch.c_str());
+    for (int64_t i = gguf_get_n_kv(g) - 1; i >= 0; --i) {
+        const std::string k = gguf_get_key(g, i);
+        if (k.rfind("llama.", 0) != 0) continue;
+        const std::string to = arch + k.substr(5);
+        switch (gguf_get_kv_type(g, i)) {
+            case GGUF_TYPE_UINT32: gguf_set_val_u32(g, to.c_str(), gguf_get_val_u32(g, i)); break;
+            case GGUF_TYPE_FLOAT32: gguf_set_val_f32(g, to.c_str(), gguf_get_val_f32(g, i)); break;
+            case GGUF_TYPE_STRING: gguf_set_val_str(g, to.c_str(), gguf_get_val_str(g, i)); break;
+            default: FAIL("key " << k << " has a type rename_arch does not copy");
+        }
+        gguf_remove_key(g, k.c_str());
+    }
+}
 
 // stories260K cut to its first layer (a GGUF rewritten with block_count 1), its rope changed as
 // asked: layer 0's keys and values depend on the token and its position only, so a context
@@ -508,6 +526,7 @@ std::string one_layer_model(const RopeChange & rope = {}, const std::string & ta
         gguf_set_val_str(dst, "llama.rope.scaling.type", rope.type.c_str());
         gguf_set_val_f32(dst, "llama.rope.scaling.factor", rope.linear);
     }
+    if (rope.arch != "llama") rename_arch(dst, rope.arch);
     REQUIRE(gguf_write_to_file(dst, cut.c_str(), false));
     gguf_free(dst);
     gguf_free(src);
@@ -570,6 +589,13 @@ TEST_CASE("a context shift with rope_freqs.weight and linear rope scaling") {
     SUBCASE("rope_freqs and linear scaling") {
         check_context_shift(one_layer_model({{1.0f, 1.5f, 3.0f, 8.0f}, 4.0f, "linear", "", 0}, "freqs-linear"));
     }
+}
+
+// qwen2 rotates pairs n_rot / 2 apart (NEOX): the shift must rotate the same pairs.
+TEST_CASE("a context shift of a NEOX-rope architecture (qwen2)") {
+    RopeChange qwen2;
+    qwen2.arch = "qwen2";
+    check_context_shift(one_layer_model(qwen2, "qwen2"));
 }
 
 namespace {

@@ -519,15 +519,14 @@ static ModelWork model_work(const std::string & path, bool f16_as_bf16) {
         else w.bytes_per_token += (double) ggml_nbytes(t);
     }
     for (const kvg::LayerWeights & l : m->layers) {
-        for (const ggml_tensor * t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) {
-            if (!t) continue;
+        for (const ggml_tensor * t : l.matrices()) {
             w.layer_weights += (double) ggml_nelements(t);
             w.quantized |= t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16;
             w.bf16 &= t->type == GGML_TYPE_BF16 || (t->type == GGML_TYPE_F16 && f16_as_bf16 && kvg::rounds_f16_to_bf16());
         }
     }
     w.output_weights = m->output ? (double) ggml_nelements(m->output) : 0.0;
-    w.n_embd = m->hp.n_embd;
+    w.n_embd = m->hp.n_embd_q(); // the width attention works in (n_embd unless the head size is set apart)
     w.n_layer = m->hp.n_layer;
     return w;
 }
