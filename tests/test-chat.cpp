@@ -4,6 +4,8 @@
 // written by scripts/llama-chat-ref.cpp), with and without add_assistant. Also: the return
 // convention (a buffer too small, or NULL, gets the length needed), NULL tmpl reading the
 // model file's tokenizer.chat_template, and the refusal of templates it does not know.
+// kvg-generate -cnv (when built) through a pipe on the shipped stories260K model: the replies,
+// the cache kept between turns, and turn two equal to a fresh run fed the whole conversation.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -11,7 +13,12 @@
 #include "kvgraph.h"
 #include "test-common.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
@@ -219,4 +226,139 @@ TEST_CASE("an unknown template is refused, naming it; bad arguments") {
     const kvg_chat_message no_content[] = {{"user", nullptr}};
     CHECK(kvg_chat_apply_template(nullptr, "chatml", no_content, 1, true, nullptr, 0, nullptr, 0) == -1);
     CHECK(kvg_last_status() == KVG_STATUS_BAD_INPUT);
+}
+
+// ---- kvg-generate -cnv, through a pipe ------------------------------------------------------------
+
+namespace {
+
+// kvg-generate: $KVG_GENERATE, else bin/ of the build tree (this test runs from <build>/tests); "" if not built.
+std::string generate_path() {
+    if (const char * e = std::getenv("KVG_GENERATE")) return e;
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return "";
+    self[n] = '\0';
+    const std::filesystem::path p = std::filesystem::path(self).parent_path().parent_path() / "bin" / "kvg-generate";
+    return std::filesystem::exists(p) ? p.string() : "";
+}
+
+std::string quoted(const std::string & s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+struct Run {
+    int code = -1;
+    std::string out, err;
+};
+
+// `cat INPUT | kvg-generate ARGS`, stdout and stderr apart.
+Run generate(const std::vector<std::string> & args, const std::string & input) {
+    const std::string in = temp_path("chat", "in.txt"), out = temp_path("chat", "out.txt"),
+                      err = temp_path("chat", "err.txt");
+    write_file(in, input);
+    std::string cmd = "cat " + quoted(in) + " | " + quoted(generate_path());
+    for (const std::string & a : args) cmd += " " + quoted(a);
+    cmd += " > " + quoted(out) + " 2> " + quoted(err);
+    const int status = std::system(cmd.c_str());
+    Run r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_file(out);
+    r.err = read_file(err);
+    for (const std::string & p : {in, out, err}) std::remove(p.c_str());
+    return r;
+}
+
+// The number after `key` in the first line of s holding it after `from` ("" key: -1).
+long number_after(const std::string & s, const std::string & key, size_t from = 0) {
+    const size_t at = s.find(key, from);
+    return at == std::string::npos ? -1 : std::strtol(s.c_str() + at + key.size(), nullptr, 10);
+}
+
+} // namespace
+
+TEST_CASE("kvg-generate -cnv: turns from a pipe, the cache kept, turn two as a fresh run gives it") {
+    if (generate_path().empty()) {
+        MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
+        return;
+    }
+    const std::string model = model_path("stories260K.bin"), tok = model_path("tok512.bin");
+    const std::string sys = "You tell short stories.", user1 = "Tom had a red ball.", user2 = "Where did the ball go?";
+    // Replies of 48 tokens: this model's text (through another model's tokenizer) is noise, whose
+    // tokens are those its text tokenizes to for a while; a reply holding a pair of tokens its text
+    // tokenizes otherwise could be matched by no run fed text (here from about 150 tokens on).
+    const std::vector<std::string> common = {"-m", model, "-z", tok, "--temp", "0", "-t", "1", "-c", "512", "-n", "48"};
+    std::vector<std::string> cnv = common;
+    cnv.insert(cnv.end(), {"-cnv", "--chat-template", "chatml", "-sys", sys, "--verbose"});
+    const Run one = generate(cnv, user1 + "\n"), two = generate(cnv, user1 + "\n\n" + user2 + "\n");
+    INFO(one.err);
+    INFO(two.err);
+    REQUIRE(one.code == 0);
+    REQUIRE(two.code == 0);
+    // No decorations in a pipe: the replies, one line feed after each; turn one the same either way.
+    REQUIRE(one.out.size() > 1);
+    CHECK(one.out.back() == '\n');
+    REQUIRE(two.out.compare(0, one.out.size(), one.out) == 0);
+    CHECK(two.out.find("> ") == std::string::npos);
+    const std::string reply1 = one.out.substr(0, one.out.size() - 1), reply2 = two.out.substr(one.out.size());
+    CHECK(reply2.size() > 1);
+    // Turn two decodes only its new tokens: all that the cache held after turn one is reused.
+    const size_t turn2 = two.err.find("[turn 2: ");
+    REQUIRE(turn2 != std::string::npos);
+    const long held1 = number_after(two.err, "the cache holds "), decoded2 = number_after(two.err, "[turn 2: "),
+               reused2 = number_after(two.err, "tokens decoded, ", turn2);
+    CHECK(held1 > 0);
+    CHECK(reused2 == held1);
+    CHECK(decoded2 > 0);
+    CHECK(decoded2 < 70); // "<|im_end|>\n<|im_start|>user\n" ... in tok512's pieces
+
+    // A fresh run fed the whole conversation gives turn two's reply, and decodes as many tokens.
+    const std::vector<kvg_chat_message> msgs = {
+        {"system", sys.c_str()}, {"user", user1.c_str()}, {"assistant", reply1.c_str()}, {"user", user2.c_str()}};
+    char text[4096];
+    const int32_t n =
+        kvg_chat_apply_template(nullptr, "chatml", msgs.data(), msgs.size(), true, text, sizeof text, nullptr, 0);
+    REQUIRE(n > 0);
+    REQUIRE(n < (int32_t) sizeof text);
+    const std::string prompt = temp_path("chat", "prompt.txt");
+    write_file(prompt, text);
+    std::vector<std::string> fresh_args = common;
+    fresh_args.insert(fresh_args.end(), {"-f", prompt, "--no-display-prompt"});
+    const Run fresh = generate(fresh_args, "");
+    std::remove(prompt.c_str());
+    INFO(fresh.err);
+    REQUIRE(fresh.code == 0);
+    CHECK(fresh.out == reply2);
+    CHECK(number_after(fresh.err, "prompt: ") == reused2 + decoded2);
+}
+
+TEST_CASE("kvg-generate -cnv: the end of a reply; an unknown template fails before reading input; --help") {
+    if (generate_path().empty()) return;
+    const std::string model = model_path("stories260K.bin"), tok = model_path("tok512.bin");
+    const Run bad = generate({"-m", model, "-z", tok, "-cnv", "--chat-template", "{{ nope }}"}, "Hi\n");
+    CHECK(bad.code == 1);
+    CHECK(bad.err.find("chat template '{{ nope }}' is not one kvgraph formats") != std::string::npos);
+    CHECK(bad.out.empty());
+    const Run with_p = generate({"-m", model, "-z", tok, "-cnv", "-p", "Hi"}, "");
+    CHECK(with_p.code == 1);
+    CHECK(with_p.err.find("-cnv reads the user's turns from stdin") != std::string::npos);
+    const Run help = generate({"--help"}, "");
+    CHECK(help.code == 0);
+    for (const char * opt : {"-cnv, --conversation", "--chat-template", "-sys, --system-prompt", "--verbose"}) {
+        CAPTURE(opt);
+        CHECK(help.out.find(opt) != std::string::npos);
+    }
+    // A reply ends at the end-of-generation token (aidreams260K, its own tokenizer, says EOS here).
+    const Run eog = generate({"-m", model_path("aidreams260K.bin"), "-z", tok, "-cnv", "--chat-template", "llama2",
+                              "--temp", "0", "-t", "1", "-n", "100", "--verbose"},
+                             "Hi\n");
+    INFO(eog.err);
+    CHECK(eog.code == 0);
+    CHECK(eog.err.find("[reply: end of turn;") != std::string::npos);
+    // End of input at once: no turn, no reply, success.
+    const Run empty = generate({"-m", model, "-z", tok, "-cnv", "--chat-template", "chatml"}, "");
+    CHECK(empty.code == 0);
+    CHECK(empty.out.empty());
 }
