@@ -204,6 +204,31 @@ int32_t kvg_token_to_piece(
 // n < 0 or tokens NULL with n > 0.
 int32_t kvg_detokenize(const struct kvg_model * model, const kvg_token * tokens, int32_t n, char * buf, int32_t size);
 
+// ---- chat templates ---------------------------------------------------------------------------
+// One message of a conversation: role ("system", "user", "assistant") and content, UTF-8,
+// NUL-terminated, owned by the caller.
+struct kvg_chat_message {
+    const char * role;
+    const char * content;
+};
+// Formats a conversation as the model's chat template does, as text to tokenize (llama.cpp's
+// llama_chat_apply_template: the same templates, byte for byte). tmpl is a template's name
+// (llama3, chatml, phi3, phi4, gemma, mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7,
+// mistral-v7-tekken, llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip) or a Jinja text,
+// recognized by its markers as llama.cpp does (Qwen's and SmolLM's are chatml); NULL: the
+// model file's tokenizer.chat_template, chatml when it has none (model may be NULL when tmpl
+// is not). No Jinja is run, and no BOS token is written: tokenize with add_bos. add_assistant
+// ends the text with the opening of an assistant turn (the [INST] families have none).
+// Returns the length of the text (without the NUL) and writes its first min(length + 1, size)
+// bytes to buf (NUL-terminated when length < size): a return >= size means buf was too small
+// (or NULL) and says how much it needs, as in llama.cpp. -1 with a message on failure: a
+// template that is none of the above (kvg_status unsupported; the message quotes its start),
+// NULL messages with n_msg > 0, a message with a NULL role or content, or no template and no
+// model (bad input).
+int32_t kvg_chat_apply_template(const struct kvg_model * model, const char * tmpl,
+                                const struct kvg_chat_message * messages, size_t n_msg, bool add_assistant,
+                                char * buf, int32_t size, char * err, size_t err_size);
+
 // ---- contexts --------------------------------------------------------------------------------------
 enum kvg_kv_type {
     KVG_KV_F32  = 0,

@@ -144,6 +144,7 @@ bool read_specials(const GgufReader & r, Model & m, int bos, int eos) {
 }
 
 bool read_vocab(const GgufReader & r, Model & m) {
+    if (r.key("tokenizer.chat_template") >= 0 && !r.get_str("tokenizer.chat_template", &m.chat_template)) return false;
     const int64_t tok_id = r.key("tokenizer.ggml.tokens");
     if (tok_id < 0) return true; // token ids only
     std::string model = "llama";

@@ -103,6 +103,7 @@ struct Model {
 
     bool has_vocab = false;
     Vocab vocab;
+    std::string chat_template; // tokenizer.chat_template (Jinja text), "" if the file has none
     int bos = 1, eos = 2; // ids used for generation even without a tokenizer
 
     std::unique_ptr<FileMapping> mapping;

@@ -4,6 +4,7 @@
 //   kvg-generate -m stories15M.bin -z tokenizer.bin -p "Once upon a time" --temp 0
 //   kvg-generate -m aidreams260K.bin -z tok512.bin -f prompts.txt --parallel 8 -n 64
 //   kvg-generate -m stories260K.bin --kv-mode ring -c 64 --window 48 --sink 4 -n 1000
+//   printf 'Hi\nWho are you?\n' | kvg-generate -m qwen2.5-0.5b-instruct.gguf -cnv
 //
 // Streams the text as it is generated, then reports speed and memory on stderr.
 // A model without a tokenizer (llama2.c checkpoint without -z) prints token ids.
@@ -12,6 +13,7 @@
 // memory stays bounded even with -n -1 in ring mode) and reports the aggregate speed.
 // Every numeric option is checked (integers as integers, in range, the option named in the
 // message) before anything is loaded or allocated.
+#include "chat.h"
 #include "kvgraph.h"
 #include "options.h"
 #include "text-io.h"
@@ -323,8 +325,15 @@ int main(int argc, char ** argv) {
         return 1;
     }
     const bool ring = o.kv_mode == KVG_KV_RING;
-    const int rc = o.n_parallel > 0 ? generate_parallel(model, ctx, prompts, o.n_gen, o.sp, ring)
-                                    : generate_one(model, ctx, o, ring);
+    int rc = 0;
+    if (o.conversation) {
+        kvg_sampler * smpl = make_sampler(o.sp);
+        rc = run_conversation(model, ctx, smpl, o);
+        kvg_sampler_free(smpl);
+    } else {
+        rc = o.n_parallel > 0 ? generate_parallel(model, ctx, prompts, o.n_gen, o.sp, ring)
+                              : generate_one(model, ctx, o, ring);
+    }
     if (rc == 0) {
         report_cache(ctx, o.kv_type);
         fprintf(stderr, "weights:   %zu bytes\n", kvg_model_weight_bytes(model));

@@ -39,6 +39,16 @@ static void usage(FILE * out, const char * argv0) {
             "  -r, --reverse-prompt S stop once the text ends with S (repeatable)\n"
             "  --ignore-eos      keep generating past the end-of-text (and end-of-turn) tokens\n"
             "  --no-display-prompt  print only the generated text\n"
+            "  -cnv, --conversation  chat: each line of stdin is a user turn, each reply ends at the\n"
+            "                    model's end of turn (or after -n tokens); ends at end of input. The cache\n"
+            "                    is kept between turns: only a turn's new tokens are decoded. No prompt\n"
+            "                    decorations unless stdout is a terminal (works in a pipe)\n"
+            "  --chat-template T  -cnv: llama3, chatml, phi3, phi4, gemma, mistral-v1, mistral-v3,\n"
+            "                    mistral-v3-tekken, mistral-v7, mistral-v7-tekken, llama2, llama2-sys,\n"
+            "                    llama2-sys-bos, llama2-sys-strip, or a Jinja text of one (default: the\n"
+            "                    file's tokenizer.chat_template, chatml without one)\n"
+            "  -sys, --system-prompt S  -cnv: the system message\n"
+            "  --verbose         -cnv: per turn, the tokens decoded and reused from the cache (stderr)\n"
             "  --context-shift   when a linear cache is full, drop half of the positions after the\n"
             "                    first --keep N (default 0, BOS always kept), shift the rest down, go on\n"
             "  --keep N          positions a context shift keeps at the start\n"
@@ -96,6 +106,8 @@ static std::string short_name(const char * arg) {
     for (const auto & n : names) {
         if (std::strcmp(arg, n[0]) == 0) return n[1];
     }
+    if (std::strcmp(arg, "--conversation") == 0) return "-cnv";
+    if (std::strcmp(arg, "--system-prompt") == 0) return "-sys";
     return arg;
 }
 
@@ -198,7 +210,7 @@ static int parse_args_raw(int argc, char ** argv, options * o) {
                                                   "--presence-penalty", "--frequency-penalty", "--seed", "--kv-type",
                                                   "--kv-mode", "--window", "--sink", "--max-weights-mib", "--max-kv-mib",
                                                   "--parallel", "--attn", "--prompt-cache", "--keep"};
-        bool takes_value = false;
+        bool takes_value = a == "-sys" || a == "--chat-template"; // -cnv's
         for (const char * w : with_value) takes_value = takes_value || a == w;
         if (takes_value && i + 1 >= argc) {
             fprintf(stderr, "error: %s needs a value\n", a.c_str());
@@ -215,6 +227,10 @@ static int parse_args_raw(int argc, char ** argv, options * o) {
         else if (a == "-f") o->prompt_file = v;
         else if (a == "-r") o->stop.push_back(v);
         else if (a == "--prompt-cache") o->prompt_cache = v;
+        else if (a == "-sys") o->system_prompt = v;
+        else if (a == "--chat-template") o->chat_template = v;
+        else if (a == "-cnv") o->conversation = true;
+        else if (a == "--verbose") o->verbose = true;
         else if (a == "-e") o->escape = true;
         else if (a == "--ignore-eos") o->ignore_eos = true;
         else if (a == "--no-display-prompt") o->display_prompt = false;
@@ -241,6 +257,11 @@ static int parse_args_raw(int argc, char ** argv, options * o) {
     if (o->model_path.empty()) {
         fprintf(stderr, "error: no model (-m PATH)\n");
         usage(stderr, argv[0]);
+        return 1;
+    }
+    if (o->conversation && (!o->prompt.empty() || !o->prompt_file.empty() || o->n_parallel > 0)) {
+        fprintf(stderr, "error: -cnv reads the user's turns from stdin: -p, -f and --parallel do not apply (-sys sets "
+                        "the system message)\n");
         return 1;
     }
     return 0;

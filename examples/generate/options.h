@@ -24,6 +24,8 @@ struct options {
     bool context_shift = false; // linear cache full: drop half of what follows the first n_keep, shift, go on
     int n_keep = 0;
     std::vector<std::string> stop; // -r: generation stops once the text ends with one of them
+    bool conversation = false, verbose = false; // -cnv: user turns from stdin (chat.h)
+    std::string chat_template, system_prompt;   // --chat-template (name or Jinja text), -sys
     double max_weights_mib = 0, max_kv_mib = 0;
 };
 

@@ -1,0 +1,194 @@
+// kvg-generate -cnv (chat.h). Each turn formats the whole conversation with the chat template
+// (kvg_chat_apply_template) and decodes only what follows the text the cache holds: the
+// template's close of the last reply and the new user turn, tokenized as they are in the whole
+// text (so where a reply's tokens are those its text tokenizes to, the cache holds exactly the
+// tokens of a fresh run fed the whole conversation). The tokens generated for a reply stay in
+// the cache; only if the template changes a reply's text (one that trims it) is the cache cut
+// back to the prefix it shares with the conversation's tokens.
+#include "chat.h"
+
+#include "text-io.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Conversation {
+    const char * tmpl; // NULL: the model's
+    std::vector<std::string> roles, contents;
+
+    void add(const char * role, const std::string & content) {
+        roles.push_back(role);
+        contents.push_back(content);
+    }
+};
+
+// The conversation as text, ending with the opening of the assistant's turn; false with a message.
+bool format(const kvg_model * model, const Conversation & c, std::string * out) {
+    std::vector<kvg_chat_message> msgs;
+    for (size_t i = 0; i < c.roles.size(); ++i) msgs.push_back({c.roles[i].c_str(), c.contents[i].c_str()});
+    char err[1024];
+    const int32_t n =
+        kvg_chat_apply_template(model, c.tmpl, msgs.data(), msgs.size(), true, nullptr, 0, err, sizeof err);
+    if (n < 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return false;
+    }
+    out->assign((size_t) n + 1, '\0');
+    kvg_chat_apply_template(model, c.tmpl, msgs.data(), msgs.size(), true, &(*out)[0], n + 1, err, sizeof err);
+    out->resize((size_t) n);
+    return true;
+}
+
+// Where each token of `tokens` starts in their text (one more entry: the end); BOS has none.
+std::vector<size_t> text_offsets(kvg_model * model, const std::vector<kvg_token> & tokens) {
+    std::vector<size_t> at(1, 0);
+    for (size_t i = 0; i < tokens.size(); ++i)
+        at.push_back(at.back() + piece(model, i ? tokens[i - 1] : -1, tokens[i]).size());
+    return at;
+}
+
+// The cache (held, whose text is held_text) and the conversation to continue (want: BOS + its
+// tokenized text): the index of want's first token to decode after what the cache holds, or -1
+// when the cache holds something else (a reply whose text the template changes, a token across
+// the end of the reply).
+long continuation(kvg_model * model, const std::string & held_text, const std::string & text,
+                  const std::vector<kvg_token> & want) {
+    if (text.compare(0, held_text.size(), held_text) != 0) return -1;
+    const std::vector<size_t> at = text_offsets(model, want);
+    for (size_t j = 1; j < want.size(); ++j) {
+        if (at[j] == held_text.size()) return (long) j;
+    }
+    return -1;
+}
+
+// Makes the cache hold the conversation `text`: only its tokens past what the cache holds are
+// decoded, so the tokens generated for the replies stay as they are. If the cache holds
+// something else, it keeps the longest prefix it shares with want (BOS + text's tokens) and
+// decodes the rest. Returns the last token's logits (nullptr with a message); *n_new: the tokens
+// decoded.
+const float * sync_cache(kvg_model * model, kvg_context * ctx, kvg_sampler * smpl, const std::string & text,
+                         const std::vector<kvg_token> & want, std::vector<kvg_token> & held, std::string & held_text,
+                         int * n_new) {
+    std::vector<kvg_token> add;
+    const long j = held.empty() ? -1 : continuation(model, held_text, text, want);
+    size_t keep = 0;
+    if (j > 0) {
+        add.assign(want.begin() + j, want.end());
+        keep = held.size();
+    } else {
+        while (keep < held.size() && keep + 1 < want.size() && held[keep] == want[keep]) ++keep;
+        add.assign(want.begin() + (long) keep, want.end());
+    }
+    if (keep + add.size() > (size_t) kvg_n_ctx(ctx)) {
+        fprintf(stderr, "error: the conversation needs %zu tokens but the context holds only %d (use -c)\n",
+                keep + add.size(), kvg_n_ctx(ctx));
+        return nullptr;
+    }
+    char err[1024];
+    if (keep < held.size() && !kvg_seq_rm(ctx, 0, (int32_t) keep, -1, err, sizeof err)) {
+        keep = 0; // e.g. a cut inside a finished q8_0 group: start again
+        add = want;
+        kvg_seq_rm(ctx, 0, 0, -1, err, sizeof err);
+    }
+    *n_new = (int) add.size();
+    const float * logits = kvg_decode(ctx, add.data(), *n_new, (int32_t) keep, err, sizeof err);
+    if (!logits) {
+        fprintf(stderr, "error: %s\n", err);
+        return nullptr;
+    }
+    for (kvg_token t : add) kvg_sampler_accept(smpl, t); // the penalties see the turn
+    held.resize(keep);
+    held.insert(held.end(), add.begin(), add.end());
+    held_text = text;
+    return logits;
+}
+
+// Streams the reply from logits on: sampled tokens are decoded into the cache (held) until an
+// end-of-generation token, -n tokens or a full context. Returns its text; *why: how it ended.
+std::string reply(kvg_model * model, kvg_context * ctx, kvg_sampler * smpl, const options & o, const float * logits,
+                  std::vector<kvg_token> & held, std::string & held_text, const char ** why) {
+    std::string text;
+    kvg_token prev = held.back();
+    char err[1024];
+    for (int n = 0;; ++n) {
+        const kvg_token tok = kvg_sampler_sample(smpl, logits, kvg_model_n_vocab(model));
+        if (kvg_token_is_eog(model, tok)) {
+            *why = "end of turn";
+            break;
+        }
+        const std::string p = piece(model, prev, tok);
+        fputs(p.c_str(), stdout);
+        fflush(stdout);
+        text += p;
+        prev = tok;
+        if ((int) held.size() >= kvg_n_ctx(ctx)) {
+            *why = "context full";
+            break;
+        }
+        // the last token too: the cache then holds the whole reply, the next turn only its own tokens
+        logits = kvg_decode(ctx, &tok, 1, (int32_t) held.size(), err, sizeof err);
+        if (!logits) {
+            fprintf(stderr, "\nerror: %s\n", err);
+            *why = "error";
+            break;
+        }
+        held.push_back(tok);
+        held_text += p;
+        if (n + 1 == o.n_gen) {
+            *why = "-n tokens";
+            break;
+        }
+    }
+    return text;
+}
+
+} // namespace
+
+int run_conversation(kvg_model * model, kvg_context * ctx, kvg_sampler * smpl, const options & o) {
+    if (!kvg_model_has_vocab(model)) {
+        fprintf(stderr, "error: -cnv needs a tokenizer (pass -z tokenizer.bin)\n");
+        return 1;
+    }
+    Conversation conv{o.chat_template.empty() ? nullptr : o.chat_template.c_str(), {}, {}};
+    std::string text;
+    if (!format(model, conv, &text)) return 1; // an unknown template fails before any input is read
+    if (!o.system_prompt.empty()) conv.add("system", o.system_prompt);
+    const bool tty = isatty(1) != 0; // decorations only for a person at a terminal
+    std::vector<kvg_token> held, want;
+    std::string held_text; // the text of held
+    int turn = 0;
+    for (std::string line;;) {
+        if (tty) {
+            printf("\n> ");
+            fflush(stdout);
+        }
+        if (!std::getline(std::cin, line)) break;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.empty()) continue;
+        conv.add("user", line);
+        int n_new = 0;
+        const float * logits = nullptr;
+        if (!format(model, conv, &text) || !prompt_tokens(model, text, &want) ||
+            !(logits = sync_cache(model, ctx, smpl, text, want, held, held_text, &n_new))) {
+            return 1;
+        }
+        if (o.verbose) {
+            fprintf(stderr, "[turn %d: %d tokens decoded, %zu reused from the cache]\n", ++turn, n_new,
+                    held.size() - n_new);
+        }
+        const char * why = "";
+        conv.add("assistant", reply(model, ctx, smpl, o, logits, held, held_text, &why));
+        printf("\n");
+        fflush(stdout);
+        if (o.verbose) fprintf(stderr, "[reply: %s; the cache holds %zu tokens]\n", why, held.size());
+        if (std::string(why) == "error") return 1;
+    }
+    if (tty) printf("\n");
+    return 0;
+}
