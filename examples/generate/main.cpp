@@ -327,7 +327,7 @@ int main(int argc, char ** argv) {
     const bool ring = o.kv_mode == KVG_KV_RING;
     int rc = 0;
     if (o.conversation) {
-        kvg_sampler * smpl = make_sampler(o.sp);
+        kvg_sampler * smpl = kvg_sampler_new(o.sp);
         rc = run_conversation(model, ctx, smpl, o);
         kvg_sampler_free(smpl);
     } else {
