@@ -12,6 +12,7 @@
 #include "gguf.h"
 #include "kvgraph.h"
 #include "test-common.h"
+#include "vocab-test-common.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,26 +98,11 @@ std::string apply(const kvg_model * model, const char * tmpl, const std::vector<
     return buf;
 }
 
-// A copy of a ../shared vocabulary with tokenizer.chat_template set (gguf's own writer).
+// A copy of a ../shared vocabulary with tokenizer.chat_template set ("": none).
 std::string vocab_with_template(const std::string & tmpl, const std::string & tag) {
-    gguf_init_params gp = {true, nullptr};
-    gguf_context * g = gguf_init_from_file((shared_dir() + "/vocab/ggml-vocab-llama-bpe.gguf").c_str(), gp);
-    REQUIRE(g != nullptr);
-    if (!tmpl.empty()) gguf_set_val_str(g, "tokenizer.chat_template", tmpl.c_str());
-    const std::string out = temp_path("chat", tag + ".gguf");
-    REQUIRE(gguf_write_to_file(g, out.c_str(), false));
-    gguf_free(g);
-    return out;
-}
-
-kvg_model * load_vocab(const std::string & path) {
-    kvg_model_params p = kvg_model_default_params();
-    p.vocab_only = true;
-    char err[512] = "";
-    kvg_model * m = kvg_model_load(path.c_str(), nullptr, p, err, sizeof err);
-    INFO(err);
-    REQUIRE(m != nullptr);
-    return m;
+    return edited_gguf(shared_dir() + "/vocab/ggml-vocab-llama-bpe.gguf", "chat-" + tag, [&](gguf_context * g) {
+        if (!tmpl.empty()) gguf_set_val_str(g, "tokenizer.chat_template", tmpl.c_str());
+    });
 }
 
 } // namespace

@@ -31,6 +31,7 @@
 #include "gguf.h"
 #include "kvgraph.h"
 #include "test-common.h"
+#include "vocab-test-common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -438,12 +439,7 @@ double batched_prompt_diff(kvg_model * m, const Ref & ref) {
 // The prompt's token ids from the tokenizer alone (vocab_only: it loads whatever the architecture),
 // as a user tokenizes (BOS as the file says), against llama.cpp's.
 void check_tokens(const std::string & path, const Ref & ref) {
-    kvg_model_params mp = kvg_model_default_params();
-    mp.vocab_only = true;
-    char err[512] = "";
-    kvg_model * v = kvg_model_load(path.c_str(), nullptr, mp, err, sizeof err);
-    INFO(err);
-    REQUIRE(v != nullptr);
+    kvg_model * v = load_vocab(path);
     std::vector<kvg_token> toks(ref.prompt.size() + 8);
     const int32_t n = kvg_tokenize(v, ref.prompt.c_str(), true, toks.data(), (int32_t) toks.size());
     kvg_model_free(v);

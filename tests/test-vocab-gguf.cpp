@@ -8,6 +8,7 @@
 #include "gguf.h"
 #include "kvgraph.h"
 #include "test-common.h"
+#include "vocab-test-common.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -125,26 +126,9 @@ TEST_CASE("llama.cpp's other vocabularies (KVG_LLAMA_CPP_VOCAB_DIR)") {
 
 namespace {
 
-// A copy of a ../shared vocabulary with keys changed by edit (gguf's own writer).
+// A copy of a ../shared vocabulary with keys changed by edit.
 template <class Edit> std::string edited_vocab(const std::string & name, const std::string & tag, Edit edit) {
-    gguf_init_params gp = {true, nullptr};
-    gguf_context * g = gguf_init_from_file(vocab_path(name).c_str(), gp);
-    REQUIRE(g != nullptr);
-    edit(g);
-    const std::string out = temp_path("vocab", tag + ".gguf");
-    REQUIRE(gguf_write_to_file(g, out.c_str(), false));
-    gguf_free(g);
-    return out;
-}
-
-kvg_model * load_vocab(const std::string & path) {
-    kvg_model_params p = kvg_model_default_params();
-    p.vocab_only = true;
-    char err[512] = "";
-    kvg_model * m = kvg_model_load(path.c_str(), nullptr, p, err, sizeof err);
-    INFO(err);
-    REQUIRE(m != nullptr);
-    return m;
+    return edited_gguf(vocab_path(name), tag, edit);
 }
 
 std::vector<kvg_token> tokenize(const kvg_model * m, const std::string & text, bool add_bos) {
