@@ -55,6 +55,8 @@ FAMILIES["llama3-norf"] = dict(FAMILIES["llama3"], rope_freqs=False)  # the cont
 # YaRN (factor 4 over an original context of 32, so the prompt's positions pass it), as files of
 # Qwen2.5 and Llama 3 variants extended to long contexts carry it
 FAMILIES["llama3-yarn"] = dict(FAMILIES["llama3-norf"], yarn=(4.0, 32))
+# SmolLM3: llama's layer and Llama 3's vocabulary, no rope on every fourth layer (the 4th of 4 here)
+FAMILIES["smollm3"] = dict(FAMILIES["llama3-norf"], arch="smollm3", seed=4505, n_layer=4)
 
 M64 = (1 << 64) - 1
 

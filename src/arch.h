@@ -24,6 +24,7 @@ struct ArchDesc {
     bool fused_gate_up;  // blk.N.ffn_up.weight [n_embd, 2 n_ff]: gate rows, then up rows (Phi-3)
     bool rope_freqs;     // rope_freqs.weight may be present (Llama 3)
     bool head_size_keys; // attention.key_length sets the head size, decoupled from n_embd / n_head (Qwen3)
+    int no_rope_layer_step; // every step-th layer (counting from 1) has no rope (SmolLM3: 4); 0: none
 };
 
 // The entry of general.architecture, nullptr when kvgraph does not run it.

@@ -437,7 +437,8 @@ bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, const HParam
                 char * from = (char *) t->data + (size_t) ((int64_t) seq * n_ctx_ + q) * t->nb[1];
                 char * to = (char *) t->data + (size_t) ((int64_t) seq * n_ctx_ + q + delta) * t->nb[1];
                 std::memcpy(to, from, t->nb[1]);
-                if (t == k_[il]) rotate_key_row(to, type_, n_embd_kv_, head_dim_, hp, factors, delta);
+                if (t == k_[il] && hp.layer_uses_rope((int) il))
+                    rotate_key_row(to, type_, n_embd_kv_, head_dim_, hp, factors, delta);
             }
         }
         if (q + delta >= (int64_t) s.slot_pos.size()) s.slot_pos.resize((size_t) (q + delta + 1), -1);

@@ -106,9 +106,11 @@ struct LayerIn {
 };
 
 // RoPE with the architecture's pair layout (llama: adjacent values, llama2.c's; NEOX: n_rot / 2
-// apart) rotated by the token's true position, with the file's scaling and frequency factors.
+// apart) rotated by the token's true position, with the file's scaling and frequency factors;
+// none on the layers the architecture leaves without (SmolLM3).
 static ggml_tensor * rope(const LayerIn & L, ggml_tensor * x) {
     const HParams & hp = L.model.hp;
+    if (!hp.layer_uses_rope(L.il)) return x;
     const float beta_fast = 32.0f, beta_slow = 1.0f; // YaRN's ramp: llama.cpp's defaults
     return ggml_rope_ext(L.ctx, x, L.in.tok.pos, L.model.rope_freqs, hp.n_rot, hp.rope_mode, hp.rope_ctx_orig(),
                          hp.rope_base, hp.rope_freq_scale, hp.rope_ext_factor(), hp.rope_magnitude(), beta_fast,

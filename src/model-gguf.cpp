@@ -293,6 +293,7 @@ bool read_hparams(GgufReader & r, Model & m) {
     }
     r.arch = m.arch;
     hp.rope_mode = arch->rope_mode;
+    hp.no_rope_layer_step = arch->no_rope_layer_step;
     const int64_t big = 1 << 24;
     if (!r.get_int(r.arch_key("context_length"), 1, big, true, &hp.n_ctx_train) ||
         !r.get_int(r.arch_key("embedding_length"), 1, 1 << 16, true, &hp.n_embd) ||

@@ -48,6 +48,8 @@ struct HParams {
     float rope_ext_factor() const { return rope_yarn ? 1.0f : 0.0f; }
     float rope_magnitude() const; // attn_factor: ggml's rope multiplies YaRN's 1 + 0.1 ln(factor) in itself
     float rms_eps = 1e-5f;
+    int no_rope_layer_step = 0; // layers il with (il + 1) % step == 0 skip rope (SmolLM3); 0: none
+    bool layer_uses_rope(int il) const { return no_rope_layer_step == 0 || (il + 1) % no_rope_layer_step != 0; }
     int rope_mode = 0;   // ggml's: 0 rotates adjacent pairs (llama), GGML_ROPE_TYPE_NEOX pairs n_rot / 2 apart
     int n_embd_head = 0; // head size ({arch}.attention.key_length); 0: n_embd / n_head
 

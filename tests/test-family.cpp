@@ -91,6 +91,12 @@ Family family(const std::string & name) {
         f.rope_freqs = f.tied = false;
         f.fused = true;
     }
+    if (name == "smollm3") { // llama3's shape and vocabulary, 4 layers: the 4th has no rope
+        f.arch = "smollm3";
+        f.seed = 4505;
+        f.n_layer = 4;
+        f.rope_freqs = false;
+    }
     const bool known = name == "llama3" || name == "llama3-norf" || name == "llama3-yarn" || f.arch != "llama";
     REQUIRE_MESSAGE(known, "unknown family " << name);
     return f;
@@ -520,6 +526,8 @@ TEST_CASE("llama3 with rope_freqs.weight (Llama 3's frequency factors)") {
 TEST_CASE("llama3 with YaRN rope scaling (factor 4 over an original context of 32)") {
     check_family("llama3-yarn", nullptr);
 }
+
+TEST_CASE("smollm3: no rope on every fourth layer") { check_family("smollm3", nullptr); }
 
 TEST_CASE("qwen2: Q/K/V biases, NEOX rope, no BOS, untied output") { check_family("qwen2", nullptr); }
 

@@ -3,8 +3,9 @@
 //
 //   kvg-perplexity -m models/kjv-tiny.gguf -f text.txt -c 128 [--kv-type f16]
 //
-// The text is tokenized once (with BOS) and cut into chunks of n_ctx tokens; each chunk is
-// decoded from position 0 with its first token replaced by BOS, and the negative
+// The text is tokenized once (with BOS where the file adds one) and cut into chunks of n_ctx
+// tokens; each chunk is decoded from position 0 with its first token replaced by BOS (again only
+// where the file adds one: Qwen's files do not), and the negative
 // log-likelihood of every token of its second half is summed (token j+1 predicted from the
 // logits at j, for j from n_ctx/2 to n_ctx-2). PPL = exp(sum / count). The running estimate
 // is printed after each chunk as [chunk]ppl, then the final one.
@@ -115,9 +116,11 @@ int run(kvg_model * model, kvg_context * ctx, const std::vector<kvg_token> & tok
     double sum = 0;
     long count = 0;
     char err[1024];
+    kvg_token first_token = -1; // the file adds BOS if tokenizing "" with add_bos gives one token
+    const bool add_bos = kvg_tokenize(model, "", true, &first_token, 1) == 1;
     for (int c = 0; c < n_chunk; ++c) {
         std::vector<kvg_token> chunk(tokens.begin() + (long) c * n_ctx, tokens.begin() + (long) (c + 1) * n_ctx);
-        chunk[0] = kvg_model_bos(model);
+        if (add_bos) chunk[0] = kvg_model_bos(model);
         if (!kvg_decode(ctx, chunk.data(), n_ctx, 0, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
             return 1;
