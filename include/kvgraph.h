@@ -191,6 +191,17 @@ int32_t kvg_tokenize(
         bool                     add_bos,  // prepend the model's BOS token (if it has one)
         kvg_token              * tokens,
         int32_t                  n_max);   // capacity of tokens
+// kvg_tokenize, plus llama.cpp's parse_special: if true, the text of a control or unknown token
+// in text ("<|eot_id|>", "<s>", ...) becomes that token's id (leftmost, longest match), and the
+// text between such tokens is tokenized on its own (for SentencePiece, each part with its own
+// dummy-prefix space, as llama.cpp). parse_special = false is kvg_tokenize. Same returns.
+int32_t kvg_tokenize_special(
+        const struct kvg_model * model,
+        const char             * text,           // UTF-8, NUL-terminated
+        bool                     add_bos,        // prepend the model's BOS token (if it has one)
+        bool                     parse_special,  // control-token text becomes the token
+        kvg_token              * tokens,
+        int32_t                  n_max);         // capacity of tokens
 // Text that token adds after prev (prev < 0: token starts the text), streaming-safe. Returns
 // its length (buf NUL-terminated when it fits), or -(length) if buf is NULL or too small,
 // or INT32_MIN if the model is NULL or has no tokenizer.

@@ -165,16 +165,19 @@ static int32_t copy_out(const std::string & s, char * buf, int32_t size) {
     return n;
 }
 
-int32_t kvg_tokenize(const kvg_model * model, const char * text, bool add_bos, kvg_token * tokens, int32_t n_max) try {
+int32_t kvg_tokenize(const kvg_model * model, const char * text, bool add_bos, kvg_token * tokens, int32_t n_max) {
+    return kvg_tokenize_special(model, text, add_bos, false, tokens, n_max);
+}
+
+int32_t kvg_tokenize_special(const kvg_model * model, const char * text, bool add_bos, bool parse_special,
+                             kvg_token * tokens, int32_t n_max) try {
     if (!model || !model->m->has_vocab) return INT32_MIN;
-    const std::vector<int> ids = model->m->vocab.encode(text ? text : "", add_bos);
+    const std::vector<int> ids = model->m->vocab.encode(text ? text : "", add_bos, parse_special);
     const int32_t n = (int32_t) ids.size();
     if (!tokens || n > n_max) return -n;
     std::copy(ids.begin(), ids.end(), tokens);
     return n;
-} catch (...) {
-    return INT32_MIN;
-}
+} catch (...) { return INT32_MIN; }
 
 int32_t kvg_token_to_piece(const kvg_model * model, kvg_token prev, kvg_token token, char * buf, int32_t size) try {
     if (!model || !model->m->has_vocab) return INT32_MIN;

@@ -232,10 +232,7 @@ bool Vocab::init_bpe(std::vector<std::string> tokens, std::vector<int> types, co
     bos_ = bos;
     eos_ = eos;
     bpe_ = std::move(bpe);
-    // user-defined tokens (MPT's runs of spaces, ...) are found in the text by what they decode to
-    for (size_t i = 0; i < pieces_.size(); ++i) {
-        if (types_[i] == TOKEN_TYPE_USER_DEFINED && !bpe_->token_bytes((int)i).empty()) add_user_defined((int)i, bpe_->token_bytes((int)i));
-    }
+    add_trie_pieces(true);
     find_end_tokens(-1, -1);
     return true;
 }
@@ -252,33 +249,53 @@ void Vocab::clear() {
     end_ids_.clear();
     max_token_length_ = 0;
     user_trie_.clear();
-    user_trie_id_.assign(1, -1);
+    special_trie_.clear();
 }
 
-void Vocab::add_user_defined(int id, const std::string& text) {
+// Byte-level BPE finds user-defined tokens (MPT's runs of spaces, ...) by what they decode to;
+// control tokens are found by their text, as llama.cpp does.
+void Vocab::add_trie_pieces(bool user_by_bytes) {
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+        const int t = types_[i];
+        if (t == TOKEN_TYPE_USER_DEFINED) {
+            const std::string text = user_by_bytes ? bpe_->token_bytes((int) i) : pieces_[i];
+            if (!text.empty()) user_trie_.add((int) i, text);
+        } else if ((t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_UNKNOWN) && !pieces_[i].empty()) {
+            special_trie_.add((int) i, pieces_[i]);
+        }
+    }
+}
+
+void Vocab::PieceTrie::clear() {
+    edges.clear();
+    ids.assign(1, -1);
+}
+
+void Vocab::PieceTrie::add(int id, const std::string & text) {
     int node = 0;
     for (unsigned char c : text) {
-        const auto edge = user_trie_.emplace((uint64_t)node << 8 | c, (int)user_trie_id_.size());
-        if (edge.second) user_trie_id_.push_back(-1);
+        const auto edge = edges.emplace((uint64_t) node << 8 | c, (int) ids.size());
+        if (edge.second) ids.push_back(-1);
         node = edge.first->second;
     }
-    if (user_trie_id_[node] < 0) user_trie_id_[node] = id;
+    if (ids[node] < 0) ids[node] = id;
 }
 
-int Vocab::user_defined_at(const std::string& text, size_t pos, size_t len) const {
+int Vocab::PieceTrie::id_at(const std::string & text, size_t pos, size_t len) const {
     int node = 0;
-    for (size_t k = pos; k < pos + len; ++k) node = user_trie_.find((uint64_t)node << 8 | (unsigned char)text[k])->second;
-    return user_trie_id_[node];
+    for (size_t k = pos; k < pos + len; ++k) node = edges.find((uint64_t) node << 8 | (unsigned char) text[k])->second;
+    return ids[node];
 }
 
-size_t Vocab::match_user_defined(const std::string& text, size_t pos) const {
+size_t Vocab::PieceTrie::match(const std::string & text, size_t pos) const {
     size_t len = 0;
     int node = 0;
+    if (edges.empty()) return 0; // most vocabularies: no lookups per byte
     for (size_t k = pos; k < text.size(); ++k) {
-        const auto it = user_trie_.find((uint64_t)node << 8 | (unsigned char)text[k]);
-        if (it == user_trie_.end()) break;
+        const auto it = edges.find((uint64_t) node << 8 | (unsigned char) text[k]);
+        if (it == edges.end()) break;
         node = it->second;
-        if (user_trie_id_[node] >= 0) len = k - pos + 1;
+        if (ids[node] >= 0) len = k - pos + 1;
     }
     return len;
 }
@@ -377,9 +394,7 @@ bool Vocab::init(std::vector<std::string> pieces, std::vector<float> scores, std
     pieces_ = std::move(pieces);
     scores_ = std::move(scores);
     types_ = std::move(types);
-    for (size_t i = 0; i < pieces_.size(); ++i) {
-        if (types_[i] == TOKEN_TYPE_USER_DEFINED && !pieces_[i].empty()) add_user_defined((int)i, pieces_[i]);
-    }
+    add_trie_pieces(false);
     bos_ = bos;
     eos_ = eos;
     unk_ = unk;
@@ -410,37 +425,36 @@ void Vocab::find_end_tokens(int eot, int eom) {
     }
 }
 
-std::vector<int> Vocab::encode(const std::string& text, bool add_bos) const {
+std::vector<int> Vocab::encode(const std::string & text, bool add_bos, bool parse_special) const {
     std::vector<int> out;
     if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
-    if (bpe_) {
-        encode_byte_level(text, out);
+    if (!parse_special) {
+        encode_piece(text, out);
         return out;
     }
-    if (text.empty() || pieces_.empty()) return out;
+    // control tokens split the text; each part between them is encoded on its own
+    special_trie_.split(text, out, [&](const std::string & part) { encode_piece(part, out); });
+    return out;
+}
+
+void Vocab::encode_piece(const std::string & text, std::vector<int> & out) const {
+    if (bpe_) {
+        encode_byte_level(text, out);
+        return;
+    }
+    if (text.empty() || pieces_.empty()) return;
     const std::string norm = sp_normalize(text, add_space_prefix_);
     std::vector<SpSymbol> syms = sp_symbols(norm);
     sp_merge(norm, syms);
     sp_emit(norm, syms, out);
-    return out;
 }
 
 // User-defined tokens first (leftmost, longest), the text between them through BPE.
-void Vocab::encode_byte_level(const std::string& text, std::vector<int>& out) const {
-    size_t start = 0;
-    auto flush = [&](size_t end) {
-        const std::vector<int> ids = bpe_->encode(text.substr(start, end - start));
+void Vocab::encode_byte_level(const std::string & text, std::vector<int> & out) const {
+    user_trie_.split(text, out, [&](const std::string & part) {
+        const std::vector<int> ids = bpe_->encode(part);
         out.insert(out.end(), ids.begin(), ids.end());
-    };
-    for (size_t pos = 0; pos < text.size();) {
-        const size_t len = user_trie_.empty() ? 0 : match_user_defined(text, pos);
-        if (len == 0) { ++pos; continue; }
-        if (pos > start) flush(pos);
-        out.push_back(user_defined_at(text, pos, len));
-        pos += len;
-        start = pos;
-    }
-    if (start < text.size()) flush(text.size());
+    });
 }
 
 // Symbols form a doubly linked list over byte ranges of the normalised text; a
@@ -456,7 +470,7 @@ std::vector<Vocab::SpSymbol> Vocab::sp_symbols(const std::string& norm) const {
     syms.reserve(norm.size());
     const auto* s = reinterpret_cast<const unsigned char*>(norm.data());
     for (size_t pos = 0; pos < norm.size();) {
-        size_t len = match_user_defined(norm, pos);
+        size_t len = user_trie_.match(norm, pos);
         const bool frozen = len > 0;
         if (len == 0) len = utf8_char_len(s + pos, norm.size() - pos);
         const int i = (int)syms.size();

@@ -58,7 +58,10 @@ public:
     // until none is in the vocab, then byte-fallback for pieces not in it.
     // Invalid UTF-8 bytes are single-byte characters (SentencePiece would turn
     // them into U+FFFD first); this keeps decode(encode(s)) == s.
-    std::vector<int> encode(const std::string& text, bool add_bos) const;
+    // parse_special: the text of a control or unknown token in `text` is that token (leftmost,
+    // longest match); the text between such matches is encoded as above, each SentencePiece
+    // piece with its own dummy prefix (as llama.cpp's parse_special does).
+    std::vector<int> encode(const std::string & text, bool add_bos, bool parse_special = false) const;
 
     // Text of one token: "▁" -> ' ', "<0xNN>" -> that byte, control -> "",
     // unknown -> " ⁇ " (SentencePiece's surface for <unk>), bad id -> "".
@@ -112,17 +115,41 @@ private:
     bool add_bos_ = true, add_space_prefix_ = true;
     std::vector<int> end_ids_; // a few ids: a scan is cheaper than a set
     int max_token_length_ = 0;
-    // User-defined pieces are matched whole before BPE (as SentencePiece does), longest
-    // first, through a trie: a position costs at most the longest piece's length in steps,
-    // whatever the number of pieces (a linear scan was quadratic on crafted vocabularies).
-    std::unordered_map<uint64_t, int> user_trie_;  // (node << 8 | byte) -> child; node 0 is the root
-    std::vector<int> user_trie_id_{-1};            // node -> token ending there (first on duplicates), -1
-    void add_user_defined(int id, const std::string& text);                  // text: what it matches
-    size_t match_user_defined(const std::string& text, size_t pos) const;  // bytes matched, 0 if none
-    int user_defined_at(const std::string& text, size_t pos, size_t len) const; // the token of a match
+    // Pieces matched whole in the text, longest first, through a trie: a position costs at most
+    // the longest piece's length in steps, whatever the number of pieces (a linear scan was
+    // quadratic on crafted vocabularies).
+    struct PieceTrie {
+        std::unordered_map<uint64_t, int> edges;    // (node << 8 | byte) -> child; node 0 is the root
+        std::vector<int> ids{-1};                   // node -> token ending there (first on duplicates), -1
+        void add(int id, const std::string & text); // text: what it matches
+        size_t match(const std::string & text, size_t pos) const;          // bytes matched, 0 if none
+        int id_at(const std::string & text, size_t pos, size_t len) const; // the token of a match
+        void clear();
+        // Splits text at the leftmost, longest matches: their tokens go to out, the text before,
+        // between and after them to encode(part) (which appends to out).
+        template <class Encode> void split(const std::string & text, std::vector<int> & out, Encode encode) const {
+            size_t start = 0;
+            for (size_t pos = 0; pos < text.size();) {
+                const size_t len = match(text, pos);
+                if (len == 0) {
+                    ++pos;
+                    continue;
+                }
+                if (pos > start) encode(text.substr(start, pos - start));
+                out.push_back(id_at(text, pos, len));
+                pos += len;
+                start = pos;
+            }
+            if (start < text.size()) encode(text.substr(start));
+        }
+    };
+    PieceTrie user_trie_;                     // user-defined pieces: always matched first (as SentencePiece)
+    PieceTrie special_trie_;                  // control and unknown tokens: with parse_special only
+    void add_trie_pieces(bool user_by_bytes); // fills both tries from types_
 
     // encode's two schemes; the SentencePiece one in steps over a list of symbols
     void encode_byte_level(const std::string& text, std::vector<int>& out) const;
+    void encode_piece(const std::string & text, std::vector<int> & out) const; // no specials parsed
     struct SpSymbol;
     std::vector<SpSymbol> sp_symbols(const std::string& norm) const;
     int sp_piece_id(const std::string& norm, int start, int len, std::string& key) const;  // -1 if none

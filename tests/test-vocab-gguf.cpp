@@ -11,6 +11,7 @@
 #include "vocab-test-common.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -237,4 +238,74 @@ TEST_CASE("kvg_token_is_eog: Llama 3's end tokens and the eot/eom keys") {
     CHECK_FALSE(kvg_token_is_eog(keyed, ordinary));
     kvg_model_free(keyed);
     std::remove(path.c_str());
+}
+
+// ---- control tokens in the text (parse_special) --------------------------------------------------
+
+namespace {
+
+struct SpecialCase {
+    std::string vocab, text;
+    bool add_bos = false, parse = false;
+    std::vector<kvg_token> ids;
+};
+
+std::string unescape(const std::string & s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\\' && i + 1 < s.size()) out += s[++i] == 'n' ? '\n' : s[i];
+        else out += s[i];
+    }
+    return out;
+}
+
+// tests/fixtures/special-tokens.txt: "VOCAB ADD_SPECIAL PARSE_SPECIAL ID... | TEXT" per line.
+std::vector<SpecialCase> special_cases() {
+    std::istringstream lines(slurp(std::string(KVG_SOURCE_DIR) + "/tests/fixtures/special-tokens.txt"));
+    std::vector<SpecialCase> all;
+    for (std::string line; std::getline(lines, line);) {
+        const size_t bar = line.find(" |");
+        if (line.empty() || line[0] == '#' || bar == std::string::npos) continue;
+        SpecialCase c;
+        std::istringstream head(line.substr(0, bar));
+        int add = 0, parse = 0;
+        head >> c.vocab >> add >> parse;
+        for (int x; head >> x;) c.ids.push_back(x);
+        c.add_bos = add != 0;
+        c.parse = parse != 0;
+        c.text = unescape(line.size() > bar + 3 ? line.substr(bar + 3) : "");
+        all.push_back(c);
+    }
+    return all;
+}
+
+} // namespace
+
+// llama.cpp's llama_tokenize with parse_special on and off: kvg_tokenize_special gives the same
+// ids, and kvg_tokenize is parse_special = false.
+TEST_CASE("kvg_tokenize_special: control tokens in the text, as llama.cpp's parse_special") {
+    const std::vector<SpecialCase> cases = special_cases();
+    REQUIRE(cases.size() >= 40);
+    int parsed = 0;
+    for (const char * name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-llama-bpe.gguf"}) {
+        kvg_model * m = load_vocab(vocab_path(name));
+        for (const SpecialCase & c : cases) {
+            if (c.vocab != name) continue;
+            CAPTURE(name);
+            CAPTURE(c.text);
+            CAPTURE(c.add_bos);
+            CAPTURE(c.parse);
+            std::vector<kvg_token> got(c.text.size() + 16);
+            const int n = kvg_tokenize_special(m, c.text.c_str(), c.add_bos, c.parse, got.data(), (int) got.size());
+            REQUIRE(n >= 0);
+            got.resize(n);
+            CHECK(got == c.ids);
+            if (!c.parse) CHECK(tokenize(m, c.text, c.add_bos) == c.ids);
+            CHECK(kvg_tokenize_special(m, c.text.c_str(), c.add_bos, c.parse, nullptr, 0) == -n);
+            parsed += c.parse;
+        }
+        kvg_model_free(m);
+    }
+    CHECK(parsed * 2 == (int) cases.size());
+    CHECK(kvg_tokenize_special(nullptr, "<s>", true, true, nullptr, 0) == INT32_MIN);
 }

@@ -45,11 +45,34 @@ bool format(const kvg_model * model, const Conversation & c, std::string * out) 
     return true;
 }
 
-// Where each token of `tokens` starts in their text (one more entry: the end); BOS has none.
-std::vector<size_t> text_offsets(kvg_model * model, const std::vector<kvg_token> & tokens) {
-    std::vector<size_t> at(1, 0);
-    for (size_t i = 0; i < tokens.size(); ++i)
-        at.push_back(at.back() + piece(model, i ? tokens[i - 1] : -1, tokens[i]).size());
+// The conversation's tokens, control-token text ("<|im_start|>", "</s>") read as those tokens,
+// as llama.cpp's -cnv reads it: the model was trained on the tokens, not on their spelling.
+std::vector<kvg_token> tokenize(kvg_model * model, const std::string & text, bool add_bos) {
+    std::vector<kvg_token> out((size_t) -kvg_tokenize_special(model, text.c_str(), add_bos, true, nullptr, 0));
+    kvg_tokenize_special(model, text.c_str(), add_bos, true, out.data(), (int32_t) out.size());
+    return out;
+}
+
+// Bytes of text at `at` read as the control token tok (its piece is empty), 0 if none.
+size_t special_len(kvg_model * model, const std::string & text, size_t at, kvg_token tok) {
+    for (size_t len = 1; at + len <= text.size() && len <= 256; ++len) {
+        if (tokenize(model, text.substr(at, len), false) == std::vector<kvg_token>{tok}) return len;
+    }
+    return 0;
+}
+
+// Where each token of `tokens` (text's, after a BOS the tokenizer adds) starts in text (one
+// more entry: the end). Text after a control token is tokenized as a text of its own, so its
+// first piece is taken as a text's first (SentencePiece: without the dummy-prefix space).
+std::vector<size_t> text_offsets(kvg_model * model, const std::string & text, const std::vector<kvg_token> & tokens) {
+    const size_t n_bos = tokens.size() - tokenize(model, text, false).size();
+    std::vector<size_t> at(n_bos + 1, 0);
+    bool starts = true;
+    for (size_t i = n_bos; i < tokens.size(); ++i) {
+        const std::string p = piece(model, starts ? -1 : tokens[i - 1], tokens[i]);
+        at.push_back(at.back() + (p.empty() ? special_len(model, text, at.back(), tokens[i]) : p.size()));
+        starts = p.empty();
+    }
     return at;
 }
 
@@ -60,7 +83,7 @@ std::vector<size_t> text_offsets(kvg_model * model, const std::vector<kvg_token>
 long continuation(kvg_model * model, const std::string & held_text, const std::string & text,
                   const std::vector<kvg_token> & want) {
     if (text.compare(0, held_text.size(), held_text) != 0) return -1;
-    const std::vector<size_t> at = text_offsets(model, want);
+    const std::vector<size_t> at = text_offsets(model, text, want);
     for (size_t j = 1; j < want.size(); ++j) {
         if (at[j] == held_text.size()) return (long) j;
     }
@@ -174,10 +197,9 @@ int run_conversation(kvg_model * model, kvg_context * ctx, kvg_sampler * smpl, c
         conv.add("user", line);
         int n_new = 0;
         const float * logits = nullptr;
-        if (!format(model, conv, &text) || !prompt_tokens(model, text, &want) ||
-            !(logits = sync_cache(model, ctx, smpl, text, want, held, held_text, &n_new))) {
-            return 1;
-        }
+        if (!format(model, conv, &text)) return 1;
+        want = tokenize(model, text, true);
+        if (!(logits = sync_cache(model, ctx, smpl, text, want, held, held_text, &n_new))) return 1;
         if (o.verbose) {
             fprintf(stderr, "[turn %d: %d tokens decoded, %zu reused from the cache]\n", ++turn, n_new,
                     held.size() - n_new);
