@@ -9,17 +9,14 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "generate-run-common.h"
 #include "gguf.h"
 #include "kvgraph.h"
 #include "test-common.h"
 #include "vocab-test-common.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
@@ -216,54 +213,10 @@ TEST_CASE("an unknown template is refused, naming it; bad arguments") {
 
 // ---- kvg-generate -cnv, through a pipe ------------------------------------------------------------
 
-namespace {
-
-// kvg-generate: $KVG_GENERATE, else bin/ of the build tree (this test runs from <build>/tests); "" if not built.
-std::string generate_path() {
-    if (const char * e = std::getenv("KVG_GENERATE")) return e;
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return "";
-    self[n] = '\0';
-    const std::filesystem::path p = std::filesystem::path(self).parent_path().parent_path() / "bin" / "kvg-generate";
-    return std::filesystem::exists(p) ? p.string() : "";
-}
-
-std::string quoted(const std::string & s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-struct Run {
-    int code = -1;
-    std::string out, err;
-};
-
-// `cat INPUT | kvg-generate ARGS`, stdout and stderr apart.
-Run generate(const std::vector<std::string> & args, const std::string & input) {
-    const std::string in = temp_path("chat", "in.txt"), out = temp_path("chat", "out.txt"),
-                      err = temp_path("chat", "err.txt");
-    write_file(in, input);
-    std::string cmd = "cat " + quoted(in) + " | " + quoted(generate_path());
-    for (const std::string & a : args) cmd += " " + quoted(a);
-    cmd += " > " + quoted(out) + " 2> " + quoted(err);
-    const int status = std::system(cmd.c_str());
-    Run r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_file(out);
-    r.err = read_file(err);
-    for (const std::string & p : {in, out, err}) std::remove(p.c_str());
-    return r;
-}
-
-// The number after `key` in the first line of s holding it after `from` ("" key: -1).
-long number_after(const std::string & s, const std::string & key, size_t from = 0) {
-    const size_t at = s.find(key, from);
-    return at == std::string::npos ? -1 : std::strtol(s.c_str() + at + key.size(), nullptr, 10);
-}
-
-} // namespace
+using generate_run::generate;
+using generate_run::generate_path;
+using generate_run::number_after;
+using generate_run::Run;
 
 TEST_CASE("kvg-generate -cnv: turns from a pipe, the cache kept, turn two as a fresh run gives it") {
     if (generate_path().empty()) {
