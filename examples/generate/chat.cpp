@@ -4,15 +4,19 @@
 // text (so where a reply's tokens are those its text tokenizes to, the cache holds exactly the
 // tokens of a fresh run fed the whole conversation). The tokens generated for a reply stay in
 // the cache; only if the template changes a reply's text (one that trims it) is the cache cut
-// back to the prefix it shares with the conversation's tokens.
+// back to the prefix it shares with the conversation's tokens. With --prompt-cache the cache and
+// the messages are saved after each turn, and a later run resumes from them (save_session).
 #include "chat.h"
 
 #include "text-io.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -28,10 +32,12 @@ struct Conversation {
     }
 };
 
-// The conversation as text, ending with the opening of the assistant's turn; false with a message.
-bool format(const kvg_model * model, const Conversation & c, std::string * out) {
+// The conversation (its first n_msgs messages, -1: all) as text, ending with the opening of the
+// assistant's turn; false with a message.
+bool format(const kvg_model * model, const Conversation & c, std::string * out, size_t n_msgs = (size_t) -1) {
     std::vector<kvg_chat_message> msgs;
-    for (size_t i = 0; i < c.roles.size(); ++i) msgs.push_back({c.roles[i].c_str(), c.contents[i].c_str()});
+    for (size_t i = 0; i < c.roles.size() && i < n_msgs; ++i)
+        msgs.push_back({c.roles[i].c_str(), c.contents[i].c_str()});
     char err[1024];
     const int32_t n =
         kvg_chat_apply_template(model, c.tmpl, msgs.data(), msgs.size(), true, nullptr, 0, err, sizeof err);
@@ -171,6 +177,87 @@ std::string reply(kvg_model * model, kvg_context * ctx, kvg_sampler * smpl, cons
     return text;
 }
 
+// --prompt-cache F: after each turn, the cache (its state and tokens) goes to F and the messages
+// to F.chat ("KVGCHAT1", then per message a line "ROLE BYTES", its bytes and a line feed), each
+// written beside and renamed over the old one. A later run with F resumes the conversation.
+bool save_session(const kvg_context * ctx, const std::string & path, const Conversation & c,
+                  const std::vector<kvg_token> & held) {
+    char err[1024];
+    if (!kvg_state_seq_save_file(ctx, 0, path.c_str(), held.data(), (int32_t) held.size(), err, sizeof err)) {
+        fprintf(stderr, "prompt cache: %s\n", err);
+        return false;
+    }
+    const std::string chat = path + ".chat", tmp = chat + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary);
+        f << "KVGCHAT1\n";
+        for (size_t i = 0; i < c.roles.size(); ++i)
+            f << c.roles[i] << ' ' << c.contents[i].size() << '\n' << c.contents[i] << '\n';
+        if (!f.flush()) {
+            fprintf(stderr, "prompt cache: cannot write '%s'\n", tmp.c_str());
+            return false;
+        }
+    }
+    if (std::rename(tmp.c_str(), chat.c_str()) != 0) {
+        fprintf(stderr, "prompt cache: cannot rename '%s' to '%s'\n", tmp.c_str(), chat.c_str());
+        return false;
+    }
+    return true;
+}
+
+// The messages of a F.chat; false if it is not one (truncated, a bad header or length).
+bool read_messages(const std::string & path, Conversation * c) {
+    std::ifstream f(path, std::ios::binary);
+    const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (s.compare(0, 9, "KVGCHAT1\n") != 0) return false;
+    for (size_t at = 9; at < s.size();) {
+        const size_t sp = s.find(' ', at), eol = s.find('\n', at);
+        if (sp == std::string::npos || eol == std::string::npos || sp > eol) return false;
+        const std::string role = s.substr(at, sp - at), len = s.substr(sp + 1, eol - sp - 1);
+        if (role != "system" && role != "user" && role != "assistant") return false;
+        if (len.empty() || len.size() > 12 || len.find_first_not_of("0123456789") != std::string::npos) return false;
+        const size_t n = std::stoul(len);
+        if (n > s.size() - eol - 1 || eol + 1 + n >= s.size() || s[eol + 1 + n] != '\n') return false;
+        c->add(role.c_str(), s.substr(eol + 1, n));
+        at = eol + 2 + n;
+    }
+    return !c->roles.empty() && c->roles.back() == "assistant";
+}
+
+// Resumes the conversation saved in path and path.chat: the cache, its tokens and text, and the
+// messages. false (nothing changed) when there is none (a first run) or it cannot be used: then
+// the message says why, and the conversation starts afresh.
+bool load_session(kvg_model * model, kvg_context * ctx, kvg_sampler * smpl, const std::string & path, Conversation * c,
+                  std::vector<kvg_token> & held, std::string & held_text) {
+    Conversation saved{c->tmpl, {}, {}};
+    std::ifstream probe(path);
+    if (!probe) return false; // a first run
+    if (!read_messages(path + ".chat", &saved)) {
+        fprintf(stderr, "prompt cache: '%s.chat' is missing or not a conversation; starting afresh\n", path.c_str());
+        return false;
+    }
+    std::string text;
+    if (!format(model, saved, &text, saved.roles.size() - 1)) return false;
+    std::vector<kvg_token> tokens((size_t) kvg_n_ctx(ctx));
+    char err[1024];
+    const int32_t n =
+        kvg_state_seq_load_file(ctx, 0, path.c_str(), tokens.data(), (int32_t) tokens.size(), err, sizeof err);
+    const std::vector<kvg_token> prompt = tokenize(model, text, true);
+    tokens.resize(n < 0 ? 0 : (size_t) n);
+    // the state must hold the conversation up to the last reply, then that reply's tokens
+    if (n < 0 || tokens.size() <= prompt.size() || !std::equal(prompt.begin(), prompt.end(), tokens.begin())) {
+        fprintf(stderr, "prompt cache: %s; starting afresh\n",
+                n < 0 ? err : "its tokens are not those of its conversation");
+        kvg_seq_rm(ctx, 0, 0, -1, err, sizeof err);
+        return false;
+    }
+    *c = saved;
+    held = tokens;
+    held_text = text + saved.contents.back();
+    for (kvg_token t : held) kvg_sampler_accept(smpl, t);
+    return true;
+}
+
 } // namespace
 
 int run_conversation(kvg_model * model, kvg_context * ctx, kvg_sampler * smpl, const options & o) {
@@ -181,10 +268,22 @@ int run_conversation(kvg_model * model, kvg_context * ctx, kvg_sampler * smpl, c
     Conversation conv{o.chat_template.empty() ? nullptr : o.chat_template.c_str(), {}, {}};
     std::string text;
     if (!format(model, conv, &text)) return 1; // an unknown template fails before any input is read
-    if (!o.system_prompt.empty()) conv.add("system", o.system_prompt);
     const bool tty = isatty(1) != 0; // decorations only for a person at a terminal
     std::vector<kvg_token> held, want;
     std::string held_text; // the text of held
+    const bool resumed =
+        !o.prompt_cache.empty() && load_session(model, ctx, smpl, o.prompt_cache, &conv, held, held_text);
+    if (resumed) {
+        if (o.verbose) {
+            fprintf(stderr, "[resumed from %s: %zu messages, %zu tokens in the cache]\n", o.prompt_cache.c_str(),
+                    conv.roles.size(), held.size());
+        }
+        if (!o.system_prompt.empty() && (conv.roles[0] != "system" || conv.contents[0] != o.system_prompt)) {
+            fprintf(stderr, "note: -sys ignored: the resumed conversation keeps its own system message\n");
+        }
+    } else if (!o.system_prompt.empty()) {
+        conv.add("system", o.system_prompt);
+    }
     int turn = 0;
     for (std::string line;;) {
         if (tty) {
@@ -210,6 +309,7 @@ int run_conversation(kvg_model * model, kvg_context * ctx, kvg_sampler * smpl, c
         fflush(stdout);
         if (o.verbose) fprintf(stderr, "[reply: %s; the cache holds %zu tokens]\n", why, held.size());
         if (std::string(why) == "error") return 1;
+        if (!o.prompt_cache.empty()) save_session(ctx, o.prompt_cache, conv, held);
     }
     if (tty) printf("\n");
     return 0;
