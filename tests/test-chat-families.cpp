@@ -193,7 +193,6 @@ TurnOne write_eot_model(const Family & f, const ChatCase & c, const std::string 
         scale = (top + std::max(1.0f, 0.5f * std::fabs(top))) / two[(size_t) k];
     }
     write_edited(base, path, t.eot, k, scale);
-    std::remove(base.c_str());
     return t;
 }
 
@@ -228,7 +227,8 @@ TwoTurns check_template(const ChatCase & c, const std::string & model) {
         MESSAGE("kvg-generate not built: skipped (set KVG_GENERATE to its path)");
         return r;
     }
-    const TurnOne t = write_eot_model(f, c, temp_path("chatfam", std::string(c.tmpl) + "-base.gguf"), model);
+    const family_twin::TempFile base{temp_path("chatfam", std::string(c.tmpl) + "-base.gguf")};
+    const TurnOne t = write_eot_model(f, c, base.path, model);
     const Run run = generate(cnv_args(model, c.tmpl), kUser1 + "\n" + kUser2 + "\n");
     INFO(run.err);
     REQUIRE(run.code == 0);
