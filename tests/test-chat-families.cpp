@@ -305,6 +305,8 @@ void check_resume(const TwoTurns & r, const char * tmpl) {
     CHECK(bad.code == 0);
     CHECK(bad.err.find(".chat' is missing or not a conversation; starting afresh") != std::string::npos);
     CHECK(bad.out == one.out);
+    const Run help = generate({"--help"}, "");
+    CHECK(help.out.find("conversation (the cache after each turn, its messages in F.chat)") != std::string::npos);
 }
 
 const ChatCase kLlama3 = {"llama3", "llama3", "", "<|eot_id|>"};
