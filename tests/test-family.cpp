@@ -23,8 +23,9 @@
 //
 // A family the runtime does not implement yet (check_family's `missing`) is only written and
 // checked against the file llama.cpp ran, unless KVG_FAMILY_ALL=1. The qwen and phi-3
-// vocabularies are not in ../shared/vocab: set LLAMA_CPP_MODELS to llama.cpp's models/ folder
-// (without it those families are skipped).
+// vocabularies are not in ../shared/vocab: set LLAMA_CPP_MODELS to llama.cpp's models/ folder.
+// Without them a placeholder vocabulary of the reference's size stands in (family-common.h):
+// the weights are the same, the logits are compared, the file's FNV and the tokenizer are not.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -163,22 +164,24 @@ bool run_all() {
 void check_family(const std::string & name, const char * missing) {
     const Family fam = family(name);
     const Ref ref = read_ref(name);
-    if (vocab_path(fam).empty()) {
-        MESSAGE("skipped " << name << ": " << fam.vocab_file << " is neither in " << shared_dir()
-                           << "/vocab nor in $LLAMA_CPP_MODELS (llama.cpp's models/)");
-        return;
-    }
+    const bool real_vocab = !vocab_path(fam).empty();
     const TempFile file{temp_path("family", name + ".gguf")};
     const std::string & path = file.path;
-    write_model(fam, path);
-    CHECK_MESSAGE(fnv1a(read_file(path)) == ref.model_fnv,
-                  "the C++ twin did not write the bytes of tiny_family.py's " << name);
+    write_model(fam, path, (uint32_t) ref.n_vocab);
+    if (real_vocab) {
+        CHECK_MESSAGE(fnv1a(read_file(path)) == ref.model_fnv,
+                      "the C++ twin did not write the bytes of tiny_family.py's " << name);
+    } else {
+        MESSAGE(name << ": " << fam.vocab_file << " is neither in " << shared_dir()
+                     << "/vocab nor in $LLAMA_CPP_MODELS (llama.cpp's models/): a placeholder vocabulary of "
+                     << ref.n_vocab << " tokens stands in; the file's FNV and the tokenizer are not checked");
+    }
     if (missing && !run_all()) {
         MESSAGE("skipped " << name << " (the model file is checked): kvgraph does not implement "
                            << std::string(missing) << " yet (issue 45); KVG_FAMILY_ALL=1 runs it");
         return;
     }
-    check_tokens(path, ref);
+    if (real_vocab) check_tokens(path, ref);
     check_logits(path, ref, name);
 }
 
