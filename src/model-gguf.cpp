@@ -478,6 +478,10 @@ bool bind_weights(const GgufReader & r, const TensorBinder & get, Model & m) {
     }
     if (!m.output) m.output = m.tok_embd; // tied embeddings
     if (arch.rope_freqs && !get_optional(r, get, "rope_freqs.weight", hp.n_rot / 2, 1, &m.rope_freqs)) return false;
+    if (arch.longrope && (!get_optional(r, get, "rope_factors_long.weight", hp.n_rot / 2, 1, &m.rope_long) ||
+                          !get_optional(r, get, "rope_factors_short.weight", hp.n_rot / 2, 1, &m.rope_short))) {
+        return false;
+    }
     return refuse_unused_tensors(r, m);
 }
 

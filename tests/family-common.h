@@ -32,6 +32,9 @@ struct Family {
     bool fused = false;
     float yarn_factor = 0.0f; // YaRN scaling keys when > 0, over yarn_ctx_orig positions
     int yarn_ctx_orig = 0;
+    int longrope_ctx_orig = 0;   // LongRoPE's keys and tables when > 0 (phi3-long, phi3-short)
+    float longrope_attn = 0.0f;  // its rope.scaling.attn_factor
+    bool longrope_tables = true; // false: the keys without rope_factors_long/short.weight (a control)
 };
 
 // FAMILIES of tiny_family.py (the settings that reach the file): what each changes from llama3.
@@ -73,6 +76,12 @@ inline Family family(const std::string & name) {
         f.seed = 4505;
         f.n_layer = 4;
         f.rope_freqs = false;
+    }
+    if (name == "phi3-long" || name == "phi3-short") { // phi3's weights, LongRoPE's tables and keys
+        f = family("phi3");
+        f.name = name;
+        f.longrope_ctx_orig = name == "phi3-long" ? 128 : 512;
+        f.longrope_attn = name == "phi3-long" ? 1.2536f : 1.1055f;
     }
     const bool known = name == "llama3" || name == "llama3-norf" || name == "llama3-yarn" || f.arch != "llama";
     REQUIRE_MESSAGE(known, "unknown family " << name);
@@ -218,6 +227,10 @@ inline void set_model_kvs(gguf_context * g, const Family & c, uint32_t n_vocab) 
         gguf_set_val_f32(g, (a + "rope.scaling.factor").c_str(), c.yarn_factor);
         gguf_set_val_u32(g, (a + "rope.scaling.original_context_length").c_str(), (uint32_t) c.yarn_ctx_orig);
     }
+    if (c.longrope_ctx_orig > 0) {
+        gguf_set_val_f32(g, (a + "rope.scaling.attn_factor").c_str(), c.longrope_attn);
+        gguf_set_val_u32(g, (a + "rope.scaling.original_context_length").c_str(), (uint32_t) c.longrope_ctx_orig);
+    }
 }
 
 // A stand-in for a vocabulary file that is absent (CI has only ../shared/vocab): n_vocab
@@ -267,6 +280,13 @@ inline void write_model(const Family & c, const std::string & path, uint32_t pla
     if (c.rope_freqs) {
         specs.insert(specs.begin(), {"rope_freqs.weight", {c.head_dim / 2}, 0, 0});
         data.push_back(rope_freq_factors(c.head_dim, c.rope_base));
+    }
+    if (c.longrope_ctx_orig > 0 && c.longrope_tables) { // tiny_family.py's ROPE_LONG, ROPE_SHORT
+        REQUIRE(c.head_dim == 16);
+        specs.insert(specs.begin() + (std::ptrdiff_t) data.size(), {"rope_factors_long.weight", {8}, 0, 0});
+        data.push_back({1.0f, 1.25f, 2.0f, 4.0f, 8.0f, 16.0f, 24.0f, 32.0f});
+        specs.insert(specs.begin() + (std::ptrdiff_t) data.size(), {"rope_factors_short.weight", {8}, 0, 0});
+        data.push_back({1.0f, 1.0f, 1.125f, 1.25f, 1.5f, 2.0f, 2.5f, 3.0f});
     }
     for (size_t k = data.size(), number = 0; k < specs.size(); ++k, ++number) {
         for (int64_t & d : specs[k].ne) d = d < 0 ? n_vocab : d;

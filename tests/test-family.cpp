@@ -208,3 +208,28 @@ TEST_CASE("qwen3: per-head Q/K norms, head size 32 with n_embd 64, tied output")
 TEST_CASE("phi3: fused QKV and gate+up matrices, NEOX rope, SentencePiece vocabulary, untied output") {
     check_family("phi3", nullptr);
 }
+
+TEST_CASE("phi3-long: LongRoPE's long table (a context of 256 over an original 128) and attention factor") {
+    check_family("phi3-long", nullptr);
+}
+
+TEST_CASE("phi3-short: LongRoPE's short table (a context of 256 within an original 512)") {
+    check_family("phi3-short", nullptr);
+}
+
+// The control: phi3-long's keys (attention factor, original context) without the two tables is
+// far from llama.cpp's phi3-long, so the tables are what the passing case above checks.
+TEST_CASE("phi3-long without rope_factors_long/short.weight differs from llama.cpp's phi3-long") {
+    Family fam = family("phi3-long");
+    fam.longrope_tables = false;
+    const Ref ref = read_ref("phi3-long");
+    const TempFile file{temp_path("family", "phi3-long-notables.gguf")};
+    write_model(fam, file.path, (uint32_t) ref.n_vocab);
+    char err[512] = "";
+    kvg_model * m = kvg_model_load(file.path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    REQUIRE_MESSAGE(m != nullptr, err);
+    const Result res = compare(m, ref);
+    MESSAGE("phi3-long without its tables: largest logit difference " << res.max_rel << " of the largest |logit|");
+    CHECK(res.max_rel > 0.05);
+    kvg_model_free(m);
+}
