@@ -134,9 +134,11 @@ struct kvg_model_params {
 };
 struct kvg_model_params kvg_model_default_params(void);
 
-// path: a GGUF file (architecture llama, qwen2, qwen3 or phi3, with llama.cpp's keys and
-// tensor names; another architecture, or a tensor or rope scaling type that would change the
-// arithmetic and is not implemented, fails with KVG_STATUS_UNSUPPORTED naming it) or a
+// path: a GGUF file (architecture llama, qwen2, qwen3, phi3 or smollm3, with llama.cpp's keys
+// and tensor names; another architecture, a mixture-of-experts file ({arch}.expert_count > 0
+// or expert tensors), or a tensor or rope scaling type that would change the arithmetic and is
+// not implemented, fails with KVG_STATUS_UNSUPPORTED naming it; a llama file's
+// attention.sliding_window is ignored, as llama.cpp's llama graph attends every position) or a
 // llama2.c checkpoint (.bin). tokenizer_path:
 // a llama2.c tokenizer.bin for checkpoints (NULL: no tokenizer, token ids only); for GGUF
 // files it overrides the tokenizer.ggml.* metadata when not NULL. NULL on failure.
