@@ -63,6 +63,11 @@ FAMILIES["smollm3"] = dict(FAMILIES["llama3-norf"], arch="smollm3", seed=4505, n
 # (the short one).
 FAMILIES["phi3-long"] = dict(FAMILIES["phi3"], longrope=(128, 1.2536))   # 2048 / 128 = 16
 FAMILIES["phi3-short"] = dict(FAMILIES["phi3"], longrope=(512, 1.1055))  # 2048 / 512 = 4
+# Mistral: a llama file with attention.sliding_window, which llama.cpp's llama graph ignores (full
+# attention); 32 is shorter than the prompt, so a runtime that applied it would differ.
+# SentencePiece vocabulary, untied output, rope base 1e6 (Mistral 7B v0.2 and later).
+FAMILIES["mistral"] = dict(FAMILIES["llama3-norf"], vocab=os.path.join(SHARED_VOCAB, "ggml-vocab-llama-spm.gguf"),
+                           seed=4506, rope_base=1000000.0, tied=False, sliding_window=32)
 # LongRoPE's tables (per rotated pair: head_dim / 2 = 8), exact in float32; the long one stretches
 # the low frequencies far more, as Phi-3.5's do.
 ROPE_LONG = [1.0, 1.25, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0]
@@ -163,6 +168,8 @@ def model_kvs(c, n_vocab):
     if c.get("longrope"):
         kvs += [(a + ".rope.scaling.attn_factor", gg.T_FLOAT32, c["longrope"][1]),
                 (a + ".rope.scaling.original_context_length", gg.T_UINT32, c["longrope"][0])]
+    if c.get("sliding_window"):
+        kvs += [(a + ".attention.sliding_window", gg.T_UINT32, c["sliding_window"])]
     return kvs
 
 

@@ -35,6 +35,7 @@ struct Family {
     int longrope_ctx_orig = 0;   // LongRoPE's keys and tables when > 0 (phi3-long, phi3-short)
     float longrope_attn = 0.0f;  // its rope.scaling.attn_factor
     bool longrope_tables = true; // false: the keys without rope_factors_long/short.weight (a control)
+    int sliding_window = 0;      // attention.sliding_window when > 0 (mistral)
 };
 
 // FAMILIES of tiny_family.py (the settings that reach the file): what each changes from llama3.
@@ -83,7 +84,15 @@ inline Family family(const std::string & name) {
         f.longrope_ctx_orig = name == "phi3-long" ? 128 : 512;
         f.longrope_attn = name == "phi3-long" ? 1.2536f : 1.1055f;
     }
-    const bool known = name == "llama3" || name == "llama3-norf" || name == "llama3-yarn" || f.arch != "llama";
+    if (name == "mistral") { // llama with a sliding window llama.cpp ignores, SentencePiece vocabulary
+        f.vocab_file = "ggml-vocab-llama-spm.gguf";
+        f.seed = 4506;
+        f.rope_base = 1000000.0f;
+        f.rope_freqs = f.tied = false;
+        f.sliding_window = 32;
+    }
+    const bool known =
+        name == "llama3" || name == "llama3-norf" || name == "llama3-yarn" || name == "mistral" || f.arch != "llama";
     REQUIRE_MESSAGE(known, "unknown family " << name);
     return f;
 }
@@ -231,6 +240,8 @@ inline void set_model_kvs(gguf_context * g, const Family & c, uint32_t n_vocab) 
         gguf_set_val_f32(g, (a + "rope.scaling.attn_factor").c_str(), c.longrope_attn);
         gguf_set_val_u32(g, (a + "rope.scaling.original_context_length").c_str(), (uint32_t) c.longrope_ctx_orig);
     }
+    if (c.sliding_window > 0)
+        gguf_set_val_u32(g, (a + "attention.sliding_window").c_str(), (uint32_t) c.sliding_window);
 }
 
 // A stand-in for a vocabulary file that is absent (CI has only ../shared/vocab): n_vocab

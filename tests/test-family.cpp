@@ -66,10 +66,12 @@ double row_diff(const Row & row, const std::vector<int32_t> & ids, const float *
 }
 
 // Decodes llama.cpp's tokens one at a time from position 0 (its prompt ids, then its greedy ids,
-// so that a near-tie cannot shift the later positions) and compares every position.
-Result compare(kvg_model * m, const Ref & ref) {
+// so that a near-tie cannot shift the later positions) and compares every position. window > 0:
+// a ring cache where a token attends the last `window` positions only (sliding-window attention).
+Result compare(kvg_model * m, const Ref & ref, int window = 0) {
     kvg_context_params p = kvg_context_default_params();
     p.n_ctx = 256;
+    if (window > 0) p.kv_mode = KVG_KV_RING, p.n_window = window, p.n_sink = 0;
     p.n_threads = 1;
     p.kv_type = KVG_KV_F16;
     p.attn = KVG_ATTN_MATMUL; // llama.cpp ran with flash attention off
@@ -153,6 +155,23 @@ void check_logits(const std::string & path, const Ref & ref, const std::string &
     kvg_model_free(m);
 }
 
+// A variant of a family's model (fam, run with a sliding window when window > 0) against
+// llama.cpp's reference of the family itself: its largest logit difference. The controls that
+// show what a passing case checks.
+double variant_diff(const Family & fam, int window, const char * what) {
+    const Ref ref = read_ref(fam.name);
+    const TempFile file{temp_path("family", fam.name + "-variant.gguf")};
+    write_model(fam, file.path, (uint32_t) ref.n_vocab);
+    char err[512] = "";
+    kvg_model * m = kvg_model_load(file.path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    REQUIRE_MESSAGE(m != nullptr, err);
+    const Result res = compare(m, ref, window);
+    kvg_model_free(m);
+    MESSAGE(fam.name << " " << std::string(what) << ": largest logit difference " << res.max_rel
+                     << " of the largest |logit|");
+    return res.max_rel;
+}
+
 bool run_all() {
     const char * e = std::getenv("KVG_FAMILY_ALL");
     return e && std::string(e) == "1";
@@ -222,14 +241,15 @@ TEST_CASE("phi3-short: LongRoPE's short table (a context of 256 within an origin
 TEST_CASE("phi3-long without rope_factors_long/short.weight differs from llama.cpp's phi3-long") {
     Family fam = family("phi3-long");
     fam.longrope_tables = false;
-    const Ref ref = read_ref("phi3-long");
-    const TempFile file{temp_path("family", "phi3-long-notables.gguf")};
-    write_model(fam, file.path, (uint32_t) ref.n_vocab);
-    char err[512] = "";
-    kvg_model * m = kvg_model_load(file.path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
-    REQUIRE_MESSAGE(m != nullptr, err);
-    const Result res = compare(m, ref);
-    MESSAGE("phi3-long without its tables: largest logit difference " << res.max_rel << " of the largest |logit|");
-    CHECK(res.max_rel > 0.05);
-    kvg_model_free(m);
+    CHECK(variant_diff(fam, 0, "without its tables") > 0.05);
+}
+
+TEST_CASE("mistral: llama with attention.sliding_window (ignored, as llama.cpp does), SentencePiece vocabulary") {
+    check_family("mistral", nullptr);
+}
+
+// The control: mistral's window of 32 applied (a ring cache of 32 positions) is far from
+// llama.cpp's full attention, so the passing case above shows the window is ignored.
+TEST_CASE("mistral with its sliding window applied differs from llama.cpp's") {
+    CHECK(variant_diff(family("mistral"), 32, "with a window of 32") > 0.05);
 }
