@@ -642,6 +642,11 @@ void check_family_shift(const std::string & name) {
 
 } // namespace
 
+// SmolLM3 has no rope on every fourth layer: the shift must leave those keys as they are.
+TEST_CASE("a context shift of smollm3 (no rope on every fourth layer) equals the unshifted context") {
+    check_family_shift("smollm3");
+}
+
 // Phi-3.5's LongRoPE: the shift rotates with the table the context chose (its long one here).
 TEST_CASE("a context shift of phi3 with LongRoPE tables equals the unshifted context") {
     check_family_shift("phi3-long");
