@@ -68,9 +68,9 @@ double row_diff(const Row & row, const std::vector<int32_t> & ids, const float *
 // Decodes llama.cpp's tokens one at a time from position 0 (its prompt ids, then its greedy ids,
 // so that a near-tie cannot shift the later positions) and compares every position. window > 0:
 // a ring cache where a token attends the last `window` positions only (sliding-window attention).
-Result compare(kvg_model * m, const Ref & ref, int window = 0) {
+Result compare(kvg_model * m, const Ref & ref, int window = 0, int n_ctx = 256) {
     kvg_context_params p = kvg_context_default_params();
-    p.n_ctx = 256;
+    p.n_ctx = n_ctx;
     if (window > 0) p.kv_mode = KVG_KV_RING, p.n_window = window, p.n_sink = 0;
     p.n_threads = 1;
     p.kv_type = KVG_KV_F16;
@@ -155,17 +155,17 @@ void check_logits(const std::string & path, const Ref & ref, const std::string &
     kvg_model_free(m);
 }
 
-// A variant of a family's model (fam, run with a sliding window when window > 0) against
-// llama.cpp's reference of the family itself: its largest logit difference. The controls that
-// show what a passing case checks.
-double variant_diff(const Family & fam, int window, const char * what) {
+// A variant of a family's model (fam, run with a sliding window when window > 0, in a context of
+// n_ctx) against llama.cpp's reference of the family itself: its largest logit difference. The
+// controls that show what a passing case checks.
+double variant_diff(const Family & fam, int window, const char * what, int n_ctx = 256) {
     const Ref ref = read_ref(fam.name);
     const TempFile file{temp_path("family", fam.name + "-variant.gguf")};
     write_model(fam, file.path, (uint32_t) ref.n_vocab);
     char err[512] = "";
     kvg_model * m = kvg_model_load(file.path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
     REQUIRE_MESSAGE(m != nullptr, err);
-    const Result res = compare(m, ref, window);
+    const Result res = compare(m, ref, window, n_ctx);
     kvg_model_free(m);
     MESSAGE(fam.name << " " << std::string(what) << ": largest logit difference " << res.max_rel
                      << " of the largest |logit|");
@@ -242,6 +242,16 @@ TEST_CASE("phi3-long without rope_factors_long/short.weight differs from llama.c
     Family fam = family("phi3-long");
     fam.longrope_tables = false;
     CHECK(variant_diff(fam, 0, "without its tables") > 0.05);
+}
+
+// The table follows the context: phi3-long's file with an original context of 512 instead of 128
+// (which changes nothing else: no YaRN) rotates with the long table, as llama.cpp's phi3-long
+// did, in a context of 1024 positions, and with the short one in a context of 256.
+TEST_CASE("LongRoPE's long table serves a context longer than the original one, the short table the others") {
+    Family fam = family("phi3-long");
+    fam.longrope_ctx_orig = 512;
+    CHECK(variant_diff(fam, 0, "with an original context of 512, n_ctx 1024", 1024) <= 1e-3);
+    CHECK(variant_diff(fam, 0, "with an original context of 512, n_ctx 256", 256) > 0.05);
 }
 
 TEST_CASE("mistral: llama with attention.sliding_window (ignored, as llama.cpp does), SentencePiece vocabulary") {
