@@ -134,9 +134,11 @@ struct kvg_model_params {
 };
 struct kvg_model_params kvg_model_default_params(void);
 
-// path: a GGUF file (architecture llama, qwen2, qwen3 or phi3, with llama.cpp's keys and
-// tensor names; another architecture, or a tensor or rope scaling type that would change the
-// arithmetic and is not implemented, fails with KVG_STATUS_UNSUPPORTED naming it) or a
+// path: a GGUF file (architecture llama, qwen2, qwen3, phi3 or smollm3, with llama.cpp's keys
+// and tensor names; another architecture, a mixture-of-experts file ({arch}.expert_count > 0
+// or expert tensors), or a tensor or rope scaling type that would change the arithmetic and is
+// not implemented, fails with KVG_STATUS_UNSUPPORTED naming it; a llama file's
+// attention.sliding_window is ignored, as llama.cpp's llama graph attends every position) or a
 // llama2.c checkpoint (.bin). tokenizer_path:
 // a llama2.c tokenizer.bin for checkpoints (NULL: no tokenizer, token ids only); for GGUF
 // files it overrides the tokenizer.ggml.* metadata when not NULL. NULL on failure.
@@ -280,7 +282,9 @@ struct kvg_context_params {
 // one sequence, linear cache, dynamic residency, no KV memory limit.
 struct kvg_context_params kvg_context_default_params(void);
 
-// NULL on failure. The model must outlive the context.
+// NULL on failure. The model must outlive the context. A Phi-3 file with LongRoPE tables
+// (rope_factors_long/short.weight) rotates with its long table when n_ctx exceeds its original
+// context (rope.scaling.original_context_length), else with the short one, as llama.cpp chooses.
 struct kvg_context * kvg_context_new(const struct kvg_model * model, struct kvg_context_params params,
                                      char * err, size_t err_size);
 void kvg_context_free(struct kvg_context * ctx);
@@ -346,7 +350,9 @@ bool kvg_seq_cp(struct kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, 
 // Moves positions [p0, p1) of seq by delta (p0 < 0: from 0, p1 < 0: to the end): their rows
 // go to the new positions and their keys are rotated to them (RoPE), so the sequence reads as
 // if those tokens had been decoded there (to the rounding of the rotation; the architecture's
-// pairs: adjacent for llama, n_rot / 2 apart for qwen2, qwen3, phi3). With kvg_seq_rm of
+// pairs: adjacent for llama, n_rot / 2 apart for qwen2, qwen3, phi3; the frequency factors the
+// context's rope uses; none on smollm3's layers without rope; a pure rotation, without the
+// rope's attention factor, so the keys equal those computed there). With kvg_seq_rm of
 // a middle range this is llama.cpp's context shift. Linear f32 and f16 caches only (a q8_0 key
 // would be rounded again; a ring slides by itself): false with a message (nothing changed)
 // otherwise, or if a position would leave [0, n_ctx) or land on one still held.

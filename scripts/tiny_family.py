@@ -57,6 +57,21 @@ FAMILIES["llama3-norf"] = dict(FAMILIES["llama3"], rope_freqs=False)  # the cont
 FAMILIES["llama3-yarn"] = dict(FAMILIES["llama3-norf"], yarn=(4.0, 32))
 # SmolLM3: llama's layer and Llama 3's vocabulary, no rope on every fourth layer (the 4th of 4 here)
 FAMILIES["smollm3"] = dict(FAMILIES["llama3-norf"], arch="smollm3", seed=4505, n_layer=4)
+# Phi-3.5/Phi-4-mini LongRoPE: phi3's weights with rope_factors_long/short.weight, an original
+# context and convert_hf_to_gguf.py's attention factor sqrt(1 + ln(n_ctx / orig) / ln(orig))
+# (rounded to 4 digits). llama-ref's context of 256 exceeds 128 (the long table) but not 512
+# (the short one).
+FAMILIES["phi3-long"] = dict(FAMILIES["phi3"], longrope=(128, 1.2536))   # 2048 / 128 = 16
+FAMILIES["phi3-short"] = dict(FAMILIES["phi3"], longrope=(512, 1.1055))  # 2048 / 512 = 4
+# Mistral: a llama file with attention.sliding_window, which llama.cpp's llama graph ignores (full
+# attention); 32 is shorter than the prompt, so a runtime that applied it would differ.
+# SentencePiece vocabulary, untied output, rope base 1e6 (Mistral 7B v0.2 and later).
+FAMILIES["mistral"] = dict(FAMILIES["llama3-norf"], vocab=os.path.join(SHARED_VOCAB, "ggml-vocab-llama-spm.gguf"),
+                           seed=4506, rope_base=1000000.0, tied=False, sliding_window=32)
+# LongRoPE's tables (per rotated pair: head_dim / 2 = 8), exact in float32; the long one stretches
+# the low frequencies far more, as Phi-3.5's do.
+ROPE_LONG = [1.0, 1.25, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0]
+ROPE_SHORT = [1.0, 1.0, 1.125, 1.25, 1.5, 2.0, 2.5, 3.0]
 
 M64 = (1 << 64) - 1
 
@@ -150,6 +165,11 @@ def model_kvs(c, n_vocab):
     if c.get("yarn"):
         kvs += [(a + ".rope.scaling.type", gg.T_STRING, "yarn"), (a + ".rope.scaling.factor", gg.T_FLOAT32, c["yarn"][0]),
                 (a + ".rope.scaling.original_context_length", gg.T_UINT32, c["yarn"][1])]
+    if c.get("longrope"):
+        kvs += [(a + ".rope.scaling.attn_factor", gg.T_FLOAT32, c["longrope"][1]),
+                (a + ".rope.scaling.original_context_length", gg.T_UINT32, c["longrope"][0])]
+    if c.get("sliding_window"):
+        kvs += [(a + ".attention.sliding_window", gg.T_UINT32, c["sliding_window"])]
     return kvs
 
 
@@ -168,6 +188,10 @@ def build(family):
     tensors = []
     if c["rope_freqs"]:
         tensors.append(("rope_freqs.weight", rope_freq_factors(c["head_dim"], c["rope_base"]), gg.GGML_F32))
+    if c.get("longrope"):
+        assert len(ROPE_LONG) == c["head_dim"] // 2
+        tensors += [("rope_factors_long.weight", np.array(ROPE_LONG, dtype=np.float32), gg.GGML_F32),
+                    ("rope_factors_short.weight", np.array(ROPE_SHORT, dtype=np.float32), gg.GGML_F32)]
     for number, (name, ne, scale, offset) in enumerate(tensor_specs(c)):
         ne = [n_vocab if d is None else d for d in ne]
         w = gen_tensor(c["seed"], number, int(np.prod(ne)), scale, offset)

@@ -25,6 +25,7 @@ struct ArchDesc {
     bool rope_freqs;     // rope_freqs.weight may be present (Llama 3)
     bool head_size_keys; // attention.key_length sets the head size, decoupled from n_embd / n_head (Qwen3)
     int no_rope_layer_step; // every step-th layer (counting from 1) has no rope (SmolLM3: 4); 0: none
+    bool longrope = false;  // rope_factors_long/short.weight may be present (Phi-3.5, Phi-4-mini)
 };
 
 // The entry of general.architecture, nullptr when kvgraph does not run it.

@@ -112,9 +112,9 @@ static ggml_tensor * rope(const LayerIn & L, ggml_tensor * x) {
     const HParams & hp = L.model.hp;
     if (!hp.layer_uses_rope(L.il)) return x;
     const float beta_fast = 32.0f, beta_slow = 1.0f; // YaRN's ramp: llama.cpp's defaults
-    return ggml_rope_ext(L.ctx, x, L.in.tok.pos, L.model.rope_freqs, hp.n_rot, hp.rope_mode, hp.rope_ctx_orig(),
-                         hp.rope_base, hp.rope_freq_scale, hp.rope_ext_factor(), hp.rope_magnitude(), beta_fast,
-                         beta_slow);
+    ggml_tensor * factors = L.model.rope_factor_table(L.kv.n_ctx());
+    return ggml_rope_ext(L.ctx, x, L.in.tok.pos, factors, hp.n_rot, hp.rope_mode, hp.rope_ctx_orig(), hp.rope_base,
+                         hp.rope_freq_scale, hp.rope_ext_factor(), hp.rope_magnitude(), beta_fast, beta_slow);
 }
 
 // Flash attention of Q [hd, n_q, n_head, n_seq] over the cache -> [n_embd_q, n_q * n_seq].

@@ -281,6 +281,24 @@ bool read_head_size(const GgufReader & r, const ArchDesc & arch, HParams & hp) {
     return true;
 }
 
+// Mixture-of-experts files ({arch}.expert_count > 0, or a router or expert tensor: Mixtral's
+// blk.N.ffn_gate_inp and ffn_*_exps) route each token through a few of many feed-forward
+// networks, which the llama layer does not.
+bool refuse_experts(const GgufReader & r) {
+    int64_t n_expert = 0;
+    if (!r.get_int(r.arch_key("expert_count"), 0, INT32_MAX, false, &n_expert)) return false;
+    std::string tensor;
+    for (int64_t i = 0; i < gguf_get_n_tensors(r.g) && tensor.empty(); ++i) {
+        const std::string name = gguf_get_tensor_name(r.g, i);
+        if (name.find("_exps.") != std::string::npos || name.find(".ffn_gate_inp.") != std::string::npos) tensor = name;
+    }
+    if (n_expert == 0 && tensor.empty()) return true;
+    const std::string what =
+        n_expert > 0 ? strfmt("%s = %" PRId64, r.arch_key("expert_count").c_str(), n_expert) : "tensor " + tensor;
+    return fail(r.err, KVG_STATUS_UNSUPPORTED,
+                strfmt("%s: mixture-of-experts models (%s) are not supported", r.path.c_str(), what.c_str()));
+}
+
 // general.architecture must be one of arch.h's; its {arch}.* keys fill hp.
 bool read_hparams(GgufReader & r, Model & m) {
     HParams & hp = m.hp;
@@ -292,6 +310,7 @@ bool read_hparams(GgufReader & r, Model & m) {
                            arch_names().c_str()));
     }
     r.arch = m.arch;
+    if (!refuse_experts(r)) return false;
     hp.rope_mode = arch->rope_mode;
     hp.no_rope_layer_step = arch->no_rope_layer_step;
     const int64_t big = 1 << 24;
@@ -478,6 +497,10 @@ bool bind_weights(const GgufReader & r, const TensorBinder & get, Model & m) {
     }
     if (!m.output) m.output = m.tok_embd; // tied embeddings
     if (arch.rope_freqs && !get_optional(r, get, "rope_freqs.weight", hp.n_rot / 2, 1, &m.rope_freqs)) return false;
+    if (arch.longrope && (!get_optional(r, get, "rope_factors_long.weight", hp.n_rot / 2, 1, &m.rope_long) ||
+                          !get_optional(r, get, "rope_factors_short.weight", hp.n_rot / 2, 1, &m.rope_short))) {
+        return false;
+    }
     return refuse_unused_tensors(r, m);
 }
 

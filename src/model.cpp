@@ -42,8 +42,15 @@ std::vector<ggml_tensor *> Model::tensors() const {
     }
     out.push_back(output_norm);
     if (output != tok_embd) out.push_back(output);
-    if (rope_freqs) out.push_back(rope_freqs);
+    for (ggml_tensor * t : {rope_freqs, rope_long, rope_short}) {
+        if (t) out.push_back(t);
+    }
     return out;
+}
+
+ggml_tensor * Model::rope_factor_table(int n_ctx_seq) const {
+    if (rope_freqs) return rope_freqs;
+    return n_ctx_seq > hp.rope_ctx_orig() ? rope_long : rope_short;
 }
 
 // llama.cpp's YaRN magnitude for llama files is 1 + 0.1 ln(factor) for a stretch (none for a

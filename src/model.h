@@ -100,7 +100,19 @@ struct Model {
     // Llama 3's rope_freqs.weight, f32 [n_rot / 2] or nullptr: pair k's angle is divided by
     // rope_freqs[k] (ggml_rope_ext's frequency factors), in every layer and in a KV shift.
     ggml_tensor * rope_freqs = nullptr;
-    const float * rope_factors() const { return rope_freqs ? (const float *) rope_freqs->data : nullptr; }
+    // LongRoPE (Phi-3.5, Phi-4-mini): rope_factors_long/short.weight, f32 [n_rot / 2] or nullptr;
+    // the long table serves contexts longer than the original training context.
+    ggml_tensor * rope_long = nullptr;
+    ggml_tensor * rope_short = nullptr;
+    // The frequency factors a context of n_ctx_seq positions per sequence rotates with, in every
+    // layer and in a KV shift: rope_freqs, else the long table when n_ctx_seq exceeds
+    // hp.rope_ctx_orig(), else the short one (llama.cpp's rule; it compares its context rounded
+    // up to 256, the same answer for an original context that is a multiple of 256).
+    ggml_tensor * rope_factor_table(int n_ctx_seq) const;
+    const float * rope_factors(int n_ctx_seq) const {
+        const ggml_tensor * t = rope_factor_table(n_ctx_seq);
+        return t ? (const float *) t->data : nullptr;
+    }
     std::vector<LayerWeights> layers;
 
     bool has_vocab = false;

@@ -68,7 +68,8 @@ bool kvg_seq_add(kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, int32_t
     const int64_t from = p0 < 0 ? 0 : p0, to = p1 < 0 ? INT64_MAX : p1;
     std::string e;
     if (from > to) e = "p0 = " + std::to_string(p0) + " is past p1 = " + std::to_string(p1);
-    if (!e.empty() || !ctx->kv.shift(seq, from, to, delta, ctx->model->hp, ctx->model->rope_factors(), &e)) {
+    if (!e.empty() ||
+        !ctx->kv.shift(seq, from, to, delta, ctx->model->hp, ctx->model->rope_factors(ctx->kv.n_ctx()), &e)) {
         set_err(err, err_size, "kvg_seq_add: " + e);
         return false;
     }

@@ -32,6 +32,10 @@ struct Family {
     bool fused = false;
     float yarn_factor = 0.0f; // YaRN scaling keys when > 0, over yarn_ctx_orig positions
     int yarn_ctx_orig = 0;
+    int longrope_ctx_orig = 0;   // LongRoPE's keys and tables when > 0 (phi3-long, phi3-short)
+    float longrope_attn = 0.0f;  // its rope.scaling.attn_factor
+    bool longrope_tables = true; // false: the keys without rope_factors_long/short.weight (a control)
+    int sliding_window = 0;      // attention.sliding_window when > 0 (mistral)
 };
 
 // FAMILIES of tiny_family.py (the settings that reach the file): what each changes from llama3.
@@ -74,7 +78,21 @@ inline Family family(const std::string & name) {
         f.n_layer = 4;
         f.rope_freqs = false;
     }
-    const bool known = name == "llama3" || name == "llama3-norf" || name == "llama3-yarn" || f.arch != "llama";
+    if (name == "phi3-long" || name == "phi3-short") { // phi3's weights, LongRoPE's tables and keys
+        f = family("phi3");
+        f.name = name;
+        f.longrope_ctx_orig = name == "phi3-long" ? 128 : 512;
+        f.longrope_attn = name == "phi3-long" ? 1.2536f : 1.1055f;
+    }
+    if (name == "mistral") { // llama with a sliding window llama.cpp ignores, SentencePiece vocabulary
+        f.vocab_file = "ggml-vocab-llama-spm.gguf";
+        f.seed = 4506;
+        f.rope_base = 1000000.0f;
+        f.rope_freqs = f.tied = false;
+        f.sliding_window = 32;
+    }
+    const bool known =
+        name == "llama3" || name == "llama3-norf" || name == "llama3-yarn" || name == "mistral" || f.arch != "llama";
     REQUIRE_MESSAGE(known, "unknown family " << name);
     return f;
 }
@@ -218,30 +236,68 @@ inline void set_model_kvs(gguf_context * g, const Family & c, uint32_t n_vocab) 
         gguf_set_val_f32(g, (a + "rope.scaling.factor").c_str(), c.yarn_factor);
         gguf_set_val_u32(g, (a + "rope.scaling.original_context_length").c_str(), (uint32_t) c.yarn_ctx_orig);
     }
+    if (c.longrope_ctx_orig > 0) {
+        gguf_set_val_f32(g, (a + "rope.scaling.attn_factor").c_str(), c.longrope_attn);
+        gguf_set_val_u32(g, (a + "rope.scaling.original_context_length").c_str(), (uint32_t) c.longrope_ctx_orig);
+    }
+    if (c.sliding_window > 0)
+        gguf_set_val_u32(g, (a + "attention.sliding_window").c_str(), (uint32_t) c.sliding_window);
 }
 
-// Writes the family's model to path, as tiny_family.py does.
-inline void write_model(const Family & c, const std::string & path) {
-    gguf_init_params vp = {true, nullptr};
-    gguf_context * voc = gguf_init_from_file(vocab_path(c).c_str(), vp);
-    REQUIRE(voc != nullptr);
-    const int64_t tok = gguf_find_key(voc, "tokenizer.ggml.tokens");
-    REQUIRE(tok >= 0);
-    const uint32_t n_vocab = (uint32_t) gguf_get_arr_n(voc, tok);
+// A stand-in for a vocabulary file that is absent (CI has only ../shared/vocab): n_vocab
+// SentencePiece pieces "<0>".."<n-1>" and the family's BOS/EOS ids, so that the model loads
+// and decodes token ids; its text is meaningless. The weights do not depend on it.
+inline void set_placeholder_vocab(gguf_context * g, const Family & c, uint32_t n_vocab) {
+    std::vector<std::string> pieces(n_vocab);
+    std::vector<const char *> ptrs(n_vocab);
+    for (uint32_t i = 0; i < n_vocab; ++i) ptrs[i] = (pieces[i] = "<" + std::to_string(i) + ">").c_str();
+    const bool qwen = c.vocab_file == "ggml-vocab-qwen2.gguf"; // the real files' ids
+    const bool phi3 = c.vocab_file == "ggml-vocab-phi-3.gguf";
+    gguf_set_val_str(g, "tokenizer.ggml.model", "llama");
+    gguf_set_arr_str(g, "tokenizer.ggml.tokens", ptrs.data(), n_vocab);
+    gguf_set_val_u32(g, "tokenizer.ggml.bos_token_id", qwen ? 151643 : 1);
+    gguf_set_val_u32(g, "tokenizer.ggml.eos_token_id", qwen ? 151643 : phi3 ? 32000 : 2);
+}
+
+// Writes the family's model to path, as tiny_family.py does; with the placeholder vocabulary of
+// placeholder_n_vocab tokens when the vocabulary file is absent (then only the weights and the
+// architecture's keys are tiny_family.py's).
+inline void write_model(const Family & c, const std::string & path, uint32_t placeholder_n_vocab = 0) {
+    const std::string vocab = vocab_path(c);
     gguf_context * g = gguf_init_empty();
-    set_model_kvs(g, c, n_vocab);
-    for (int64_t i = 0; i < gguf_get_n_kv(voc); ++i) {
-        const std::string k = gguf_get_key(voc, i);
-        if (k.rfind("tokenizer.", 0) == 0 && k != "tokenizer.ggml.add_bos_token") copy_key(g, voc, i);
+    uint32_t n_vocab = placeholder_n_vocab;
+    if (vocab.empty()) {
+        REQUIRE_MESSAGE(n_vocab > 0, c.vocab_file << " is absent and no placeholder size was given");
+        set_model_kvs(g, c, n_vocab);
+        set_placeholder_vocab(g, c, n_vocab);
+    } else {
+        gguf_init_params vp = {true, nullptr};
+        gguf_context * voc = gguf_init_from_file(vocab.c_str(), vp);
+        REQUIRE(voc != nullptr);
+        const int64_t tok = gguf_find_key(voc, "tokenizer.ggml.tokens");
+        REQUIRE(tok >= 0);
+        n_vocab = (uint32_t) gguf_get_arr_n(voc, tok);
+        set_model_kvs(g, c, n_vocab);
+        for (int64_t i = 0; i < gguf_get_n_kv(voc); ++i) {
+            const std::string k = gguf_get_key(voc, i);
+            if (k.rfind("tokenizer.", 0) == 0 && k != "tokenizer.ggml.add_bos_token") copy_key(g, voc, i);
+        }
+        gguf_free(voc);
     }
     gguf_set_val_bool(g, "tokenizer.ggml.add_bos_token", c.add_bos);
-    gguf_free(voc);
 
     std::vector<Spec> specs = tensor_specs(c);
     std::vector<std::vector<float>> data;
     if (c.rope_freqs) {
         specs.insert(specs.begin(), {"rope_freqs.weight", {c.head_dim / 2}, 0, 0});
         data.push_back(rope_freq_factors(c.head_dim, c.rope_base));
+    }
+    if (c.longrope_ctx_orig > 0 && c.longrope_tables) { // tiny_family.py's ROPE_LONG, ROPE_SHORT
+        REQUIRE(c.head_dim == 16);
+        specs.insert(specs.begin() + (std::ptrdiff_t) data.size(), {"rope_factors_long.weight", {8}, 0, 0});
+        data.push_back({1.0f, 1.25f, 2.0f, 4.0f, 8.0f, 16.0f, 24.0f, 32.0f});
+        specs.insert(specs.begin() + (std::ptrdiff_t) data.size(), {"rope_factors_short.weight", {8}, 0, 0});
+        data.push_back({1.0f, 1.0f, 1.125f, 1.25f, 1.5f, 2.0f, 2.5f, 3.0f});
     }
     for (size_t k = data.size(), number = 0; k < specs.size(); ++k, ++number) {
         for (int64_t & d : specs[k].ne) d = d < 0 ? n_vocab : d;

@@ -4,6 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "family-common.h"
 #include "ggml-cpu.h"
 #include "gguf.h"
 #include "kvgraph.h"
@@ -596,6 +597,59 @@ TEST_CASE("a context shift of a NEOX-rope architecture (qwen2)") {
     RopeChange qwen2;
     qwen2.arch = "qwen2";
     check_context_shift(one_layer_model(qwen2, "qwen2"));
+}
+
+namespace {
+
+// A family model of tests/test-family.cpp (its tokens from llama.cpp's reference): a prompt
+// decoded at 0..39 and shifted right by 37, then 6 more tokens, against a context that
+// decoded the prompt at 0..39 and the 6 tokens after it. Attention sees relative positions
+// only, so every layer, rotated or not, must agree: a key rotated with other angles than the
+// graph's, or rotated on a layer without rope, shows in the logits.
+void check_family_shift(const std::string & name) {
+    using namespace family_twin;
+    const Ref ref = read_ref(name);
+    const TempFile file{temp_path("kv-edit", name + ".gguf")};
+    write_model(family(name), file.path, (uint32_t) ref.n_vocab);
+    kvg_model * m = load_model_file(file.path);
+    const int nv = kvg_model_n_vocab(m), n = 40, delta = 37;
+    const std::vector<int> prompt(ref.prompt_ids.begin(), ref.prompt_ids.begin() + n);
+    const std::vector<int> cont(ref.prompt_ids.begin() + n, ref.prompt_ids.begin() + n + 6);
+    for (kvg_kv_type type : {KVG_KV_F32, KVG_KV_F16}) {
+        CAPTURE(type);
+        kvg_context_params p = params(type);
+        p.n_ctx = 256; // phi3-long: its long table, as in test-family
+        kvg_context * a = new_ctx(m, p);
+        decode_then_greedy(a, prompt, 0, n, 0, nv);
+        const std::vector<float> want = branch(a, 0, n, cont, nv);
+        kvg_context * b = new_ctx(m, p);
+        decode_then_greedy(b, prompt, 0, n, 0, nv);
+        char err[512] = "";
+        REQUIRE_MESSAGE(kvg_seq_add(b, 0, 0, -1, delta, err, sizeof err), err);
+        CHECK(kvg_seq_pos_min(b, 0) == delta);
+        const std::vector<float> got = branch(b, 0, n + delta, cont, nv);
+        float top = 0.0f;
+        for (float x : want) top = std::max(top, std::fabs(x));
+        const float diff = max_diff(want.data(), got.data(), want.size());
+        MESSAGE(name, ", kv type ", type, ": shifted by ", delta, " against unshifted: max |dlogit| ", diff, " of ",
+                top);
+        CHECK(diff <= 1e-3f * top);
+        kvg_context_free(a);
+        kvg_context_free(b);
+    }
+    kvg_model_free(m);
+}
+
+} // namespace
+
+// SmolLM3 has no rope on every fourth layer: the shift must leave those keys as they are.
+TEST_CASE("a context shift of smollm3 (no rope on every fourth layer) equals the unshifted context") {
+    check_family_shift("smollm3");
+}
+
+// Phi-3.5's LongRoPE: the shift rotates with the table the context chose (its long one here).
+TEST_CASE("a context shift of phi3 with LongRoPE tables equals the unshifted context") {
+    check_family_shift("phi3-long");
 }
 
 namespace {

@@ -281,6 +281,39 @@ TEST_CASE("GGUF files with wrong metadata or tensors") {
     std::remove(p.c_str());
 }
 
+// Mixtral-style files: the expert count, or the router and expert tensors without it; a dense
+// file that writes an expert count of 0 still loads.
+TEST_CASE("mixture-of-experts files are refused, naming the expert count or tensor") {
+    ggml_context * extra = ggml_init({4 * ggml_tensor_overhead() + (1 << 20), nullptr, false});
+    ggml_tensor * router = ggml_new_tensor_2d(extra, GGML_TYPE_F32, 64, 4);
+    ggml_set_name(router, "blk.0.ffn_gate_inp.weight");
+    ggml_tensor * experts = ggml_new_tensor_3d(extra, GGML_TYPE_F32, 64, 172, 4);
+    ggml_set_name(experts, "blk.0.ffn_up_exps.weight");
+    for (ggml_tensor * t : {router, experts}) std::memset(t->data, 0, ggml_nbytes(t));
+    for (int variant = 0; variant < 3; ++variant) {
+        CAPTURE(variant);
+        const std::string p = edited_gguf("moe.gguf", [&](gguf_context * g, ggml_context * d) {
+            if (variant != 1) gguf_set_val_u32(g, "llama.expert_count", variant == 0 ? 4 : 0);
+            if (variant == 0) gguf_set_val_u32(g, "llama.expert_used_count", 2);
+            add_all_tensors(g, d);
+            if (variant != 2) {
+                gguf_add_tensor(g, router);
+                gguf_add_tensor(g, experts);
+            }
+        });
+        if (variant == 2) {
+            kvg_model_free(load_ok(p));
+        } else {
+            const std::string e = load_error(p);
+            CHECK(contains(e, "mixture-of-experts"));
+            CHECK(contains(e, variant == 0 ? "llama.expert_count = 4" : "tensor blk.0.ffn_gate_inp.weight"));
+            CHECK(kvg_last_status() == KVG_STATUS_UNSUPPORTED);
+        }
+        std::remove(p.c_str());
+    }
+    ggml_free(extra);
+}
+
 TEST_CASE("context parameters") {
     kvg_model * m = load_ok(model_path("aidreams260K.bin"), model_path("tok512.bin").c_str());
     char err[512];
