@@ -15,6 +15,8 @@ static const ArchDesc kArchs[] = {
     {"qwen3", NEOX, false, true, false, false, false, true, 0},
     {"phi3", NEOX, false, false, true, true, false, false, 0},
     {"smollm3", 0, false, false, false, false, false, false, 4},
+    {"gemma2", NEOX, false, false, false, false, false, true, 0, 2},
+    {"gemma3", NEOX, false, true, false, false, false, true, 0, 3},
 };
 
 const ArchDesc * find_arch(const std::string & name) {

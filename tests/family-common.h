@@ -32,6 +32,10 @@ struct Family {
     bool fused = false;
     float yarn_factor = 0.0f; // YaRN scaling keys when > 0, over yarn_ctx_orig positions
     int yarn_ctx_orig = 0;
+    // Gemma: post norms, no space prefix, window, soft-caps (0: no key), linear rope scaling (0: no key)
+    bool post_norms = false, no_space_prefix = false;
+    int swa = 0;
+    float attn_softcap = 0.0f, final_softcap = 0.0f, linear = 0.0f;
 };
 
 // FAMILIES of tiny_family.py (the settings that reach the file): what each changes from llama3.
@@ -73,6 +77,27 @@ inline Family family(const std::string & name) {
         f.seed = 4505;
         f.n_layer = 4;
         f.rope_freqs = false;
+    }
+    if (name == "gemma2" || name == "gemma3") { // qwen3's shape, SentencePiece vocabulary
+        f.arch = name;
+        f.vocab_file = "ggml-vocab-llama-spm.gguf";
+        f.seed = name == "gemma2" ? 4506 : 4507;
+        f.head_dim = 32;
+        f.head_keys = f.post_norms = f.no_space_prefix = true;
+        f.rope_freqs = false;
+        f.rms_eps = 1e-6f;
+        f.swa = 16;
+        f.rope_base = 10000.0f;
+    }
+    if (name == "gemma2") {
+        f.attn_softcap = 1.5f;
+        f.final_softcap = 4.0f;
+    }
+    if (name == "gemma3") {
+        f.n_layer = 6;
+        f.qk_norm = true;
+        f.rope_base = 1000000.0f;
+        f.linear = 8.0f;
     }
     const bool known = name == "llama3" || name == "llama3-norf" || name == "llama3-yarn" || f.arch != "llama";
     REQUIRE_MESSAGE(known, "unknown family " << name);
@@ -156,6 +181,7 @@ inline std::vector<Spec> tensor_specs(const Family & c) {
             s.push_back({p + "attn_k_norm.weight", {hd}, 0.5, 1.0});
         }
         s.push_back({p + "attn_output.weight", {q, e}, 0.25, 0.0});
+        if (c.post_norms) s.push_back({p + "post_attention_norm.weight", {e}, 0.5, 1.0});
         s.push_back({p + "ffn_norm.weight", {e}, 0.5, 1.0});
         if (c.fused) {
             s.push_back({p + "ffn_up.weight", {e, 2 * ff}, 0.5, 0.0});
@@ -164,6 +190,7 @@ inline std::vector<Spec> tensor_specs(const Family & c) {
             s.push_back({p + "ffn_up.weight", {e, ff}, 0.5, 0.0});
         }
         s.push_back({p + "ffn_down.weight", {ff, e}, 0.25, 0.0});
+        if (c.post_norms) s.push_back({p + "post_ffw_norm.weight", {e}, 0.5, 1.0});
     }
     return s;
 }
@@ -218,6 +245,15 @@ inline void set_model_kvs(gguf_context * g, const Family & c, uint32_t n_vocab) 
         gguf_set_val_f32(g, (a + "rope.scaling.factor").c_str(), c.yarn_factor);
         gguf_set_val_u32(g, (a + "rope.scaling.original_context_length").c_str(), (uint32_t) c.yarn_ctx_orig);
     }
+    if (c.linear > 0.0f) {
+        gguf_set_val_str(g, (a + "rope.scaling.type").c_str(), "linear");
+        gguf_set_val_f32(g, (a + "rope.scaling.factor").c_str(), c.linear);
+    }
+    if (c.swa > 0) gguf_set_val_u32(g, (a + "attention.sliding_window").c_str(), (uint32_t) c.swa);
+    if (c.attn_softcap > 0.0f) {
+        gguf_set_val_f32(g, (a + "attn_logit_softcapping").c_str(), c.attn_softcap);
+        gguf_set_val_f32(g, (a + "final_logit_softcapping").c_str(), c.final_softcap);
+    }
 }
 
 // Writes the family's model to path, as tiny_family.py does.
@@ -235,6 +271,7 @@ inline void write_model(const Family & c, const std::string & path) {
         if (k.rfind("tokenizer.", 0) == 0 && k != "tokenizer.ggml.add_bos_token") copy_key(g, voc, i);
     }
     gguf_set_val_bool(g, "tokenizer.ggml.add_bos_token", c.add_bos);
+    if (c.no_space_prefix) gguf_set_val_bool(g, "tokenizer.ggml.add_space_prefix", false);
     gguf_free(voc);
 
     std::vector<Spec> specs = tensor_specs(c);

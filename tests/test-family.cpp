@@ -205,3 +205,11 @@ TEST_CASE("qwen3: per-head Q/K norms, head size 32 with n_embd 64, tied output")
 TEST_CASE("phi3: fused QKV and gate+up matrices, NEOX rope, SentencePiece vocabulary, untied output") {
     check_family("phi3", nullptr);
 }
+
+TEST_CASE("gemma2: GELU, post norms, scaled embeddings, soft-capped attention and logits, a window of 16") {
+    check_family("gemma2", nullptr);
+}
+
+TEST_CASE("gemma3: Q/K norms, five of six layers in a window of 16 at rope base 10000, the sixth at 1e6 scaled") {
+    check_family("gemma3", nullptr);
+}
