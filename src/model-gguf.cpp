@@ -320,9 +320,9 @@ bool read_gemma_hparams(const GgufReader & r, int gen, HParams & hp) {
         return false;
     }
     if (!std::isfinite(hp.attn_softcap) || !std::isfinite(hp.final_softcap) || hp.attn_softcap < 0.0f ||
-        hp.final_softcap < 0.0f) {
-        return fail(r.err,
-                    strfmt("%s: soft-capping %g / %g is invalid", r.path.c_str(), hp.attn_softcap, hp.final_softcap));
+        hp.final_softcap < 0.0f || !std::isfinite(hp.rope_base_swa) || !(hp.rope_base_swa > 0.0f)) {
+        return fail(r.err, strfmt("%s: soft-capping %g / %g or sliding-window rope base %g is invalid", r.path.c_str(),
+                                  hp.attn_softcap, hp.final_softcap, hp.rope_base_swa));
     }
     hp.n_swa = n_swa;
     if (n_swa > 0 && !read_swa_layers(r, gen == 2 ? 2 : 6, hp)) return false;
