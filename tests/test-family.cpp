@@ -67,12 +67,12 @@ double row_diff(const Row & row, const std::vector<int32_t> & ids, const float *
 
 // Decodes llama.cpp's tokens one at a time from position 0 (its prompt ids, then its greedy ids,
 // so that a near-tie cannot shift the later positions) and compares every position.
-Result compare(kvg_model * m, const Ref & ref) {
+Result compare(kvg_model * m, const Ref & ref, kvg_attn_impl attn = KVG_ATTN_MATMUL) {
     kvg_context_params p = kvg_context_default_params();
     p.n_ctx = 256;
     p.n_threads = 1;
     p.kv_type = KVG_KV_F16;
-    p.attn = KVG_ATTN_MATMUL; // llama.cpp ran with flash attention off
+    p.attn = attn; // llama.cpp ran with flash attention off
     char err[512] = "";
     kvg_context * c = kvg_context_new(m, p, err, sizeof err);
     INFO(err);
@@ -306,4 +306,21 @@ TEST_CASE("gemma keys: a window pattern per layer is read; a short one or a bad 
     const std::string base =
         load_edited_gemma3("base", [](gguf_context * g) { gguf_set_val_f32(g, "gemma3.rope.freq_base_swa", -1.0f); });
     CHECK(base.find("sliding-window rope base -1 is invalid") != std::string::npos);
+}
+
+// The window's mask on the flash path, one token at a time (the cases above decode one at a time
+// with matmul attention and run the prompt at once with flash attention).
+TEST_CASE("gemma2 and gemma3 decoded one token at a time with flash attention") {
+    for (const char * name : {"gemma2", "gemma3"}) {
+        const Ref ref = read_ref(name);
+        const TempFile file{temp_path("family", std::string(name) + "-flash.gguf")};
+        write_model(family(name), file.path);
+        kvg_model * m = load_model_file(file.path);
+        const Result res = compare(m, ref, KVG_ATTN_FLASH);
+        MESSAGE(std::string(name) << ", flash attention: largest logit difference " << res.max_rel << " (position "
+                                  << res.worst_pos << "), first greedy difference at " << res.first_greedy_diff);
+        CHECK(res.max_rel <= 1e-3);
+        CHECK(res.first_greedy_diff == -1);
+        kvg_model_free(m);
+    }
 }
