@@ -134,11 +134,12 @@ struct kvg_model_params {
 };
 struct kvg_model_params kvg_model_default_params(void);
 
-// path: a GGUF file (architecture llama, qwen2, qwen3, phi3 or smollm3, with llama.cpp's keys
-// and tensor names; another architecture, a mixture-of-experts file ({arch}.expert_count > 0
-// or expert tensors), or a tensor or rope scaling type that would change the arithmetic and is
-// not implemented, fails with KVG_STATUS_UNSUPPORTED naming it; a llama file's
-// attention.sliding_window is ignored, as llama.cpp's llama graph attends every position) or a
+// path: a GGUF file (architecture llama, qwen2, qwen3, phi3, smollm3, gemma2 or gemma3, with
+// llama.cpp's keys and tensor names; another architecture, a mixture-of-experts file
+// ({arch}.expert_count > 0 or expert tensors), or a tensor or rope scaling type that would
+// change the arithmetic and is not implemented, fails with KVG_STATUS_UNSUPPORTED naming it; a
+// llama file's attention.sliding_window is ignored, as llama.cpp's llama graph attends every
+// position) or a
 // llama2.c checkpoint (.bin). tokenizer_path:
 // a llama2.c tokenizer.bin for checkpoints (NULL: no tokenizer, token ids only); for GGUF
 // files it overrides the tokenizer.ggml.* metadata when not NULL. NULL on failure.
@@ -350,12 +351,20 @@ bool kvg_seq_cp(struct kvg_context * ctx, int32_t src, int32_t dst, int32_t p0, 
 // Moves positions [p0, p1) of seq by delta (p0 < 0: from 0, p1 < 0: to the end): their rows
 // go to the new positions and their keys are rotated to them (RoPE), so the sequence reads as
 // if those tokens had been decoded there (to the rounding of the rotation; the architecture's
-// pairs: adjacent for llama, n_rot / 2 apart for qwen2, qwen3, phi3; the frequency factors the
-// context's rope uses; none on smollm3's layers without rope; a pure rotation, without the
+// pairs: adjacent for llama, n_rot / 2 apart for qwen2, qwen3, phi3, gemma2, gemma3; each
+// layer's rope base and scale (Gemma 3's window layers have their own); the frequency factors
+// the context's rope uses; none on smollm3's layers without rope; a pure rotation, without the
 // rope's attention factor, so the keys equal those computed there). With kvg_seq_rm of
 // a middle range this is llama.cpp's context shift. Linear f32 and f16 caches only (a q8_0 key
 // would be rounded again; a ring slides by itself): false with a message (nothing changed)
 // otherwise, or if a position would leave [0, n_ctx) or land on one still held.
+// Sliding-window models (gemma2, gemma3): the cache keeps every position on every layer, and a
+// window layer's mask hides the positions q with pos - q >= the window (llama.cpp's rule), so
+// kvg_seq_rm, kvg_seq_cp, kvg_seq_add and the state functions behave as for any model, and a
+// rollback may go back anywhere; kvg_seq_add rotates each layer's keys with that layer's rope
+// base and scale (Gemma 3's window layers: base 10000, unscaled). A shift that closes a gap
+// brings positions that were outside a window back into it (distances are what the mask
+// reads), where llama.cpp's smaller window cache may already have dropped them.
 bool kvg_seq_add(struct kvg_context * ctx, int32_t seq, int32_t p0, int32_t p1, int32_t delta, char * err,
                  size_t err_size);
 // Forgets every sequence but seq (an emptied sequence starts again at position 0). false

@@ -72,6 +72,16 @@ FAMILIES["mistral"] = dict(FAMILIES["llama3-norf"], vocab=os.path.join(SHARED_VO
 # the low frequencies far more, as Phi-3.5's do.
 ROPE_LONG = [1.0, 1.25, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0]
 ROPE_SHORT = [1.0, 1.0, 1.125, 1.25, 1.5, 2.0, 2.5, 3.0]
+# Gemma 2: GELU, post-attention/post-ffw norms, embeddings times sqrt(n_embd), soft-capped
+# attention scores and logits, a window of 16 on layer 0 (every other layer); SentencePiece
+# vocabulary without the space prefix, as Gemma files have it
+_GEMMA = dict(FAMILIES["qwen3"], vocab=os.path.join(SHARED_VOCAB, "ggml-vocab-llama-spm.gguf"), rope_base=10000.0,
+              add_bos=True, qk_norm=False, post_norms=True, no_space_prefix=True, swa=16)
+FAMILIES["gemma2"] = dict(_GEMMA, arch="gemma2", seed=4506, softcap=(1.5, 4.0))
+# Gemma 3: per-head Q/K norms, global layers (the 6th) at base 1e6 with linear scaling 8, the five
+# sliding-window layers at llama.cpp's local base 10000 unscaled; no soft-capping
+FAMILIES["gemma3"] = dict(_GEMMA, arch="gemma3", seed=4507, n_layer=6, qk_norm=True, rope_base=1000000.0,
+                          linear=8.0)
 
 M64 = (1 << 64) - 1
 
@@ -138,12 +148,17 @@ def tensor_specs(c):
                       (p + "attn_v.bias", [kv], 0.5, 0.0)]
         if c["qk_norm"]:
             specs += [(p + "attn_q_norm.weight", [hd], 0.5, 1.0), (p + "attn_k_norm.weight", [hd], 0.5, 1.0)]
-        specs += [(p + "attn_output.weight", [q, e], 0.25, 0.0), (p + "ffn_norm.weight", [e], 0.5, 1.0)]
+        specs.append((p + "attn_output.weight", [q, e], 0.25, 0.0))
+        if c.get("post_norms"):
+            specs.append((p + "post_attention_norm.weight", [e], 0.5, 1.0))
+        specs.append((p + "ffn_norm.weight", [e], 0.5, 1.0))
         if c["fused"]:  # gate rows, then up rows
             specs.append((p + "ffn_up.weight", [e, 2 * ff], 0.5, 0.0))
         else:
             specs += [(p + "ffn_gate.weight", [e, ff], 0.5, 0.0), (p + "ffn_up.weight", [e, ff], 0.5, 0.0)]
         specs.append((p + "ffn_down.weight", [ff, e], 0.25, 0.0))
+        if c.get("post_norms"):
+            specs.append((p + "post_ffw_norm.weight", [e], 0.5, 1.0))
     return specs
 
 
@@ -170,6 +185,13 @@ def model_kvs(c, n_vocab):
                 (a + ".rope.scaling.original_context_length", gg.T_UINT32, c["longrope"][0])]
     if c.get("sliding_window"):
         kvs += [(a + ".attention.sliding_window", gg.T_UINT32, c["sliding_window"])]
+    if c.get("linear"):
+        kvs += [(a + ".rope.scaling.type", gg.T_STRING, "linear"), (a + ".rope.scaling.factor", gg.T_FLOAT32, c["linear"])]
+    if c.get("swa"):
+        kvs.append((a + ".attention.sliding_window", gg.T_UINT32, c["swa"]))
+    if c.get("softcap"):
+        kvs += [(a + ".attn_logit_softcapping", gg.T_FLOAT32, c["softcap"][0]),
+                (a + ".final_logit_softcapping", gg.T_FLOAT32, c["softcap"][1])]
     return kvs
 
 
@@ -177,7 +199,10 @@ def vocab_kvs(c):
     """The vocabulary file's tokenizer.* keys (types kept), then add_bos_token as the family sets it."""
     kvs = [kv for kv in gg.read_gguf_kvs(c["vocab"]) if kv[0].startswith("tokenizer.")]
     kvs = [kv for kv in kvs if kv[0] != "tokenizer.ggml.add_bos_token"]
-    return kvs + [("tokenizer.ggml.add_bos_token", gg.T_BOOL, c["add_bos"])]
+    kvs.append(("tokenizer.ggml.add_bos_token", gg.T_BOOL, c["add_bos"]))
+    if c.get("no_space_prefix"):
+        kvs.append(("tokenizer.ggml.add_space_prefix", gg.T_BOOL, False))
+    return kvs
 
 
 def build(family):

@@ -26,6 +26,10 @@ struct ArchDesc {
     bool head_size_keys; // attention.key_length sets the head size, decoupled from n_embd / n_head (Qwen3)
     int no_rope_layer_step; // every step-th layer (counting from 1) has no rope (SmolLM3: 4); 0: none
     bool longrope = false;  // rope_factors_long/short.weight may be present (Phi-3.5, Phi-4-mini)
+    // Gemma's generation (2, 3; 0: not Gemma): token embeddings times sqrt(n_embd), GELU feed-forward,
+    // blk.N.post_attention_norm/post_ffw_norm, the query scale and soft-capping keys, sliding-window
+    // layers by llama.cpp's pattern (2: every other layer, 3: five of six) with their own rope base.
+    int gemma = 0;
 };
 
 // The entry of general.architecture, nullptr when kvgraph does not run it.

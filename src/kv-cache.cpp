@@ -366,12 +366,14 @@ bool KvCache::copy_range(int src, int dst, int64_t p0, int64_t p1, std::string *
 
 // ---- shifting positions ------------------------------------------------------------------------------
 
-// Rotates each head's pairs of one key row by delta positions: pair k's angle per position is
-// freq_scale * base^(-2k / n_rot) / factors[k], as the graph's rope (without YaRN, whose
-// blended angles are not additive) applies it. Pair k is values 2k, 2k + 1 (llama) or k,
+// Rotates each head's pairs of one key row of layer il by delta positions: pair k's angle per
+// position is freq_scale * base^(-2k / n_rot) / factors[k] with the layer's base and scale (Gemma's
+// sliding-window layers have their own), as the graph's rope (without YaRN, whose blended angles
+// are not additive) applies it. Pair k is values 2k, 2k + 1 (llama) or k,
 // k + n_rot / 2 (hp.rope_mode NEOX).
-static void rotate_key_row(void * row, ggml_type type, int n_embd_kv, int head_dim, const HParams & hp,
+static void rotate_key_row(void * row, ggml_type type, int n_embd_kv, int head_dim, const HParams & hp, int il,
                            const float * factors, int64_t delta) {
+    const double base = hp.layer_rope_base(il), freq_scale = hp.layer_rope_freq_scale(il);
     const int n_rot = hp.n_rot;
     const bool neox = hp.rope_mode == GGML_ROPE_TYPE_NEOX;
     std::vector<double> x((size_t) n_embd_kv);
@@ -380,7 +382,7 @@ static void rotate_key_row(void * row, ggml_type type, int n_embd_kv, int head_d
     }
     for (int h = 0; h < n_embd_kv / head_dim; ++h) {
         for (int k = 0; k < n_rot / 2; ++k) {
-            const double per_pos = hp.rope_freq_scale * std::pow((double) hp.rope_base, -2.0 * k / n_rot);
+            const double per_pos = freq_scale * std::pow(base, -2.0 * k / n_rot);
             const double theta = (double) delta * per_pos / (factors ? factors[k] : 1.0);
             const size_t i = (size_t) h * head_dim + (neox ? k : 2 * k), step = neox ? n_rot / 2 : 1;
             double & a = x[i];
@@ -438,7 +440,7 @@ bool KvCache::shift(int seq, int64_t p0, int64_t p1, int64_t delta, const HParam
                 char * to = (char *) t->data + (size_t) ((int64_t) seq * n_ctx_ + q + delta) * t->nb[1];
                 std::memcpy(to, from, t->nb[1]);
                 if (t == k_[il] && hp.layer_uses_rope((int) il))
-                    rotate_key_row(to, type_, n_embd_kv_, head_dim_, hp, factors, delta);
+                    rotate_key_row(to, type_, n_embd_kv_, head_dim_, hp, (int) il, factors, delta);
             }
         }
         if (q + delta >= (int64_t) s.slot_pos.size()) s.slot_pos.resize((size_t) (q + delta + 1), -1);

@@ -171,7 +171,7 @@ public:
     bool copy_range(int src, int dst, int64_t p0, int64_t p1, std::string * err);
     // Positions [p0, p1) of seq move by delta: their rows move to the new slots and their keys
     // are rotated by delta (RoPE on hp.rope_mode's pairs over the first hp.n_rot values of each head,
-    // with hp's base and frequency scale and the frequency factors [n_rot / 2] if not null, as
+    // with each layer's base and frequency scale and the frequency factors [n_rot / 2] if not null, as
     // the decode graph applies it), in double precision. Linear f32/f16 caches only (a q8_0
     // key cannot be rotated without rounding it again; a ring slides by itself), no YaRN.
     // Refused, nothing changed, if a position would leave [0, n_ctx) or land on one seq still
@@ -195,10 +195,12 @@ public:
     // of n) and its total size, checked as state_read checks them, all but the checksum.
     static size_t state_header_bytes();
     bool state_header_fits(const uint8_t * head, size_t n, uint64_t size, uint64_t model_id, std::string * err) const;
-    // May a token of seq at position pos attend slot j?
-    bool visible(int seq, int j, int64_t pos) const {
+    // May a token of seq at position pos attend slot j? window > 0: a sliding-window layer's
+    // question (llama.cpp's rule: pos - q < window).
+    bool visible(int seq, int j, int64_t pos, int64_t window = 0) const {
         const int64_t q = seqs_[seq].held(j);
-        return q >= 0 && q <= pos && (mode_ == KvMode::Linear || q < n_sink_ || q > pos - n_window_);
+        return q >= 0 && q <= pos && (mode_ == KvMode::Linear || q < n_sink_ || q > pos - n_window_) &&
+               (window <= 0 || pos - q < window);
     }
     int kv_len(int seq) const { return seqs_[seq].n_used; }
     int64_t n_past(int seq) const { return seqs_[seq].n_past; }

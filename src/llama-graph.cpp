@@ -113,8 +113,20 @@ static ggml_tensor * rope(const LayerIn & L, ggml_tensor * x) {
     if (!hp.layer_uses_rope(L.il)) return x;
     const float beta_fast = 32.0f, beta_slow = 1.0f; // YaRN's ramp: llama.cpp's defaults
     ggml_tensor * factors = L.model.rope_factor_table(L.kv.n_ctx());
-    return ggml_rope_ext(L.ctx, x, L.in.tok.pos, factors, hp.n_rot, hp.rope_mode, hp.rope_ctx_orig(), hp.rope_base,
-                         hp.rope_freq_scale, hp.rope_ext_factor(), hp.rope_magnitude(), beta_fast, beta_slow);
+    return ggml_rope_ext(L.ctx, x, L.in.tok.pos, factors, hp.n_rot, hp.rope_mode, hp.rope_ctx_orig(),
+                         hp.layer_rope_base(L.il), hp.layer_rope_freq_scale(L.il), hp.rope_ext_factor(),
+                         hp.rope_magnitude(), beta_fast, beta_slow);
+}
+
+// Gemma's soft-capping: cap * tanh(x / cap), x unchanged when cap is 0.
+static ggml_tensor * softcap(ggml_context * ctx, ggml_tensor * x, float cap) {
+    if (cap == 0.0f) return x;
+    return ggml_scale(ctx, ggml_tanh(ctx, ggml_scale(ctx, x, 1.0f / cap)), cap);
+}
+
+// The mask of layer il: sliding-window layers see only the last n_swa positions.
+static ggml_tensor * layer_mask(const LayerIn & L) {
+    return L.model.hp.layer_is_swa(L.il) ? L.in.att.mask_swa : L.in.att.mask;
 }
 
 // Flash attention of Q [hd, n_q, n_head, n_seq] over the cache -> [n_embd_q, n_q * n_seq].
@@ -122,15 +134,17 @@ static ggml_tensor * rope(const LayerIn & L, ggml_tensor * x) {
 static ggml_tensor * attention_flash(const LayerIn & L, ggml_tensor * Q, float kq_scale) {
     const KvCache & kv = L.kv;
     const bool quant = ggml_is_quantized(kv.type());
+    const float cap = L.model.hp.attn_softcap;
     ggml_tensor * V = kv.view_v(L.ctx, L.il, L.shape.n_kv, quant);
     ggml_tensor * att;
     if (kv.grouped()) {
         const KvKeyGroups & groups = kv.groups();
         att = ggml_flash_attn_ext_grouped(L.ctx, Q, groups.view_groups(L.ctx, L.il, L.shape.n_kv),
-                                          groups.view_recent(L.ctx, L.il), L.in.grp.k_recent_group, V, L.in.att.mask,
-                                          kq_scale, 0.0f, 0.0f);
+                                          groups.view_recent(L.ctx, L.il), L.in.grp.k_recent_group, V, layer_mask(L),
+                                          kq_scale, 0.0f, cap);
     } else {
-        att = ggml_flash_attn_ext(L.ctx, Q, kv.view_k(L.ctx, L.il, L.shape.n_kv, quant), V, L.in.att.mask, kq_scale, 0.0f, 0.0f);
+        att = ggml_flash_attn_ext(L.ctx, Q, kv.view_k(L.ctx, L.il, L.shape.n_kv, quant), V, layer_mask(L), kq_scale,
+                                  0.0f, cap);
     } // [hd, n_head, n_q, n_seq]
     if (L.shape.kv_len) ggml_flash_attn_ext_set_kv_len(L.ctx, att, L.in.att.kv_len);
     named(att, "kv_read", L.il, L.c); // reads K and V
@@ -182,7 +196,11 @@ static ggml_tensor * attention_matmul(const LayerIn & L, ggml_tensor * Q, float 
     }
     ggml_tensor * kq = ggml_mul_mat(ctx, K, Q); // [n_kv, n_q, n_head, n_seq]
     if (!quant) named(kq, "k_read", L.il, L.c);
-    kq = ggml_soft_max_ext(ctx, kq, L.in.att.mask, kq_scale, 0.0f);
+    if (hp.attn_softcap != 0.0f) { // capped after the scale: softmax adds no other
+        kq = softcap(ctx, ggml_scale(ctx, kq, kq_scale), hp.attn_softcap);
+        kq_scale = 1.0f;
+    }
+    kq = ggml_soft_max_ext(ctx, kq, layer_mask(L), kq_scale, 0.0f);
     ggml_tensor * Vt = ggml_cont(ctx, ggml_transpose(ctx, V)); // [n_kv, hd, n_head_kv, n_seq]
     if (!quant) named(Vt, "v_read", L.il, L.c);
     ggml_tensor * att = ggml_mul_mat(ctx, Vt, kq); // [hd, n_q, n_head, n_seq]
@@ -194,7 +212,7 @@ static ggml_tensor * attention_matmul(const LayerIn & L, ggml_tensor * Q, float 
 static ggml_tensor * attention(const LayerIn & L, ggml_tensor * q) {
     const HParams & hp = L.model.hp;
     const GraphShape & shape = L.shape;
-    const float kq_scale = 1.0f / std::sqrt((float) hp.head_dim());
+    const float kq_scale = hp.attn_scale();
     // queries as [hd, n_q, n_head, n_seq]: sequence s's rows on dim 3 slice s
     ggml_tensor * Q = q;
     if (shape.gather)
@@ -214,6 +232,8 @@ static LlamaGraph::Chunk chunk_inputs(ggml_context * ctx, const HParams & hp, co
     in.tok.pos = input(ctx, GGML_TYPE_I32, n_tokens, 1, 1, 1, "inp_pos", c);
     in.tok.kv_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_kv_idx", c);
     in.att.mask = input(ctx, GGML_TYPE_F32, shape.n_kv, n_q, 1, n_seq, "inp_mask", c);
+    in.att.n_swa = hp.n_swa;
+    if (hp.n_swa > 0) in.att.mask_swa = input(ctx, GGML_TYPE_F32, shape.n_kv, n_q, 1, n_seq, "inp_mask_swa", c);
     if (shape.kv_len) in.att.kv_len = input(ctx, GGML_TYPE_I32, n_seq, 1, 1, 1, "inp_kv_len", c);
     if (kv.grouped()) {
         in.tok.k_recent_idx = input(ctx, GGML_TYPE_I64, n_tokens, 1, 1, 1, "inp_k_recent_idx", c);
@@ -270,10 +290,11 @@ static Qkv project_qkv(const LayerIn & L, const LayerWeights & w, ggml_tensor * 
     return {q, k, v};
 }
 
-// SwiGLU: w2(silu(w1(x)) * w3(x)); a fused ffn_up holds w1's rows, then w3's.
-static ggml_tensor * feed_forward(ggml_context * ctx, const LayerWeights & w, ggml_tensor * xb) {
+// SwiGLU: w2(silu(w1(x)) * w3(x)); a fused ffn_up holds w1's rows, then w3's. Gemma: gelu for silu.
+static ggml_tensor * feed_forward(ggml_context * ctx, const LayerWeights & w, ggml_tensor * xb, bool gelu) {
     if (!w.ffn_gate) return ggml_mul_mat(ctx, w.ffn_down, ggml_swiglu(ctx, ggml_mul_mat(ctx, w.ffn_up, xb)));
-    ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, w.ffn_gate, xb));
+    ggml_tensor * gate = ggml_mul_mat(ctx, w.ffn_gate, xb);
+    gate = gelu ? ggml_gelu(ctx, gate) : ggml_silu(ctx, gate);
     ggml_tensor * up = ggml_mul_mat(ctx, w.ffn_up, xb);
     return ggml_mul_mat(ctx, w.ffn_down, ggml_mul(ctx, gate, up));
 }
@@ -313,9 +334,13 @@ static ggml_tensor * layer(const LayerIn & L, ggml_tensor * x, ggml_cgraph * gf)
         att = ggml_get_rows(ctx, att, L.in.tok.out_rows);
         x = ggml_get_rows(ctx, x, L.in.tok.out_rows);
     }
-    x = ggml_add(ctx, x, ggml_mul_mat(ctx, w.wo, att));
+    ggml_tensor * out = ggml_mul_mat(ctx, w.wo, att);
+    if (w.attn_post_norm) out = rms_norm(ctx, out, w.attn_post_norm, hp.rms_eps); // Gemma's extra norms
+    x = ggml_add(ctx, x, out);
 
-    x = ggml_add(ctx, x, feed_forward(ctx, w, rms_norm(ctx, x, w.ffn_norm, hp.rms_eps)));
+    out = feed_forward(ctx, w, rms_norm(ctx, x, w.ffn_norm, hp.rms_eps), hp.ffn_gelu);
+    if (w.ffn_post_norm) out = rms_norm(ctx, out, w.ffn_post_norm, hp.rms_eps);
+    x = ggml_add(ctx, x, out);
     return named(x, "x", L.il, L.c);
 }
 
@@ -358,14 +383,16 @@ std::unique_ptr<LlamaGraph> build_llama_graph(const Model & model, const KvCache
         // every input gets memory, also one nothing reads (a one-layer model without outputs
         // stops before attention): set_inputs fills them all
         for (ggml_tensor * t : {in.tok.tokens, in.tok.pos, in.tok.kv_idx, in.tok.k_recent_idx, in.grp.k_group_rows,
-                                in.grp.k_recent_group, in.grp.k_recent_rows, in.att.mask, in.att.kv_len, in.tok.q_idx,
-                                in.tok.out_idx, in.tok.out_rows}) {
+                                in.grp.k_recent_group, in.grp.k_recent_rows, in.att.mask, in.att.mask_swa,
+                                in.att.kv_len, in.tok.q_idx, in.tok.out_idx, in.tok.out_rows}) {
             if (t) ggml_build_forward_expand(g->gf, t);
         }
         ggml_tensor * x = ggml_get_rows(g->ctx, model.tok_embd, in.tok.tokens); // [n_embd, n_tokens]
+        if (hp.embd_scale) x = ggml_scale(g->ctx, x, std::sqrt((float) hp.n_embd));
         for (int il = 0; il < hp.n_layer && x; ++il) x = layer(LayerIn{g->ctx, model, kv, shape, in, il, c}, x, g->gf);
         if (x) { // rows of the tokens that need logits (the last layer kept only those)
             in.logits = ggml_mul_mat(g->ctx, model.output, rms_norm(g->ctx, x, model.output_norm, hp.rms_eps));
+            in.logits = softcap(g->ctx, in.logits, hp.final_softcap);
             ggml_format_name(in.logits, "logits_%d", c);
             ggml_set_output(in.logits);
             ggml_build_forward_expand(g->gf, in.logits);
@@ -420,23 +447,29 @@ void GroupInputs::set(const GraphShape & shape, const KvCache & kv) const {
 }
 
 void MaskInputs::set(const GraphShape & shape, const Ubatch & ub, const KvCache & kv, const RowLayout & layout) const {
-    const int n_kv = shape.n_kv, n_q = shape.n_q;
     const std::vector<int> & count = layout.seq_count;
     // sequences without tokens in this chunk read nothing
     for (int s = 0; s < shape.n_seq && kv_len; ++s) ((int32_t *) kv_len->data)[s] = count[s] > 0 ? kv.kv_len(s) : 0;
+    fill(mask, 0, shape, ub, kv, layout);
+    if (mask_swa) fill(mask_swa, n_swa, shape, ub, kv, layout);
+}
+
+void MaskInputs::fill(ggml_tensor * m, int window, const GraphShape & shape, const Ubatch & ub, const KvCache & kv,
+                      const RowLayout & layout) {
+    const int n_kv = shape.n_kv, n_q = shape.n_q;
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (int s = 0; s < shape.n_seq; ++s) {
-        const int valid = count[s] > 0 ? std::min(kv.kv_len(s), n_kv) : 0;
+        const int valid = layout.seq_count[s] > 0 ? std::min(kv.kv_len(s), n_kv) : 0;
         // padding-free attention never reads past the valid length: no need to fill it
         const int end = shape.kv_len ? valid : n_kv;
         for (int k = 0; k < n_q; ++k) {
             const int t = layout.token_of_row[s * n_q + k];
-            float * row = (float *) mask->data + ((size_t) s * n_q + k) * n_kv;
+            float * row = (float *) m->data + ((size_t) s * n_q + k) * n_kv;
             if (t < 0) { // padding row: one visible slot keeps its softmax finite; its output is dropped
                 for (int j = 0; j < end; ++j) row[j] = j == 0 ? 0.0f : neg_inf;
                 continue;
             }
-            for (int j = 0; j < valid; ++j) row[j] = kv.visible(s, j, ub.pos[t]) ? 0.0f : neg_inf;
+            for (int j = 0; j < valid; ++j) row[j] = kv.visible(s, j, ub.pos[t], window) ? 0.0f : neg_inf;
             for (int j = valid; j < end; ++j) row[j] = neg_inf;
         }
     }

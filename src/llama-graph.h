@@ -85,7 +85,13 @@ struct GroupInputs {                        // grouped K only
 struct MaskInputs {
     ggml_tensor * mask = nullptr;   // F32 [n_kv, n_q, 1, n_seq]: 0 = may attend, -inf = not
     ggml_tensor * kv_len = nullptr; // I32 [n_seq]: valid slots per sequence (padding-free)
+    ggml_tensor * mask_swa = nullptr; // as mask, for sliding-window layers: only the last n_swa positions
+    int n_swa = 0;
     void set(const GraphShape & shape, const Ubatch & ub, const KvCache & kv, const RowLayout & layout) const;
+
+private:
+    static void fill(ggml_tensor * m, int window, const GraphShape & shape, const Ubatch & ub, const KvCache & kv,
+                     const RowLayout & layout);
 };
 
 struct LlamaGraph {

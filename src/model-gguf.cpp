@@ -299,6 +299,56 @@ bool refuse_experts(const GgufReader & r) {
                 strfmt("%s: mixture-of-experts models (%s) are not supported", r.path.c_str(), what.c_str()));
 }
 
+// {arch}.attention.sliding_window_pattern: a period (the last layer of each period is global) or
+// one bool per layer (true: sliding window); without it, llama.cpp's period for the generation.
+bool read_swa_layers(const GgufReader & r, int period, HParams & hp) {
+    const std::string key = r.arch_key("attention.sliding_window_pattern");
+    const int64_t id = r.key(key);
+    hp.swa_layers.assign((size_t) hp.n_layer, 0);
+    if (id >= 0 && gguf_get_kv_type(r.g, id) == GGUF_TYPE_ARRAY) {
+        if (gguf_get_arr_type(r.g, id) != GGUF_TYPE_BOOL || gguf_get_arr_n(r.g, id) < (size_t) hp.n_layer)
+            return fail(r.err, strfmt("%s: %s is not an array of %d bools", r.path.c_str(), key.c_str(), hp.n_layer));
+        const bool * v = (const bool *) gguf_get_arr_data(r.g, id);
+        for (int il = 0; il < hp.n_layer; ++il) hp.swa_layers[il] = v[il];
+        return true;
+    }
+    if (!r.get_int(key, 0, 1 << 10, false, &period)) return false;
+    for (int il = 0; il < hp.n_layer; ++il) hp.swa_layers[il] = period == 0 || il % period < period - 1;
+    return true;
+}
+
+// Gemma 2/3's keys, with llama.cpp's defaults: Gemma 2 always has a window (4096) and both
+// soft-caps (50, 30), its local layers keep the file's rope; Gemma 3 has a window only if the
+// file gives one, a final soft-cap only if the file gives one, and local layers at base 10000
+// without scaling. The query scale follows the size llama.cpp infers from the layer count (the
+// 27B models scale by n_embd / n_head), not query_pre_attn_scalar.
+bool read_gemma_hparams(const GgufReader & r, int gen, HParams & hp) {
+    hp.embd_scale = hp.ffn_gelu = true;
+    int n_swa = gen == 2 ? 4096 : 0;
+    if (gen == 2) {
+        hp.attn_softcap = 50.0f;
+        hp.final_softcap = 30.0f;
+        hp.rope_base_swa = hp.rope_base;
+        hp.rope_freq_scale_swa = hp.rope_freq_scale;
+    }
+    if (!r.get_int(r.arch_key("attention.sliding_window"), 0, 1 << 24, false, &n_swa) ||
+        !r.get_float(r.arch_key("rope.freq_base_swa"), false, &hp.rope_base_swa) ||
+        !r.get_float(r.arch_key("final_logit_softcapping"), false, &hp.final_softcap) ||
+        (gen == 2 && !r.get_float(r.arch_key("attn_logit_softcapping"), false, &hp.attn_softcap))) {
+        return false;
+    }
+    if (!std::isfinite(hp.attn_softcap) || !std::isfinite(hp.final_softcap) || hp.attn_softcap < 0.0f ||
+        hp.final_softcap < 0.0f || !std::isfinite(hp.rope_base_swa) || !(hp.rope_base_swa > 0.0f)) {
+        return fail(r.err, strfmt("%s: soft-capping %g / %g or sliding-window rope base %g is invalid", r.path.c_str(),
+                                  hp.attn_softcap, hp.final_softcap, hp.rope_base_swa));
+    }
+    hp.n_swa = n_swa;
+    if (n_swa > 0 && !read_swa_layers(r, gen == 2 ? 2 : 6, hp)) return false;
+    const bool is_27b = hp.n_layer == (gen == 2 ? 46 : 62);
+    hp.q_scale = 1.0f / std::sqrt((float) (is_27b ? hp.n_embd / hp.n_head : hp.head_dim()));
+    return true;
+}
+
 // general.architecture must be one of arch.h's; its {arch}.* keys fill hp.
 bool read_hparams(GgufReader & r, Model & m) {
     HParams & hp = m.hp;
@@ -329,7 +379,8 @@ bool read_hparams(GgufReader & r, Model & m) {
     hp.n_rot = hp.head_dim();
     return r.get_int(r.arch_key("rope.dimension_count"), 1, 1 << 16, false, &hp.n_rot) &&
            r.get_float(r.arch_key("rope.freq_base"), false, &hp.rope_base) &&
-           r.get_float(r.arch_key("attention.layer_norm_rms_epsilon"), true, &hp.rms_eps) && read_rope_scaling(r, hp);
+           r.get_float(r.arch_key("attention.layer_norm_rms_epsilon"), true, &hp.rms_eps) && read_rope_scaling(r, hp) &&
+           (arch->gemma == 0 || read_gemma_hparams(r, arch->gemma, hp));
 }
 
 // Binds the file's tensors to the model: every tensor listed, of the expected shape and a
@@ -475,6 +526,10 @@ bool bind_attention(const GgufReader & r, const TensorBinder & get, const ArchDe
 bool bind_ffn(const TensorBinder & get, const ArchDesc & arch, const HParams & hp, const std::string & p,
               LayerWeights & w) {
     const int64_t dim = hp.n_embd, ff = hp.n_ff;
+    if (arch.gemma && (!(w.attn_post_norm = get(p + "post_attention_norm.weight", dim, 1)) ||
+                       !(w.ffn_post_norm = get(p + "post_ffw_norm.weight", dim, 1)))) {
+        return false;
+    }
     if (!(w.ffn_norm = get(p + "ffn_norm.weight", dim, 1)) || !(w.ffn_down = get(p + "ffn_down.weight", ff, dim)))
         return false;
     if (arch.fused_gate_up) return (w.ffn_up = get(p + "ffn_up.weight", dim, 2 * ff)) != nullptr;

@@ -32,7 +32,8 @@ std::vector<ggml_tensor *> LayerWeights::matrices() const {
 }
 
 std::vector<ggml_tensor *> LayerWeights::all() const {
-    return bound({attn_norm, wq, wk, wv, wqkv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, ffn_gate, ffn_up, ffn_down});
+    return bound({attn_norm, wq, wk, wv, wqkv, bq, bk, bv, q_norm, k_norm, wo, attn_post_norm, ffn_norm, ffn_gate,
+                  ffn_up, ffn_down, ffn_post_norm});
 }
 
 std::vector<ggml_tensor *> Model::tensors() const {

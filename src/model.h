@@ -17,6 +17,7 @@
 #include "ggml.h"
 #include "vocab.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -53,6 +54,21 @@ struct HParams {
     int rope_mode = 0;   // ggml's: 0 rotates adjacent pairs (llama), GGML_ROPE_TYPE_NEOX pairs n_rot / 2 apart
     int n_embd_head = 0; // head size ({arch}.attention.key_length); 0: n_embd / n_head
 
+    // Gemma 2/3 (arch.h's gemma): sliding-window attention on the layers swa_layers marks, where
+    // a token at p sees the positions q with p - q < n_swa, rotated with their own rope base and
+    // scale; soft-capping c * tanh(x / c) of the attention scores and of the logits (0: none).
+    int n_swa = 0;
+    std::vector<uint8_t> swa_layers; // [n_layer], empty: none
+    float rope_base_swa = 10000.0f, rope_freq_scale_swa = 1.0f;
+    float attn_softcap = 0.0f, final_softcap = 0.0f;
+    float q_scale = 0.0f;    // query scale; 0: 1 / sqrt(head_dim)
+    bool embd_scale = false; // token embeddings times sqrt(n_embd)
+    bool ffn_gelu = false;   // GELU (tanh approximation) gates the feed-forward instead of SiLU
+    bool layer_is_swa(int il) const { return n_swa > 0 && il < (int) swa_layers.size() && swa_layers[il]; }
+    float layer_rope_base(int il) const { return layer_is_swa(il) ? rope_base_swa : rope_base; }
+    float layer_rope_freq_scale(int il) const { return layer_is_swa(il) ? rope_freq_scale_swa : rope_freq_scale; }
+    float attn_scale() const { return q_scale > 0.0f ? q_scale : 1.0f / std::sqrt((float) head_dim()); }
+
     int head_dim() const { return n_embd_head > 0 ? n_embd_head : n_embd / n_head; }
     int n_embd_q() const { return head_dim() * n_head; }
     int n_embd_kv() const { return head_dim() * n_head_kv; }
@@ -75,6 +91,8 @@ struct LayerWeights {
     ggml_tensor * ffn_gate = nullptr; // w1; nullptr: ffn_up holds the gate rows first
     ggml_tensor * ffn_up = nullptr;   // w3
     ggml_tensor * ffn_down = nullptr; // w2
+    ggml_tensor * attn_post_norm = nullptr; // Gemma: RMS norms of the attention and feed-forward outputs
+    ggml_tensor * ffn_post_norm = nullptr;  // before their residual adds
 
     std::vector<ggml_tensor *> matrices() const; // the bound matrices, in file order
     std::vector<ggml_tensor *> all() const;      // every bound tensor, in file order

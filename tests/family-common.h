@@ -36,6 +36,10 @@ struct Family {
     float longrope_attn = 0.0f;  // its rope.scaling.attn_factor
     bool longrope_tables = true; // false: the keys without rope_factors_long/short.weight (a control)
     int sliding_window = 0;      // attention.sliding_window when > 0 (mistral)
+    // Gemma: post norms, no space prefix, window, soft-caps (0: no key), linear rope scaling (0: no key)
+    bool post_norms = false, no_space_prefix = false;
+    int swa = 0;
+    float attn_softcap = 0.0f, final_softcap = 0.0f, linear = 0.0f;
 };
 
 // FAMILIES of tiny_family.py (the settings that reach the file): what each changes from llama3.
@@ -90,6 +94,27 @@ inline Family family(const std::string & name) {
         f.rope_base = 1000000.0f;
         f.rope_freqs = f.tied = false;
         f.sliding_window = 32;
+    }
+    if (name == "gemma2" || name == "gemma3") { // qwen3's shape, SentencePiece vocabulary
+        f.arch = name;
+        f.vocab_file = "ggml-vocab-llama-spm.gguf";
+        f.seed = name == "gemma2" ? 4506 : 4507;
+        f.head_dim = 32;
+        f.head_keys = f.post_norms = f.no_space_prefix = true;
+        f.rope_freqs = false;
+        f.rms_eps = 1e-6f;
+        f.swa = 16;
+        f.rope_base = 10000.0f;
+    }
+    if (name == "gemma2") {
+        f.attn_softcap = 1.5f;
+        f.final_softcap = 4.0f;
+    }
+    if (name == "gemma3") {
+        f.n_layer = 6;
+        f.qk_norm = true;
+        f.rope_base = 1000000.0f;
+        f.linear = 8.0f;
     }
     const bool known =
         name == "llama3" || name == "llama3-norf" || name == "llama3-yarn" || name == "mistral" || f.arch != "llama";
@@ -174,6 +199,7 @@ inline std::vector<Spec> tensor_specs(const Family & c) {
             s.push_back({p + "attn_k_norm.weight", {hd}, 0.5, 1.0});
         }
         s.push_back({p + "attn_output.weight", {q, e}, 0.25, 0.0});
+        if (c.post_norms) s.push_back({p + "post_attention_norm.weight", {e}, 0.5, 1.0});
         s.push_back({p + "ffn_norm.weight", {e}, 0.5, 1.0});
         if (c.fused) {
             s.push_back({p + "ffn_up.weight", {e, 2 * ff}, 0.5, 0.0});
@@ -182,6 +208,7 @@ inline std::vector<Spec> tensor_specs(const Family & c) {
             s.push_back({p + "ffn_up.weight", {e, ff}, 0.5, 0.0});
         }
         s.push_back({p + "ffn_down.weight", {ff, e}, 0.25, 0.0});
+        if (c.post_norms) s.push_back({p + "post_ffw_norm.weight", {e}, 0.5, 1.0});
     }
     return s;
 }
@@ -242,6 +269,15 @@ inline void set_model_kvs(gguf_context * g, const Family & c, uint32_t n_vocab) 
     }
     if (c.sliding_window > 0)
         gguf_set_val_u32(g, (a + "attention.sliding_window").c_str(), (uint32_t) c.sliding_window);
+    if (c.linear > 0.0f) {
+        gguf_set_val_str(g, (a + "rope.scaling.type").c_str(), "linear");
+        gguf_set_val_f32(g, (a + "rope.scaling.factor").c_str(), c.linear);
+    }
+    if (c.swa > 0) gguf_set_val_u32(g, (a + "attention.sliding_window").c_str(), (uint32_t) c.swa);
+    if (c.attn_softcap > 0.0f) {
+        gguf_set_val_f32(g, (a + "attn_logit_softcapping").c_str(), c.attn_softcap);
+        gguf_set_val_f32(g, (a + "final_logit_softcapping").c_str(), c.final_softcap);
+    }
 }
 
 // A stand-in for a vocabulary file that is absent (CI has only ../shared/vocab): n_vocab
@@ -285,6 +321,7 @@ inline void write_model(const Family & c, const std::string & path, uint32_t pla
         gguf_free(voc);
     }
     gguf_set_val_bool(g, "tokenizer.ggml.add_bos_token", c.add_bos);
+    if (c.no_space_prefix) gguf_set_val_bool(g, "tokenizer.ggml.add_space_prefix", false);
 
     std::vector<Spec> specs = tensor_specs(c);
     std::vector<std::vector<float>> data;

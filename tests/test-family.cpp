@@ -33,6 +33,7 @@
 #include "gguf.h"
 #include "kvgraph.h"
 #include "test-common.h"
+#include "test-runtime-common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -68,13 +69,13 @@ double row_diff(const Row & row, const std::vector<int32_t> & ids, const float *
 // Decodes llama.cpp's tokens one at a time from position 0 (its prompt ids, then its greedy ids,
 // so that a near-tie cannot shift the later positions) and compares every position. window > 0:
 // a ring cache where a token attends the last `window` positions only (sliding-window attention).
-Result compare(kvg_model * m, const Ref & ref, int window = 0, int n_ctx = 256) {
+Result compare(kvg_model * m, const Ref & ref, int window = 0, int n_ctx = 256, kvg_attn_impl attn = KVG_ATTN_MATMUL) {
     kvg_context_params p = kvg_context_default_params();
     p.n_ctx = n_ctx;
     if (window > 0) p.kv_mode = KVG_KV_RING, p.n_window = window, p.n_sink = 0;
     p.n_threads = 1;
     p.kv_type = KVG_KV_F16;
-    p.attn = KVG_ATTN_MATMUL; // llama.cpp ran with flash attention off
+    p.attn = attn; // llama.cpp ran with flash attention off
     char err[512] = "";
     kvg_context * c = kvg_context_new(m, p, err, sizeof err);
     INFO(err);
@@ -262,4 +263,122 @@ TEST_CASE("mistral: llama with attention.sliding_window (ignored, as llama.cpp d
 // llama.cpp's full attention, so the passing case above shows the window is ignored.
 TEST_CASE("mistral with its sliding window applied differs from llama.cpp's") {
     CHECK(variant_diff(family("mistral"), 32, "with a window of 32") > 0.05);
+}
+
+TEST_CASE("gemma2: GELU, post norms, scaled embeddings, soft-capped attention and logits, a window of 16") {
+    check_family("gemma2", nullptr);
+}
+
+TEST_CASE("gemma3: Q/K norms, five of six layers in a window of 16 at rope base 10000, the sixth at 1e6 scaled") {
+    check_family("gemma3", nullptr);
+}
+
+namespace {
+
+// Logits of cont decoded after tokens, with the tokens decoded at 0 and then moved to [d, d + n)
+// by kvg_seq_add (which rotates each layer's keys with that layer's rope base and scale). Rope
+// and the window see only distances: every d must give the logits of d = 0, no shift.
+std::vector<float> after_shift(kvg_model * m, kvg_kv_type type, const std::vector<int> & tokens,
+                               const std::vector<int> & cont, int d) {
+    const int nv = kvg_model_n_vocab(m), n = (int) tokens.size();
+    kvg_context * c = new_ctx(m, model_params(m, type, KVG_ATTN_MATMUL));
+    char err[512] = "";
+    REQUIRE(kvg_decode(c, tokens.data(), n, 0, err, sizeof err));
+    if (d != 0) REQUIRE_MESSAGE(kvg_seq_add(c, 0, 0, -1, d, err, sizeof err), err);
+    REQUIRE(kvg_seq_pos_min(c, 0) == d);
+    std::vector<float> out;
+    for (int i = 0; i < (int) cont.size(); ++i) {
+        const float * l = kvg_decode(c, &cont[i], 1, d + n + i, err, sizeof err);
+        REQUIRE_MESSAGE(l != nullptr, err);
+        out.insert(out.end(), l, l + nv);
+    }
+    kvg_context_free(c);
+    return out;
+}
+
+void check_shift(const std::string & name) {
+    const Family fam = family(name);
+    const TempFile file{temp_path("family", name + "-shift.gguf")};
+    write_model(fam, file.path);
+    kvg_model * m = load_model_file(file.path);
+    const int nv = kvg_model_n_vocab(m);
+    // 40 tokens: more than the window of 16; moved by 37 positions
+    const std::vector<int> tokens = random_tokens(40, nv, 5), cont = random_tokens(6, nv, 6);
+    for (kvg_kv_type type : {KVG_KV_F32, KVG_KV_F16}) {
+        CAPTURE(type);
+        const std::vector<float> a = after_shift(m, type, tokens, cont, 0);
+        const std::vector<float> b = after_shift(m, type, tokens, cont, 37);
+        float top = 0.0f;
+        for (float x : a) top = std::max(top, std::fabs(x));
+        const float diff = max_diff(a.data(), b.data(), a.size());
+        MESSAGE(name << ", kv type " << type << ": shifted by 37 vs not shifted: max |dlogit| " << diff << " of "
+                     << top);
+        CHECK(diff <= 1e-3f * top);
+    }
+    kvg_model_free(m);
+}
+
+} // namespace
+
+TEST_CASE("kvg_seq_add on gemma2 and gemma3: each layer's keys rotated with its own rope base and scale") {
+    check_shift("gemma2");
+    check_shift("gemma3");
+}
+
+namespace {
+
+// The gemma3 twin with one key changed by edit, then loaded: the loader's message ("" if loaded).
+template <typename Edit> std::string load_edited_gemma3(const std::string & tag, Edit edit) {
+    const TempFile file{temp_path("family", "gemma3-" + tag + ".gguf")};
+    write_model(family("gemma3"), file.path);
+    ggml_context * data = nullptr;
+    gguf_context * src = gguf_init_from_file(file.path.c_str(), {false, &data});
+    REQUIRE(src != nullptr);
+    gguf_context * g = gguf_init_empty();
+    gguf_set_kv(g, src);
+    for (ggml_tensor * t = ggml_get_first_tensor(data); t; t = ggml_get_next_tensor(data, t)) gguf_add_tensor(g, t);
+    edit(g);
+    REQUIRE(gguf_write_to_file(g, file.path.c_str(), false));
+    gguf_free(g);
+    gguf_free(src);
+    ggml_free(data);
+    char err[512] = "";
+    kvg_model * m = kvg_model_load(file.path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    kvg_model_free(m);
+    return m ? "" : err;
+}
+
+} // namespace
+
+TEST_CASE("gemma keys: a window pattern per layer is read; a short one or a bad local rope base is refused") {
+    // llama.cpp's bools, one per layer: all global is allowed
+    CHECK(load_edited_gemma3("pattern", [](gguf_context * g) {
+              const bool v[6] = {false, false, false, false, false, false};
+              gguf_set_arr_data(g, "gemma3.attention.sliding_window_pattern", GGUF_TYPE_BOOL, v, 6);
+          }) == "");
+    const std::string shrt = load_edited_gemma3("short", [](gguf_context * g) {
+        const bool v[2] = {true, false};
+        gguf_set_arr_data(g, "gemma3.attention.sliding_window_pattern", GGUF_TYPE_BOOL, v, 2);
+    });
+    CHECK(shrt.find("gemma3.attention.sliding_window_pattern is not an array of 6 bools") != std::string::npos);
+    const std::string base =
+        load_edited_gemma3("base", [](gguf_context * g) { gguf_set_val_f32(g, "gemma3.rope.freq_base_swa", -1.0f); });
+    CHECK(base.find("sliding-window rope base -1 is invalid") != std::string::npos);
+}
+
+// The window's mask on the flash path, one token at a time (the cases above decode one at a time
+// with matmul attention and run the prompt at once with flash attention).
+TEST_CASE("gemma2 and gemma3 decoded one token at a time with flash attention") {
+    for (const char * name : {"gemma2", "gemma3"}) {
+        const Ref ref = read_ref(name);
+        const TempFile file{temp_path("family", std::string(name) + "-flash.gguf")};
+        write_model(family(name), file.path);
+        kvg_model * m = load_model_file(file.path);
+        const Result res = compare(m, ref, 0, 256, KVG_ATTN_FLASH);
+        MESSAGE(std::string(name) << ", flash attention: largest logit difference " << res.max_rel << " (position "
+                                  << res.worst_pos << "), first greedy difference at " << res.first_greedy_diff);
+        CHECK(res.max_rel <= 1e-3);
+        CHECK(res.first_greedy_diff == -1);
+        kvg_model_free(m);
+    }
 }
