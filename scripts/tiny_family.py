@@ -57,6 +57,11 @@ FAMILIES["llama3-norf"] = dict(FAMILIES["llama3"], rope_freqs=False)  # the cont
 FAMILIES["llama3-yarn"] = dict(FAMILIES["llama3-norf"], yarn=(4.0, 32))
 # SmolLM3: llama's layer and Llama 3's vocabulary, no rope on every fourth layer (the 4th of 4 here)
 FAMILIES["smollm3"] = dict(FAMILIES["llama3-norf"], arch="smollm3", seed=4505, n_layer=4)
+# 256 wide, for the Q4_K_M check (k-quants take rows of 256; tests/test-family-quant.cpp): matrices
+# at half the scale (4x the fan-in); qwen3 keeps a Q wider than n_embd (heads of 128)
+for _f in ("llama3", "qwen2", "qwen3", "phi3", "smollm3"):
+    FAMILIES[_f + "-256"] = dict(FAMILIES[_f], n_embd=256, n_ff=512, head_dim=128 if _f == "qwen3" else 64,
+                                 mat_scale=0.5)
 
 M64 = (1 << 64) - 1
 
@@ -129,7 +134,8 @@ def tensor_specs(c):
         else:
             specs += [(p + "ffn_gate.weight", [e, ff], 0.5, 0.0), (p + "ffn_up.weight", [e, ff], 0.5, 0.0)]
         specs.append((p + "ffn_down.weight", [ff, e], 0.25, 0.0))
-    return specs
+    m = c.get("mat_scale", 1.0)
+    return [(n, ne, s * m if len(ne) == 2 and n != "token_embd.weight" else s, o) for n, ne, s, o in specs]
 
 
 def model_kvs(c, n_vocab):
