@@ -82,6 +82,11 @@ FAMILIES["gemma2"] = dict(_GEMMA, arch="gemma2", seed=4506, softcap=(1.5, 4.0))
 # sliding-window layers at llama.cpp's local base 10000 unscaled; no soft-capping
 FAMILIES["gemma3"] = dict(_GEMMA, arch="gemma3", seed=4507, n_layer=6, qk_norm=True, rope_base=1000000.0,
                           linear=8.0)
+# 256 wide, for the Q4_K_M check (k-quants take rows of 256; tests/test-family-quant.cpp): matrices
+# at half the scale (4x the fan-in); qwen3 keeps a Q wider than n_embd (heads of 128)
+for _f in ("llama3", "qwen2", "qwen3", "phi3", "smollm3"):
+    FAMILIES[_f + "-256"] = dict(FAMILIES[_f], n_embd=256, n_ff=512, head_dim=128 if _f == "qwen3" else 64,
+                                 mat_scale=0.5)
 
 M64 = (1 << 64) - 1
 
@@ -159,7 +164,8 @@ def tensor_specs(c):
         specs.append((p + "ffn_down.weight", [ff, e], 0.25, 0.0))
         if c.get("post_norms"):
             specs.append((p + "post_ffw_norm.weight", [e], 0.5, 1.0))
-    return specs
+    m = c.get("mat_scale", 1.0)
+    return [(n, ne, s * m if len(ne) == 2 and n != "token_embd.weight" else s, o) for n, ne, s, o in specs]
 
 
 def model_kvs(c, n_vocab):

@@ -40,10 +40,21 @@ struct Family {
     bool post_norms = false, no_space_prefix = false;
     int swa = 0;
     float attn_softcap = 0.0f, final_softcap = 0.0f, linear = 0.0f;
+    double mat_scale = 1.0; // scales the matrices but token_embd (the -256 variants: 0.5)
 };
 
 // FAMILIES of tiny_family.py (the settings that reach the file): what each changes from llama3.
 inline Family family(const std::string & name) {
+    const size_t w = name.size() > 4 ? name.size() - 4 : 0;
+    if (w > 0 && name.compare(w, 4, "-256") == 0) { // 256 wide, for the Q4_K_M check
+        Family f = family(name.substr(0, w));
+        f.name = name;
+        f.n_embd = 256;
+        f.n_ff = 512;
+        f.head_dim = f.arch == "qwen3" ? 128 : 64;
+        f.mat_scale = 0.5;
+        return f;
+    }
     Family f;
     f.name = name;
     if (name == "llama3-norf" || name == "llama3-yarn") f.rope_freqs = false; // the control: the same weights
@@ -210,6 +221,7 @@ inline std::vector<Spec> tensor_specs(const Family & c) {
         s.push_back({p + "ffn_down.weight", {ff, e}, 0.25, 0.0});
         if (c.post_norms) s.push_back({p + "post_ffw_norm.weight", {e}, 0.5, 1.0});
     }
+    for (Spec & x : s) x.scale *= x.ne.size() == 2 && x.name != "token_embd.weight" ? c.mat_scale : 1.0;
     return s;
 }
 
