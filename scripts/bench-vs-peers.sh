@@ -26,8 +26,10 @@
 # Environment: TYPES (default "Q8_0 Q4_0 Q4_K_M Q6_K"; F16 is the converted file, F32 a second
 # conversion; BF16, IQ4_NL, ... work too), THREADS (1,2), REPS (3), PP (prompt tokens, 128),
 # TG (generated tokens, 64; 0: none), SHAPE (tl11, default: TinyLlama-1.1B; s110: stories110M,
-# dim 768, ff 2048, 12 layers, 12 heads, vocab 32000), KVG_BUILD (kvgraph's build directory,
-# default build).
+# dim 768, ff 2048, 12 layers, 12 heads, vocab 32000; qwen25-05b: Qwen2.5-0.5B's shape, qwen2
+# architecture; llama32-1b: Llama 3.2 1B's shape with rope_freqs.weight; these two are written in
+# f16 by make-family-bench.py with their family's vocabulary), KVG_BUILD (kvgraph's build
+# directory, default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 llama=${1:?usage: $0 LLAMA_CPP_BIN [IK_LLAMA_BIN|-] [MODELS_DIR]}
@@ -43,13 +45,16 @@ kvg=${KVG_BUILD:-build}
 case $shape in
     tl11) dims="2048 5632 22 32 4 32000 2048" ;;
     s110) dims="768 2048 12 12 12 32000 1024" ;;
-    *) echo "SHAPE: tl11 or s110" >&2; exit 1 ;;
+    qwen25-05b | llama32-1b) dims="" ;;
+    *) echo "SHAPE: tl11, s110, qwen25-05b or llama32-1b" >&2; exit 1 ;;
 esac
 cmake --build "$kvg" --target kvg-bench kvg-convert-llama2c > /dev/null
 
 mkdir -p "$work"
 f16=$work/$shape-f16.gguf
-if [ ! -f "$f16" ]; then
+if [ ! -f "$f16" ] && [ -z "$dims" ]; then
+    /usr/bin/python3 scripts/make-family-bench.py "$shape" "$f16"
+elif [ ! -f "$f16" ]; then
     python3 scripts/make-random-llama2c.py "$work/$shape.bin" $dims
     "$kvg/bin/kvg-convert-llama2c" "$work/$shape.bin" "$f16" -z ../shared/models/tokenizer.bin --type f16
     rm -f "$work/$shape.bin"

@@ -51,7 +51,9 @@ std::vector<ggml_tensor *> Model::tensors() const {
 
 ggml_tensor * Model::rope_factor_table(int n_ctx_seq) const {
     if (rope_freqs) return rope_freqs;
-    return n_ctx_seq > hp.rope_ctx_orig() ? rope_long : rope_short;
+    // llama.cpp compares its context rounded up to 256 (it allocates that much), so a context of
+    // 64 over an original 128 takes the long table there: the same file computes the same here
+    return GGML_PAD(n_ctx_seq, 256) > hp.rope_ctx_orig() ? rope_long : rope_short;
 }
 
 // llama.cpp's YaRN magnitude for llama files is 1 + 0.1 ln(factor) for a stretch (none for a

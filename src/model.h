@@ -124,8 +124,8 @@ struct Model {
     ggml_tensor * rope_short = nullptr;
     // The frequency factors a context of n_ctx_seq positions per sequence rotates with, in every
     // layer and in a KV shift: rope_freqs, else the long table when n_ctx_seq exceeds
-    // hp.rope_ctx_orig(), else the short one (llama.cpp's rule; it compares its context rounded
-    // up to 256, the same answer for an original context that is a multiple of 256).
+    // hp.rope_ctx_orig(), else the short one (llama.cpp's rule, with n_ctx_seq rounded up to 256
+    // as llama.cpp rounds its context).
     ggml_tensor * rope_factor_table(int n_ctx_seq) const;
     const float * rope_factors(int n_ctx_seq) const {
         const ggml_tensor * t = rope_factor_table(n_ctx_seq);

@@ -21,8 +21,8 @@ namespace {
 
 using namespace family_twin;
 
-const char * const kFamilies[] = {"llama3", "llama3-norf", "llama3-yarn", "smollm3",    "qwen2",
-                                  "qwen3",  "phi3",        "phi3-long",   "phi3-short", "mistral"};
+const char * const kFamilies[] = {"llama3", "llama3-norf", "llama3-yarn", "smollm3", "qwen2",  "qwen3",
+                                  "phi3",   "phi3-long",   "phi3-short",  "mistral", "gemma2", "gemma3"};
 
 kvg_context_params ctx_params(int n_seq) {
     kvg_context_params p = kvg_context_default_params();
