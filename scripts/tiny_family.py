@@ -84,7 +84,7 @@ FAMILIES["gemma3"] = dict(_GEMMA, arch="gemma3", seed=4507, n_layer=6, qk_norm=T
                           linear=8.0)
 # 256 wide, for the Q4_K_M check (k-quants take rows of 256; tests/test-family-quant.cpp): matrices
 # at half the scale (4x the fan-in); qwen3 keeps a Q wider than n_embd (heads of 128)
-for _f in ("llama3", "qwen2", "qwen3", "phi3", "smollm3"):
+for _f in ("llama3", "qwen2", "qwen3", "phi3", "smollm3", "gemma2", "gemma3"):
     FAMILIES[_f + "-256"] = dict(FAMILIES[_f], n_embd=256, n_ff=512, head_dim=128 if _f == "qwen3" else 64,
                                  mat_scale=0.5)
 

@@ -338,3 +338,7 @@ TEST_CASE("qwen3-256 Q4_K_M (Q/K norms, heads of 128)") { check_family("qwen3");
 TEST_CASE("phi3-256 Q4_K_M (fused QKV and gate+up)") { check_family("phi3"); }
 
 TEST_CASE("smollm3-256 Q4_K_M (no rope on the 4th layer)") { check_family("smollm3"); }
+
+TEST_CASE("gemma2-256 Q4_K_M (GELU, post norms, soft-capping, a window of 16)") { check_family("gemma2"); }
+
+TEST_CASE("gemma3-256 Q4_K_M (Q/K norms, five window layers of six)") { check_family("gemma3"); }
