@@ -305,7 +305,9 @@ void check_family(const std::string & base) {
     // from llama-quantize's (ggml.h), the error must not be larger
     const std::map<std::string, TypeSummary> sum = write_q4km(f32.path, ref, q.path);
     std::ostringstream types;
-    for (const auto & [type, s] : sum) {
+    for (const auto & entry : sum) {
+        const std::string & type = entry.first; // a named variable: CAPTURE cannot take a structured binding (clang)
+        const TypeSummary & s = entry.second;
         types << " " << type << ": " << s.n << " tensors, " << s.n_equal << " of " << s.n_whole
               << " encoded whole byte-equal, encoding error at most " << s.worst << "x llama-quantize's;";
         CAPTURE(type);
