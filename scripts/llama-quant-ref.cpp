@@ -17,6 +17,7 @@
 //   per position, for the f32 run then the Q4_K_M run: f32 max_abs, i16 q[n_ids] (a logit is
 //     q * max_abs / 32767)
 #include "gguf.h"
+#include "llama-ref-common.h"
 #include "llama.h"
 
 #include <algorithm>
@@ -32,35 +33,6 @@
 namespace {
 
 constexpr int N_IDS = 384;
-
-uint64_t splitmix64(uint64_t x) {
-    uint64_t z = x + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-uint64_t fnv1a(const char * p, size_t n) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (size_t i = 0; i < n; ++i) h = (h ^ (unsigned char) p[i]) * 0x100000001B3ull;
-    return h;
-}
-
-std::string slurp(const char * path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-struct Out {
-    std::string buf;
-    template <typename T> void put(T v) { buf.append((const char *) &v, sizeof v); } // little-endian hosts only
-    void str(const std::string & s) {
-        put((uint32_t) s.size());
-        buf += s;
-    }
-};
 
 // Every position's logits of `tokens`, decoded one at a time from position 0; empty on failure.
 std::vector<std::vector<float>> run(const char * path, const std::vector<llama_token> & tokens) {

@@ -10,6 +10,7 @@
 // Usage: llama-ref MODEL.gguf PROMPT.txt OUT.bin NOTE
 //   PROMPT.txt is read as bytes, trailing newlines dropped; NOTE (e.g. "llama3 llama.cpp <commit>")
 //   is stored in the file for people.
+#include "llama-ref-common.h"
 #include "llama.h"
 
 #include <algorithm>
@@ -26,36 +27,6 @@
 namespace {
 
 constexpr int N_GREEDY = 32, N_TOP = 32, N_RANDOM = 384;
-
-uint64_t splitmix64(uint64_t x) {
-    uint64_t z = x + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-// 64-bit FNV-1a of the model file: the test checks that it wrote these very bytes.
-uint64_t fnv1a(const std::string & s) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-    return h;
-}
-
-std::string slurp(const char * path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-struct Out {
-    std::string buf;
-    template <typename T> void put(T v) { buf.append((const char *) &v, sizeof v); } // little-endian hosts only
-    void str(const std::string & s) {
-        put((uint32_t) s.size());
-        buf += s;
-    }
-};
 
 // Decodes prompt + N_GREEDY greedy tokens one at a time; returns every position's logits.
 bool run(llama_context * ctx, int n_vocab, const std::vector<llama_token> & prompt, std::vector<llama_token> * greedy,
