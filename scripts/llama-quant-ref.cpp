@@ -36,17 +36,9 @@ constexpr int N_IDS = 384;
 
 // Every position's logits of `tokens`, decoded one at a time from position 0; empty on failure.
 std::vector<std::vector<float>> run(const char * path, const std::vector<llama_token> & tokens) {
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    llama_model * model = llama_model_load_from_file(path, mp);
+    llama_model * model = load_cpu_model(path);
     if (!model) return {};
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_batch = cp.n_ubatch = 256;
-    cp.n_threads = cp.n_threads_batch = 1;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_k = cp.type_v = GGML_TYPE_F16;
-    llama_context * ctx = llama_init_from_model(model, cp);
+    llama_context * ctx = reference_context(model);
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     std::vector<std::vector<float>> rows;
     for (size_t p = 0; ctx && p < tokens.size(); ++p) {
@@ -124,19 +116,10 @@ double rms(const std::vector<std::vector<float>> & a, const std::vector<std::vec
     return std::sqrt(s / n);
 }
 
-void quiet(ggml_log_level level, const char * text, void *) {
-    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
-}
-
 } // namespace
 
 int main(int argc, char ** argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s F32.gguf Q4_K_M.gguf PROMPT.txt OUT.bin NOTE\n", argv[0]);
-        return 1;
-    }
-    llama_log_set(quiet, nullptr);
-    llama_backend_init();
+    if (!start_llama(argc, argv, 5, "F32.gguf Q4_K_M.gguf PROMPT.txt OUT.bin NOTE")) return 1;
     std::string text = slurp(argv[3]);
     while (!text.empty() && text.back() == '\n') text.pop_back();
     const std::vector<llama_token> tokens = tokenize(argv[1], text);

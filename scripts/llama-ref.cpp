@@ -63,30 +63,13 @@ void put_row(Out & o, const std::vector<float> & l, const std::vector<int32_t> &
     for (int32_t id : ids) o.put(quant(l[id], max_abs));
 }
 
-void quiet(ggml_log_level level, const char * text, void *) {
-    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
-}
-
 } // namespace
 
 int main(int argc, char ** argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s MODEL.gguf PROMPT.txt OUT.bin NOTE\n", argv[0]);
-        return 1;
-    }
-    llama_log_set(quiet, nullptr);
-    llama_backend_init();
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    llama_model * model = llama_model_load_from_file(argv[1], mp);
+    if (!start_llama(argc, argv, 4, "MODEL.gguf PROMPT.txt OUT.bin NOTE")) return 1;
+    llama_model * model = load_cpu_model(argv[1]);
     if (!model) return fprintf(stderr, "cannot load %s\n", argv[1]), 1;
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_batch = cp.n_ubatch = 256;
-    cp.n_threads = cp.n_threads_batch = 1;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_k = cp.type_v = GGML_TYPE_F16;
-    llama_context * ctx = llama_init_from_model(model, cp);
+    llama_context * ctx = reference_context(model);
     if (!ctx) return fprintf(stderr, "cannot create a context\n"), 1;
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int n_vocab = llama_vocab_n_tokens(vocab);
