@@ -202,7 +202,7 @@ void ggml_compute_forward_mul_mat_id(const ggml_compute_params * params, ggml_te
         const char * w = (const char *) m.as->data + expert * m.as->nb[2];
         float * out = (float *) ((char *) dst->data + e * dst->nb[1] + t * dst->nb[2]);
         const int64_t n1 = std::min(m.N, (blk + 1) * MMID_BLOCK);
-        const int rows = mk.mv_float ? mk.mv_rows : std::min(mk.mv_rows, mk.rows); // tile[rows][1] exists
+        const int rows = mk.mv_float ? mk.mv_rows : mm_one_row_height(mk); // tile[rows][1] exists
         for (int64_t i = blk * MMID_BLOCK; i < n1; i += rows) {
             const int rn = (int) std::min<int64_t>(rows, n1 - i);
             const mm_tile_args args = {m.K, w + i * m.as->nb[1], m.as->nb[1], x, 0, out + i, 1, false, rn};

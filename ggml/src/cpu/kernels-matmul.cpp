@@ -313,7 +313,7 @@ mm_shape shape_of(const mm_info & mi) {
     // compute each element the same way, so the result does not change)
     sh.mv_float = mi.M == 1 && !mi.panel && !mi.mv && mk.mv_float;
     // (mv_rows may exceed the tiles' height: it is the mv kernels' row count)
-    sh.RN = mi.panel ? mk.panel_rows : mi.mv || sh.mv_float ? mk.mv_rows : mi.M == 1 ? std::min(mk.mv_rows, mk.rows) : mk.rows;
+    sh.RN = mi.panel ? mk.panel_rows : mi.mv || sh.mv_float ? mk.mv_rows : mi.M == 1 ? mm_one_row_height(mk) : mk.rows;
     sh.RM = mi.panel ? mk.panel_cols : mi.mv ? 1 : mk.cols;
     sh.BM = mi.M <= sh.RM ? mi.M : sh.RM * ((64 + sh.RM - 1) / sh.RM);
     int64_t unit = sh.RN;

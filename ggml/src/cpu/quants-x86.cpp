@@ -230,13 +230,15 @@ struct q4_1 {
         return nibbles32(b + 4);
     }
 };
+// q5_0's offset is -16 quants: signed quants q - 16 make the dot exact in integers and need no
+// activation sums (which the 1 x 8 prompt tiles would compute per activation row)
 struct q5_0 {
     static constexpr size_t BYTES = 22;
-    static constexpr bool SIGNED = false;
+    static constexpr bool SIGNED = true;
     static KVG_INLINE __m256i quants(const uint8_t * b, float & d, float & off) {
         d = half_at(b);
-        off = -16.0f * d;
-        return _mm256_or_si256(nibbles32(b + 6), fifth_bits(b + 2));
+        off = 0.0f;
+        return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), fifth_bits(b + 2)), _mm256_set1_epi8(16));
     }
 };
 struct q5_1 {
@@ -279,9 +281,9 @@ KVG_INLINE void tile_32(const mm_tile_args & a) {
             if (C == 1) _mm_prefetch((const char *) w + (R == 1 ? 1024 : R * a.w_stride), _MM_HINT_T0);
             float d, off;
             const __m256i q = T::quants(w, d, off);
+            const __m256i qabs = T::SIGNED ? _mm256_sign_epi8(q, q) : q; // maddubs: unsigned x signed
             for (int c = 0; c < C; ++c) {
-                const __m256i p16 = T::SIGNED ? _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq[c], q))
-                                              : _mm256_maddubs_epi16(q, xq[c]);
+                const __m256i p16 = _mm256_maddubs_epi16(qabs, T::SIGNED ? _mm256_sign_epi8(xq[c], q) : xq[c]);
                 const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones16));
                 acc[r * C + c] = _mm256_fmadd_ps(p, _mm256_set1_ps(d * xd[c]), acc[r * C + c]);
                 if (!T::SIGNED) acc[r * C + c] = _mm256_fmadd_ps(xsum[c], _mm256_set1_ps(off * xd[c]), acc[r * C + c]);
@@ -335,9 +337,13 @@ KVG_TARGET void quantize_q8_K(const float * x, void * vy, int64_t k) {
 
 void kvg::add_block_quant_kernels_avx2(cpu_kernels & k) {
     mm_fill<t_q4_1, 4, 2>(k.mm[MM_Q4_1]);
-    mm_fill<t_q5_0, 4, 2>(k.mm[MM_Q5_0]);
     mm_fill<t_q5_1, 4, 2>(k.mm[MM_Q5_1]);
-    mm_fill<t_iq4_nl, 4, 2>(k.mm[MM_IQ4_NL]);
+    // signed quants need no activation sums: one weight row against up to 8 activation rows
+    // shares their decoding in prompts, and matrix-vector products keep 4 rows per activation block
+    mm_fill<t_q5_0, 1, 8>(k.mm[MM_Q5_0]);
+    mm_fill_matvec<t_q5_0, 4>(k.mm[MM_Q5_0]);
+    mm_fill<t_iq4_nl, 1, 8>(k.mm[MM_IQ4_NL]);
+    mm_fill_matvec<t_iq4_nl, 4>(k.mm[MM_IQ4_NL]);
     mm_fill<t_q2_k, 1, 8>(k.mm[MM_Q2_K]);
     mm_fill<t_q3_k, 1, 8>(k.mm[MM_Q3_K]);
     mm_fill<t_q4_k, 1, 8>(k.mm[MM_Q4_K]);
@@ -346,7 +352,7 @@ void kvg::add_block_quant_kernels_avx2(cpu_kernels & k) {
     // k-quants: one weight row against up to 8 activation rows (the unpacking of a super-block
     // is the cost to share); one row streams best for matrix-vector products. The 32-value
     // types keep 4 rows there: one activation block (and its sum) serves 4 weight rows, and
-    // q5_0/q4_1 are compute-bound with one (Qwen2.5-0.5B Q4_K_M, mostly q5_0: tg 1 thread +20-30%)
+    // q5_0/q4_1 are compute-bound with one (Qwen2.5-0.5B Q4_K_M, mostly q5_0: tg 1 thread +20-30%).
     for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
     k.quantize_q8_K = quantize_q8_K;
 }

@@ -5,6 +5,7 @@
 
 #include "cpu-impl.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kvg {
@@ -70,7 +71,7 @@ enum mm_panel_kind { MM_PANEL_Q8_0 = 0, MM_PANEL_BF16, MM_PANEL_F32 };
 struct mm_kernel {
     int rows, cols; // full register tile; tile[r][c] exists for 1 <= r <= rows, 1 <= c <= cols
     int mv_rows;    // rows per call of mv / mv_float (matrix-vector products; memory streaming, measured);
-                    // other tiles for one activation row take min(mv_rows, rows)
+                    // other tiles for one activation row take mm_one_row_height rows
     mm_tile_fn tile[MM_MAX_ROWS + 1][MM_MAX_COLS + 1];
     // panel tiles (0 rows: none): panel[r] multiplies r weight rows with panel_cols activation
     // rows (x: the first panel's block at the tile's K offset, the next ones x_stride apart;
@@ -163,6 +164,23 @@ static void mm_fill(mm_kernel & k) {
     k.rows = R;
     k.cols = C;
     k.mv_rows = R;
+}
+
+// Fills the one-column tiles tile[1..R][1] (R may exceed the tiles' height `rows`) and makes
+// R the rows of a tile for one activation row: for weights whose decoding costs more than the
+// products, wide tiles (1 x 8) share it in prompts while matrix-vector products still share
+// each activation block between R rows.
+template <template <int, int> class Tile, int R> static void mm_fill_matvec(mm_kernel & k) {
+    k.tile[R][1] = &Tile<R, 1>::run;
+    if constexpr (R > 1) mm_fill_matvec<Tile, R - 1>(k);
+    k.mv_rows = R;
+}
+
+// Weight rows per tile of a product of one activation row that takes neither mv nor
+// mv_float: mv_rows where those one-column tiles exist (mm_fill_matvec), else at most the
+// tiles' height.
+inline int mm_one_row_height(const mm_kernel & k) {
+    return k.mv_rows <= MM_MAX_ROWS && k.tile[k.mv_rows][1] ? k.mv_rows : std::min(k.mv_rows, k.rows);
 }
 
 // Fills panel[1..R] of a kernel from P<r>::run (internal linkage, as for mm_fill); panel[0] stays empty.
