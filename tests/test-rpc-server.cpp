@@ -264,7 +264,7 @@ TEST_CASE("graph: get_rows, and set_rows through a view of the destination") {
     const WireTensor cache = tensor(4, GGML_TYPE_F32, {4, 8}, h, base + 1024),
                      vals = tensor(5, GGML_TYPE_F32, {4, 2}, h, base + 1536);
     const WireTensor sidx = tensor(6, GGML_TYPE_I64, {2}, h, base + 1664);
-    WireTensor set = node(7, GGML_OP_SET_ROWS, cache, cache.data, {5, 6});
+    WireTensor set = node(7, GGML_OP_SET_ROWS, cache, cache.data, {5, 6, 4}); // ggml: src[2] = destination
     set.view_src = 4;
     const std::vector<float> vv = ramp(8, 0.9f, 0.4f);
     c.set(cache, std::vector<float>(32, -1.0f)), c.set(vals, vv), c.set(sidx, std::vector<int64_t>{7, 1});
@@ -378,8 +378,11 @@ TEST_CASE("refused: graphs with bad ids, views, ops, parameters, sizes or indice
     c.refused(rpc::CMD_GRAPH_COMPUTE, graph({4, 5}, {g.a, g.x, g.bias, g.mm, bad}), "missing");
     bad = g.out, bad.src[2] = 1;
     c.refused(rpc::CMD_GRAPH_COMPUTE, graph({4, 5}, {g.a, g.x, g.bias, g.mm, bad}), "too many sources");
-    bad = g.out, bad.ne[1] = 0;
-    c.refused(rpc::CMD_GRAPH_COMPUTE, graph({4, 5}, {g.a, g.x, g.bias, g.mm, bad}), "empty tensors");
+    WireTensor empty = g.bias;
+    empty.ne[0] = 0; // a result from an empty source: refused
+    c.refused(rpc::CMD_GRAPH_COMPUTE, graph({4, 5}, {g.a, g.x, empty, g.mm, g.out}), "empty tensors");
+    bad = g.out, bad.ne[1] = 0; // an empty result: nothing to compute, accepted
+    CHECK(c.call(rpc::CMD_GRAPH_COMPUTE, graph({4, 5}, {g.a, g.x, g.bias, g.mm, bad})));
     WireTensor rope = node(6, GGML_OP_ROPE, g.x, base + 4096, {2, 1});
     rope.op_params[1] = 3; // odd n_dims
     c.refused(rpc::CMD_GRAPH_COMPUTE, graph({6}, {g.a, g.x, rope}), "positions must be i32");

@@ -63,7 +63,6 @@ SrcCount src_count(ggml_op op) {
     switch (op) {
         case GGML_OP_CPY:
         case GGML_OP_GET_ROWS:
-        case GGML_OP_SET_ROWS:
         case GGML_OP_ADD:
         case GGML_OP_SUB:
         case GGML_OP_MUL:
@@ -71,7 +70,8 @@ SrcCount src_count(ggml_op op) {
         case GGML_OP_MUL_MAT: return {2, 2};
         case GGML_OP_SOFT_MAX:
         case GGML_OP_GLU: return {1, 2};
-        case GGML_OP_ROPE: return {2, 3};
+        case GGML_OP_ROPE:
+        case GGML_OP_SET_ROWS: return {2, 3};       // set_rows: ggml lists the destination as src[2]
         case GGML_OP_FLASH_ATTN_EXT: return {3, 4}; // q, k, v, mask; no sinks (kvgraph's src[4] means else)
         default: return {1, 1};
     }
@@ -242,14 +242,15 @@ const char * check_node(const ggml_tensor * t) {
     const OpCheck check = op_check(t->op);
     if (!check) return "op not supported by this server";
     const SrcCount c = src_count(t->op);
+    // kernels divide by dimensions: an empty result is not computed (build_graph skips it),
+    // and a result computed from an empty source is refused
+    const bool computed = !ggml_op_is_view(t->op) && ggml_nelements(t) > 0;
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
         if (i < c.min && !t->src[i]) return "a source is missing";
         if (i >= c.max && t->src[i]) return "too many sources for this op";
-        // kernels divide by dimensions: nothing empty is computed
-        if (t->src[i] && ggml_nelements(t->src[i]) == 0) return "empty tensors are not computed";
+        if (computed && t->src[i] && ggml_nelements(t->src[i]) == 0) return "empty tensors are not computed";
     }
-    if (ggml_nelements(t) == 0) return "empty tensors are not computed";
-    return check(t);
+    return computed || ggml_op_is_view(t->op) ? check(t) : nullptr;
 }
 
 // Written address ranges (the client's addresses: unique over all buffers), merged.
@@ -392,8 +393,9 @@ static bool build_graph(Session & s, GraphBuild & gb, const uint8_t * ids, uint3
             return s.fail("node %u '%s' (%s): %s", k, w.name, ggml_op_name(t->op), why);
         if (ggml_op_is_view(t->op) && w.view_src == 0)
             return s.fail("node %u '%s': a view op without a view source", k, w.name);
-        // as ggml's CPU backend: a listed node without the compute flag is checked, not run
-        if (!(w.flags & GGML_TENSOR_FLAG_COMPUTE)) continue;
+        // as ggml's CPU backend: a listed node without the compute flag is checked, not run;
+        // an empty one has nothing to run
+        if (!(w.flags & GGML_TENSOR_FLAG_COMPUTE) || ggml_nelements(t) == 0) continue;
         if (t->op == GGML_OP_GET_ROWS || t->op == GGML_OP_SET_ROWS) {
             const WireTensor & iw = gb.wire[gb.index[w.src[1]]];
             const Span sp = gb.spans[gb.index[w.src[1]]];
