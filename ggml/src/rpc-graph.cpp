@@ -236,6 +236,12 @@ OpCheck op_check(ggml_op op) {
     }
 }
 
+// Does t have anything to compute? Not a view, not empty, and for set_rows some rows to set.
+bool runs(const ggml_tensor * t) {
+    if (ggml_op_is_view(t->op) || ggml_nelements(t) == 0) return false;
+    return t->op != GGML_OP_SET_ROWS || !t->src[0] || ggml_nelements(t->src[0]) > 0;
+}
+
 // Null if the CPU kernel of t's op can run t as given; else why not.
 const char * check_node(const ggml_tensor * t) {
     if (t->op >= GGML_OP_COUNT) return "unknown op";
@@ -244,7 +250,7 @@ const char * check_node(const ggml_tensor * t) {
     const SrcCount c = src_count(t->op);
     // kernels divide by dimensions: an empty result is not computed (build_graph skips it),
     // and a result computed from an empty source is refused
-    const bool computed = !ggml_op_is_view(t->op) && ggml_nelements(t) > 0;
+    const bool computed = runs(t);
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
         if (i < c.min && !t->src[i]) return "a source is missing";
         if (i >= c.max && t->src[i]) return "too many sources for this op";
@@ -395,7 +401,7 @@ static bool build_graph(Session & s, GraphBuild & gb, const uint8_t * ids, uint3
             return s.fail("node %u '%s': a view op without a view source", k, w.name);
         // as ggml's CPU backend: a listed node without the compute flag is checked, not run;
         // an empty one has nothing to run
-        if (!(w.flags & GGML_TENSOR_FLAG_COMPUTE) || ggml_nelements(t) == 0) continue;
+        if (!(w.flags & GGML_TENSOR_FLAG_COMPUTE) || (!runs(t) && !ggml_op_is_view(t->op))) continue;
         if (t->op == GGML_OP_GET_ROWS || t->op == GGML_OP_SET_ROWS) {
             const WireTensor & iw = gb.wire[gb.index[w.src[1]]];
             const Span sp = gb.spans[gb.index[w.src[1]]];
