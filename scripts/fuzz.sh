@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-60}"
 BUILD="${FUZZ_BUILD_DIR:-build-fuzz}"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf llama2c tokenizer-bin tokenize state)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf llama2c tokenizer-bin tokenize state rpc)
 CC_BIN="${FUZZ_CC:-clang}"
 CXX_BIN="${FUZZ_CXX:-clang++}"
 

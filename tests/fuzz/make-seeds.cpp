@@ -7,8 +7,10 @@
 // Writes corpus/llama2c/*.bin, corpus/tokenizer-bin/*.bin, corpus/gguf/*.gguf (the llama2.c
 // models converted with kvg_model_save_gguf), corpus/tokenize/*.txt and corpus/state/*.kvgs
 // (sequence states of shared/models/stories260K.bin; $KVG_SHARED_DIR overrides the path
-// compiled in), or those of the targets named. Deterministic.
+// compiled in) and corpus/rpc/*.bin (RPC request streams, rpc-seeds.h), or those of the
+// target named (state or rpc). Deterministic.
 #include "kvgraph.h"
+#include "rpc-seeds.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -132,14 +134,18 @@ int main(int argc, char ** argv) {
         return 1;
     }
     const std::string dir = argv[1];
-    for (const char * sub : {"llama2c", "tokenizer-bin", "gguf", "tokenize", "state"}) {
+    for (const char * sub : {"llama2c", "tokenizer-bin", "gguf", "tokenize", "state", "rpc"}) {
         std::filesystem::create_directories(dir + "/" + sub);
     }
-    if (argc > 2 && (argc > 3 || std::string(argv[2]) != "state")) {
-        std::fprintf(stderr, "only 'state' can be written alone\n");
+    const std::string only = argc > 2 ? argv[2] : "";
+    if (argc > 3 || (argc > 2 && only != "state" && only != "rpc")) {
+        std::fprintf(stderr, "only 'state' or 'rpc' can be written alone\n");
         return 1;
     }
-    write_state_seeds(dir);
+    if (only != "state") {
+        for (const auto & seed : rpct::rpc_seeds()) write_file(dir + "/rpc/" + seed.first, seed.second);
+    }
+    if (only != "rpc") write_state_seeds(dir);
     if (argc > 2) return 0;
 
     // 16 pieces: 3 specials, 13 text pieces with merges ("a"+"b" -> "ab", ...)

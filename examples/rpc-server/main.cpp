@@ -1,0 +1,79 @@
+// kvg-rpc-server: a worker for llama.cpp's RPC backend (--rpc HOST:PORT), computing with
+// kvgraph's CPU executor. Binds to 127.0.0.1 unless -H says otherwise: the protocol has no
+// authentication, so listen on other interfaces only inside a trusted network.
+#include "rpc-server.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace {
+
+void usage(const char * argv0) {
+    std::fprintf(stderr,
+                 "usage: %s [-H HOST] [-p PORT] [-t THREADS] [-m MEM_MIB]\n"
+                 "  -H HOST     address to listen on (default 127.0.0.1; the protocol has no authentication)\n"
+                 "  -p PORT     port (default 50052)\n"
+                 "  -t THREADS  compute threads (default: half the cores, at least 1)\n"
+                 "  -m MEM_MIB  memory all buffers of a client may hold (default: the machine's memory)\n",
+                 argv0);
+}
+
+// A whole decimal number in [lo, hi], or false.
+bool parse_int(const char * s, long long lo, long long hi, long long * out) {
+    char * end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    std::string host = "127.0.0.1";
+    long long port = 50052, threads = std::max(1u, std::thread::hardware_concurrency() / 2);
+    long long mem_mib = (long long) ((uint64_t) sysconf(_SC_PHYS_PAGES) * (uint64_t) sysconf(_SC_PAGESIZE) >> 20);
+    for (int i = 1; i < argc; ++i) {
+        const char * a = argv[i];
+        if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
+            usage(argv[0]);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "error: %s needs a value (or is unknown)\n", a);
+            usage(argv[0]);
+            return 1;
+        }
+        const char * v = argv[++i];
+        bool ok = true;
+        if (!std::strcmp(a, "-H") || !std::strcmp(a, "--host")) host = v;
+        else if (!std::strcmp(a, "-p") || !std::strcmp(a, "--port")) ok = parse_int(v, 1, 65535, &port);
+        else if (!std::strcmp(a, "-t") || !std::strcmp(a, "--threads")) ok = parse_int(v, 1, 512, &threads);
+        else if (!std::strcmp(a, "-m") || !std::strcmp(a, "--mem")) ok = parse_int(v, 1, 1 << 20, &mem_mib);
+        else {
+            std::fprintf(stderr, "error: unknown option %s\n", a);
+            usage(argv[0]);
+            return 1;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "error: invalid value '%s' for %s\n", v, a);
+            return 1;
+        }
+    }
+    kvg::rpc::Options opt;
+    opt.n_threads = (int) threads;
+    opt.mem_limit = (uint64_t) mem_mib << 20;
+    std::fprintf(stderr, "kvg-rpc-server: ggml RPC protocol %d.%d.%d, %d threads, %lld MiB\n", kvg::rpc::PROTO_MAJOR,
+                 kvg::rpc::PROTO_MINOR, kvg::rpc::PROTO_PATCH, opt.n_threads, mem_mib);
+    return kvg::rpc::serve(host.c_str(), (int) port, opt, nullptr, [&](int bound) {
+        std::fprintf(stderr, "kvg-rpc-server: listening on %s:%d\n", host.c_str(), bound);
+    });
+}

@@ -1,0 +1,154 @@
+// The RPC server's transport: POSIX TCP sockets, one connection at a time. A frame's payload
+// is read in chunks as it arrives, so a size field promising gigabytes allocates only what
+// was sent; a peer that stops inside a frame is dropped after a timeout, and a refused
+// message closes its connection without touching the listening socket.
+#include "rpc-server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace kvg::rpc {
+
+namespace {
+
+constexpr int FRAME_TIMEOUT_MS = 30000; // within a frame; between frames a client may idle
+constexpr size_t CHUNK = 1 << 20;
+
+// Reads exactly n bytes; timeout_ms < 0 waits forever for the first byte.
+bool read_all(int fd, void * dst, size_t n, int timeout_ms) {
+    uint8_t * p = (uint8_t *) dst;
+    while (n > 0) {
+        pollfd pfd{fd, POLLIN, 0};
+        const int r = poll(&pfd, 1, timeout_ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        const ssize_t got = recv(fd, p, n, 0);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
+        p += got, n -= (size_t) got;
+        timeout_ms = FRAME_TIMEOUT_MS;
+    }
+    return true;
+}
+
+bool write_all(int fd, const void * src, size_t n) {
+    const uint8_t * p = (const uint8_t *) src;
+    while (n > 0) {
+        const ssize_t put = send(fd, p, n, MSG_NOSIGNAL);
+        if (put < 0 && errno == EINTR) continue;
+        if (put <= 0) return false;
+        p += put, n -= (size_t) put;
+    }
+    return true;
+}
+
+// Largest payload accepted: a SET_TENSOR of the whole memory limit plus its header, or a
+// graph of the largest allowed size.
+uint64_t max_payload(const Options & opt) {
+    const uint64_t graph = 12 + 8ull * MAX_GRAPH_NODES + (uint64_t) WIRE_TENSOR_SIZE * MAX_GRAPH_TENSORS;
+    return std::max<uint64_t>(opt.mem_limit + WIRE_TENSOR_SIZE + 9, graph);
+}
+
+int listen_on(const char * host, int port, int * bound) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    const std::string p = std::to_string(port);
+    if (getaddrinfo(host, p.c_str(), &hints, &res) != 0 || !res) {
+        std::fprintf(stderr, "kvg-rpc-server: cannot resolve host '%s'\n", host);
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM, 0);
+    const int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 4) != 0) {
+        std::fprintf(stderr, "kvg-rpc-server: cannot listen on %s:%d: %s\n", host, port, std::strerror(errno));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    getsockname(fd, (sockaddr *) &addr, &len);
+    *bound =
+        ntohs(addr.ss_family == AF_INET6 ? ((sockaddr_in6 *) &addr)->sin6_port : ((sockaddr_in *) &addr)->sin_port);
+    return fd;
+}
+
+} // namespace
+
+std::string serve_connection(int fd, const Options & opt) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    Session session(opt);
+    std::vector<uint8_t> payload, reply;
+    std::string why;
+    const uint64_t limit = max_payload(opt);
+    for (;;) {
+        uint8_t head[9];
+        if (!read_all(fd, head, 1, -1) || !read_all(fd, head + 1, 8, FRAME_TIMEOUT_MS)) break; // closed or stalled
+        uint64_t n;
+        std::memcpy(&n, head + 1, 8);
+        if (n > limit) {
+            why = "frame of " + std::to_string(n) + " bytes is larger than any valid message";
+            break;
+        }
+        payload.clear();
+        bool complete = true;
+        while (payload.size() < n && complete) { // grows with what arrives
+            const size_t off = payload.size(), step = (size_t) std::min<uint64_t>(CHUNK, n - off);
+            payload.resize(off + step);
+            complete = read_all(fd, payload.data() + off, step, FRAME_TIMEOUT_MS);
+        }
+        if (!complete) break;
+        bool has_reply = false;
+        if (!session.dispatch(head[0], payload.data(), payload.size(), &reply, &has_reply)) {
+            why = session.error();
+            break;
+        }
+        if (has_reply) {
+            const uint64_t rn = reply.size();
+            if (!write_all(fd, &rn, 8) || !write_all(fd, reply.data(), reply.size())) break;
+        }
+    }
+    close(fd);
+    return why;
+}
+
+int serve(const char * host, int port, const Options & opt, const std::atomic<bool> * stop,
+          const std::function<void(int)> & on_listening) {
+    int bound = 0;
+    const int lfd = listen_on(host, port, &bound);
+    if (lfd < 0) return 1;
+    if (on_listening) on_listening(bound);
+    while (!stop || !stop->load()) {
+        pollfd pfd{lfd, POLLIN, 0};
+        if (poll(&pfd, 1, 100) <= 0) continue;
+        const int cfd = accept(lfd, nullptr, nullptr);
+        if (cfd < 0) continue;
+        std::fprintf(stderr, "kvg-rpc-server: client connected\n");
+        const std::string why = serve_connection(cfd, opt);
+        if (why.empty()) {
+            std::fprintf(stderr, "kvg-rpc-server: client disconnected\n");
+        } else {
+            std::fprintf(stderr, "kvg-rpc-server: connection closed: %s\n", why.c_str());
+        }
+    }
+    close(lfd);
+    return 0;
+}
+
+} // namespace kvg::rpc
