@@ -208,10 +208,28 @@ struct iq4_xs {
         const __m256i levels = both_lanes(_mm_loadu_si128((const __m128i *) kvg::iq4nl_levels));
         return _mm256_shuffle_epi8(levels, nibbles32(b + 8 + 16 * j));
     }
+    // runs j and j + 1 (j even) from one load: their low nibbles side by side, then the high ones
+    static KVG_INLINE void run_pair(const uint8_t * b, int j, __m256i * q) {
+        const __m256i levels = both_lanes(_mm_loadu_si128((const __m128i *) kvg::iq4nl_levels));
+        const __m256i v = load32(b + 8 + 16 * j);
+        const __m256i lo = _mm256_shuffle_epi8(levels, low4(v)), hi = _mm256_shuffle_epi8(levels, high4(v));
+        q[0] = _mm256_permute2x128_si256(lo, hi, 0x20);
+        q[1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+    }
 };
 // Types whose runs are signed bytes (table values) without minimums: maddubs takes |q| and
 // x with q's sign (pair sums within int16: 2 * 127 * 127)
 template <typename T> constexpr bool signed_runs = std::is_same_v<T, iq4_xs>;
+// runs j and j + 1 of a super-block (iq4_xs: one load for both; 1 thread, 2048 x 5632 times one
+// row: 30.0 -> 40.1 GFLOP/s, iq4_nl 36.0 / 35.1 and q4_K 51.1 / 51.2 beside it)
+template <typename T> KVG_INLINE void run_pair(const uint8_t * b, int j, __m256i * q) {
+    if constexpr (signed_runs<T>) {
+        T::run_pair(b, j, q);
+    } else {
+        q[0] = T::run32(b, j);
+        q[1] = T::run32(b, j + 1);
+    }
+}
 
 // Matrix-vector products stream the weights once: every cache line of the block PF_DIST
 // bytes ahead is requested (a super-block spans 2-4 lines).
@@ -244,8 +262,10 @@ KVG_INLINE void tile_k(const mm_tile_args & a) {
             T::prepare(w, s);
             __m256i isum[C];
             for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+            __m256i pair[2];
             for (int j = 0; j < 8; ++j) {
-                const __m256i q = T::run32(w, j), scale = T::scale(s, j);
+                if (j % 2 == 0) run_pair<T>(w, j, pair);
+                const __m256i q = pair[j % 2], scale = T::scale(s, j);
                 const __m256i uq = signed_runs<T> ? _mm256_sign_epi8(q, q) : q;
                 for (int c = 0; c < C; ++c) {
                     __m256i xq = load32((const uint8_t *) x[c]->qs + 32 * j);
