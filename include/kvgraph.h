@@ -154,9 +154,12 @@ enum kvg_ftype {
     KVG_FTYPE_Q8_0 = 2,
     KVG_FTYPE_Q4_0 = 3,
     KVG_FTYPE_BF16 = 4,
+    KVG_FTYPE_IQ4_XS = 5, // llama.cpp's IQ4_XS: 4.25 bits per weight (super-blocks of 256 values)
 };
-// Writes the model (weights converted to ftype; 1-D norms stay f32, matrices whose rows are
-// not a multiple of 32 fall back to f16 for q8_0/q4_0) as a GGUF v3 llama file with
+// Writes the model (weights converted to ftype; 1-D norms stay f32; for iq4_xs, as
+// llama-quantize's IQ4_XS, the output matrix (or tied embeddings) in q6_K and matrices whose
+// rows are not a multiple of 256 in iq4_nl; block-type matrices whose rows are not a multiple
+// of 32 in f16) as a GGUF v3 llama file with
 // llama.cpp's keys and tensor names, tokenizer included when the model has one (a model of
 // another architecture: false, KVG_STATUS_UNSUPPORTED). A model
 // without a tokenizer gets a placeholder vocabulary unless no_vocab is set. The file is

@@ -7,6 +7,10 @@
 //   g++ -O2 -std=c++17 scripts/llama-quant-ref.cpp -I$L/include -I$L/ggml/include -L$L/build/bin \
 //       -lllama -lggml -lggml-base -Wl,-rpath,$L/build/bin -o /work/peers/llama-quant-ref
 // Usage: llama-quant-ref F32.gguf Q4_K_M.gguf PROMPT.txt OUT.bin NOTE
+//        llama-quant-ref --logits MODEL.gguf TOKENS.txt OUT.logits.f32
+//   The second form writes every position's logits of the whitespace-separated token ids, decoded
+//   the same way, as raw float32 [n_tokens][n_vocab]: the format of ../shared/gguf-quant's
+//   *.logits.f32 (tests/test-gguf-quant.cpp; its IQ4_XS fixture was made so).
 //
 // OUT.bin, little-endian:
 //   char[8] "KVGQNT01"; u32 n, char[n] note; u64 FNV-1a 64 of F32.gguf; u64 that of Q4_K_M.gguf
@@ -116,9 +120,25 @@ double rms(const std::vector<std::vector<float>> & a, const std::vector<std::vec
     return std::sqrt(s / n);
 }
 
+// --logits: raw logits of given token ids
+int write_logits(const char * model, const char * tokens_path, const char * out) {
+    std::vector<llama_token> tokens;
+    std::ifstream tf(tokens_path);
+    for (int x; tf >> x;) tokens.push_back(x);
+    const std::vector<std::vector<float>> rows = run(model, tokens);
+    if (tokens.empty() || rows.size() != tokens.size()) return fprintf(stderr, "no tokens or decode failed\n"), 1;
+    std::ofstream f(out, std::ios::binary);
+    for (const std::vector<float> & l : rows)
+        f.write((const char *) l.data(), (std::streamsize) (l.size() * sizeof(float)));
+    return f ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char ** argv) {
+    if (argc == 5 && std::string(argv[1]) == "--logits") {
+        return start_llama(argc, argv, 4, "--logits MODEL.gguf TOKENS.txt OUT.f32") ? write_logits(argv[2], argv[3], argv[4]) : 1;
+    }
     if (!start_llama(argc, argv, 5, "F32.gguf Q4_K_M.gguf PROMPT.txt OUT.bin NOTE")) return 1;
     std::string text = slurp(argv[3]);
     while (!text.empty() && text.back() == '\n') text.pop_back();

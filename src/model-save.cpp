@@ -82,8 +82,9 @@ static bool write_replacing(gguf_context * g, const std::string & path, std::str
 
 bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool placeholder_vocab, std::string * err) {
     if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16 && type != GGML_TYPE_Q8_0 &&
-        type != GGML_TYPE_Q4_0) {
-        return fail(err, KVG_STATUS_UNSUPPORTED, strfmt("cannot write weights as %s (f32, f16, bf16, q8_0, q4_0)", ggml_type_name(type)));
+        type != GGML_TYPE_Q4_0 && type != GGML_TYPE_IQ4_XS) {
+        return fail(err, KVG_STATUS_UNSUPPORTED,
+                    strfmt("cannot write weights as %s (f32, f16, bf16, q8_0, q4_0, iq4_xs)", ggml_type_name(type)));
     }
     if (m.arch != "llama") { // the writer knows llama's keys and tensors only
         return fail(err, KVG_STATUS_UNSUPPORTED, strfmt("cannot write a '%s' model (only 'llama')", m.arch.c_str()));
@@ -94,9 +95,13 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
 
     gguf_set_val_str(g, "general.architecture", "llama");
     gguf_set_val_str(g, "general.name", "kvgraph-converted");
-    // llama.cpp's file types: all f32, mostly f16, q4_0, q8_0, bf16
-    const uint32_t ftype = type == GGML_TYPE_F32 ? 0 : type == GGML_TYPE_F16 ? 1 : type == GGML_TYPE_Q4_0 ? 2
-                         : type == GGML_TYPE_BF16 ? 32 : 7;
+    // llama.cpp's file types: all f32, mostly f16, q4_0, q8_0, bf16, iq4_xs
+    const uint32_t ftype = type == GGML_TYPE_F32      ? 0
+                           : type == GGML_TYPE_F16    ? 1
+                           : type == GGML_TYPE_Q4_0   ? 2
+                           : type == GGML_TYPE_BF16   ? 32
+                           : type == GGML_TYPE_IQ4_XS ? 30
+                                                      : 7;
     gguf_set_val_u32(g, "general.file_type", ftype);
     gguf_set_val_u32(g, "llama.context_length", hp.n_ctx_train);
     gguf_set_val_u32(g, "llama.embedding_length", hp.n_embd);
@@ -126,6 +131,10 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
     bufs.reserve(src.size());
     for (const ggml_tensor * s : src) {
         ggml_type t = s->ne[1] == 1 ? GGML_TYPE_F32 : type;
+        // as llama-quantize's IQ4_XS: the output matrix (or the tied embeddings) in q6_K, rows
+        // not a multiple of 256 in iq4_nl
+        if (t == GGML_TYPE_IQ4_XS && s == m.output) t = GGML_TYPE_Q6_K;
+        if (t == GGML_TYPE_IQ4_XS && s->ne[0] % QK_K != 0) t = GGML_TYPE_IQ4_NL;
         if (ggml_is_quantized(t) && s->ne[0] % ggml_blck_size(t) != 0) t = GGML_TYPE_F16;
         ggml_tensor * d = ggml_new_tensor_2d(gd.c, t, s->ne[0], s->ne[1]);
         ggml_set_name(d, s->name);

@@ -124,6 +124,7 @@ bool kvg_model_save_gguf(const kvg_model * model, const char * path, kvg_ftype f
         case KVG_FTYPE_Q8_0: t = GGML_TYPE_Q8_0; break;
         case KVG_FTYPE_Q4_0: t = GGML_TYPE_Q4_0; break;
         case KVG_FTYPE_BF16: t = GGML_TYPE_BF16; break;
+        case KVG_FTYPE_IQ4_XS: t = GGML_TYPE_IQ4_XS; break;
         default: set_err(err, err_size, "unknown output type"); return false;
     }
     std::string e;

@@ -1,11 +1,13 @@
 // llama.cpp's own quantized GGUF files (../shared/gguf-quant: one tiny llama model written
 // by llama-quantize in 11 types, mixed as that tool mixes them, with llama.cpp's logits for
-// 48 tokens): each loads and decodes; its argmax equals llama.cpp's at >= 46 of 48
-// positions, and its logits are no farther from llama.cpp's f32 logits than 1.1x the
-// distance of llama.cpp's own quantized logits to them.
+// 48 tokens; tests/fixtures/gguf-quant: IQ4_XS, made the same way, see its README): each
+// loads and decodes; its argmax equals llama.cpp's at >= 46 of 48 positions, and its logits
+// are no farther from llama.cpp's f32 logits than 1.1x the distance of llama.cpp's own
+// quantized logits to them. kvgraph's own IQ4_XS file of the f32 model is held to the same.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "gguf.h"
 #include "kvgraph.h"
 #include "test-common.h"
 
@@ -19,7 +21,11 @@ namespace {
 
 constexpr int N_TOKENS = 48, N_VOCAB = 512;
 
-std::string quant_path(const std::string & name) { return shared_dir() + "/gguf-quant/" + name; }
+// the tree's fixtures first (types added after ../shared/gguf-quant was made), then the shared ones
+std::string quant_path(const std::string & name) {
+    const std::string own = std::string(KVG_SOURCE_DIR) + "/tests/fixtures/gguf-quant/" + name;
+    return std::ifstream(own).good() ? own : shared_dir() + "/gguf-quant/" + name;
+}
 
 std::vector<float> read_logits(const std::string & type) {
     std::ifstream f(quant_path("tiny256-" + type + ".logits.f32"), std::ios::binary);
@@ -42,9 +48,9 @@ std::vector<int> read_tokens() {
 // kvgraph's logits, one token at a time from position 0 or all tokens in one batch (products of
 // 48 activation rows: the SIMD paths' batch kernels, VNNI panels among them), f16 KV cache (as
 // llama.cpp's were made)
-std::vector<float> our_logits(const std::string & type, const std::vector<int> & tokens, bool batch) {
+std::vector<float> logits_of_file(const std::string & path, const std::vector<int> & tokens, bool batch) {
     char err[512] = "";
-    kvg_model * m = kvg_model_load(quant_path("tiny256-" + type + ".gguf").c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    kvg_model * m = kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
     INFO(err);
     REQUIRE(m != nullptr);
     REQUIRE(kvg_model_n_vocab(m) == N_VOCAB);
@@ -76,6 +82,10 @@ std::vector<float> our_logits(const std::string & type, const std::vector<int> &
     return out;
 }
 
+std::vector<float> our_logits(const std::string & type, const std::vector<int> & tokens, bool batch) {
+    return logits_of_file(quant_path("tiny256-" + type + ".gguf"), tokens, batch);
+}
+
 double rms(const std::vector<float> & a, const std::vector<float> & b) {
     double s = 0;
     for (size_t i = 0; i < a.size(); ++i) s += (double) (a[i] - b[i]) * (a[i] - b[i]);
@@ -98,20 +108,57 @@ TEST_CASE("llama.cpp's quantized files: same argmax, no farther from the f32 mod
     const std::vector<float> ref_f32 = read_logits("f32");
     std::ostringstream table;
     table << "type      mode    argmax  rms(ours,f32)  rms(llama.cpp,f32)  ratio\n";
-    for (const char * type : {"f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl"})
-    for (bool batch : {false, true}) {
-        CAPTURE(type);
-        CAPTURE(batch);
-        const std::vector<float> ours = our_logits(type, tokens, batch), theirs = read_logits(type);
-        const int same = argmax_matches(ours, theirs);
-        const double d_ours = rms(ours, ref_f32), d_theirs = rms(theirs, ref_f32);
-        char line[160];
-        snprintf(line, sizeof line, "%-8s  %-6s  %2d/48  %13.4f  %18.4f  %5.2f\n", type, batch ? "batch" : "single", same, d_ours, d_theirs,
-                 d_theirs > 0 ? d_ours / d_theirs : 0.0);
-        table << line;
-        CHECK(same >= 46);
-        if (std::string(type) == "f32") CHECK(d_ours < 0.05);
-        else CHECK(d_ours <= 1.1 * d_theirs);
-    }
+    for (const char * type : {"f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m",
+                              "q6_k", "iq4_nl", "iq4_xs"})
+        for (bool batch : {false, true}) {
+            CAPTURE(type);
+            CAPTURE(batch);
+            const std::vector<float> ours = our_logits(type, tokens, batch), theirs = read_logits(type);
+            const int same = argmax_matches(ours, theirs);
+            const double d_ours = rms(ours, ref_f32), d_theirs = rms(theirs, ref_f32);
+            char line[160];
+            snprintf(line, sizeof line, "%-8s  %-6s  %2d/48  %13.4f  %18.4f  %5.2f\n", type, batch ? "batch" : "single",
+                     same, d_ours, d_theirs, d_theirs > 0 ? d_ours / d_theirs : 0.0);
+            table << line;
+            CHECK(same >= 46);
+            if (std::string(type) == "f32") CHECK(d_ours < 0.05);
+            else CHECK(d_ours <= 1.1 * d_theirs);
+        }
     MESSAGE(table.str());
+}
+
+// kvg_model_save_gguf's IQ4_XS (the matrices in iq4_xs but output.weight in q6_K, as llama-quantize
+// mixes this model), without an importance matrix, as llama-quantize's file was made
+TEST_CASE("kvgraph's IQ4_XS file of the f32 model: llama.cpp's types, as close to the f32 logits as llama.cpp's file") {
+    const std::vector<int> tokens = read_tokens();
+    char err[512] = "";
+    kvg_model * m =
+        kvg_model_load(quant_path("tiny256-f32.gguf").c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
+    INFO(err);
+    REQUIRE(m != nullptr);
+    const std::string path = temp_path("gguf-quant", "iq4_xs.gguf");
+    REQUIRE(kvg_model_save_gguf(m, path.c_str(), KVG_FTYPE_IQ4_XS, false, err, sizeof err));
+    kvg_model_free(m);
+    gguf_init_params gp = {true, nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), gp);
+    REQUIRE(g != nullptr);
+    int n_iq4 = 0;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
+        const std::string name = gguf_get_tensor_name(g, i);
+        CAPTURE(name);
+        const ggml_type t = gguf_get_tensor_type(g, i);
+        if (name.find("norm") != std::string::npos) CHECK(t == GGML_TYPE_F32);
+        else if (name == "output.weight") CHECK(t == GGML_TYPE_Q6_K);
+        else CHECK(t == GGML_TYPE_IQ4_XS);
+        n_iq4 += t == GGML_TYPE_IQ4_XS;
+    }
+    gguf_free(g);
+    CHECK(n_iq4 == 1 + 2 * 7); // token embeddings, 7 matrices per layer
+    const std::vector<float> ours = logits_of_file(path, tokens, false), theirs = read_logits("iq4_xs"),
+                             f32 = read_logits("f32");
+    const double d_ours = rms(ours, f32), d_theirs = rms(theirs, f32);
+    MESSAGE("kvgraph's iq4_xs file: rms to f32 ", d_ours, ", llama-quantize's ", d_theirs,
+            ", argmax equal to f32's at ", argmax_matches(ours, f32), "/48");
+    CHECK(d_ours <= 1.1 * d_theirs);
+    std::remove(path.c_str());
 }

@@ -580,6 +580,7 @@ TEST_CASE("ftype -> type and the file constants are ggml's") {
     CHECK(ggml_ftype_to_ggml_type(GGML_FTYPE_MOSTLY_Q8_0) == GGML_TYPE_Q8_0);
     CHECK(ggml_ftype_to_ggml_type(GGML_FTYPE_MOSTLY_Q6_K) == GGML_TYPE_Q6_K);
     CHECK(ggml_ftype_to_ggml_type(GGML_FTYPE_MOSTLY_IQ4_NL) == GGML_TYPE_IQ4_NL);
+    CHECK(ggml_ftype_to_ggml_type(GGML_FTYPE_MOSTLY_IQ4_XS) == GGML_TYPE_IQ4_XS);
     CHECK(ggml_ftype_to_ggml_type(GGML_FTYPE_MOSTLY_BF16) == GGML_TYPE_BF16);
     CHECK((int) GGML_FTYPE_MOSTLY_Q2_0 == 28);
     CHECK((int) GGML_GLU_OP_GEGLU_QUICK == 5);

@@ -26,10 +26,10 @@ struct type_bound {
     double rel_rms;
 };
 const type_bound kTypes[] = {
-    {GGML_TYPE_F16, 4e-4},   {GGML_TYPE_BF16, 3e-3},   {GGML_TYPE_Q8_0, 3e-3},  {GGML_TYPE_Q4_0, 0.047},
-    {GGML_TYPE_Q4_1, 0.039}, {GGML_TYPE_Q5_0, 0.021},  {GGML_TYPE_Q5_1, 0.02},  {GGML_TYPE_IQ4_NL, 0.053},
-    {GGML_TYPE_Q2_K, 0.17},  {GGML_TYPE_Q3_K, 0.091},  {GGML_TYPE_Q4_K, 0.039}, {GGML_TYPE_Q5_K, 0.02},
-    {GGML_TYPE_Q6_K, 0.0093}, {GGML_TYPE_Q8_K, 3e-3},
+    {GGML_TYPE_F16, 4e-4},    {GGML_TYPE_BF16, 3e-3},  {GGML_TYPE_Q8_0, 3e-3},    {GGML_TYPE_Q4_0, 0.047},
+    {GGML_TYPE_Q4_1, 0.039},  {GGML_TYPE_Q5_0, 0.021}, {GGML_TYPE_Q5_1, 0.02},    {GGML_TYPE_IQ4_NL, 0.053},
+    {GGML_TYPE_Q2_K, 0.17},   {GGML_TYPE_Q3_K, 0.091}, {GGML_TYPE_Q4_K, 0.039},   {GGML_TYPE_Q5_K, 0.02},
+    {GGML_TYPE_Q6_K, 0.0093}, {GGML_TYPE_Q8_K, 3e-3},  {GGML_TYPE_IQ4_XS, 0.054},
 };
 
 const int64_t N = 4096; // 16 k-quant super-blocks, 128 blocks of 32
@@ -138,6 +138,19 @@ void naive_q6_k(const block_q6_K & b, float * y) {
     }
 }
 
+// iq4_nl's table, as ggml's format description gives it
+const int kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+void naive_iq4_xs(const block_iq4_xs & b, float * y) {
+    for (int n = 0; n < QK_K; ++n) {
+        const int j = n / 32, l = n % 32;           // sub-block and position in it
+        const uint8_t byte = b.qs[16 * j + l % 16]; // values l < 16 low nibbles, then high
+        const int q = l < 16 ? byte & 15 : byte >> 4;
+        const int low = j % 2 ? b.scales_l[j / 2] >> 4 : b.scales_l[j / 2] & 15;
+        const int ls = low | ((b.scales_h >> (2 * j)) & 3) << 4;
+        y[n] = h2f(b.d) * (float) (ls - 32) * (float) kIq4Levels[q];
+    }
+}
+
 template <class B>
 void check_decoder(ggml_type t, int64_t bs, void (*naive)(const B &, float *)) {
     const int64_t n = 8 * bs;
@@ -171,6 +184,21 @@ TEST_CASE("kvgraph's decoders agree with naive decoders on encoded and random bl
     check_decoder<block_q5_0>(GGML_TYPE_Q5_0, 32, naive_q5_0);
     check_decoder<block_q4_K>(GGML_TYPE_Q4_K, QK_K, naive_q4_k);
     check_decoder<block_q6_K>(GGML_TYPE_Q6_K, QK_K, naive_q6_k);
+    check_decoder<block_iq4_xs>(GGML_TYPE_IQ4_XS, QK_K, naive_iq4_xs);
+}
+
+// iq4_xs is iq4_nl's table with 6-bit scales per 32 values under one f16 scale: on data whose
+// sub-block scales are alike (not 'outliers', nor 'small', where d falls into f16's
+// subnormals), its round trip costs little over iq4_nl's own f16 scale per block
+TEST_CASE("iq4_xs round trips are close to iq4_nl's on the same data") {
+    for (int kind : {0, 1, 5, 6}) {
+        const std::string kind_name = kKinds[kind];
+        CAPTURE(kind_name);
+        const std::vector<float> x = dataset(kind, 300 + kind);
+        const double xs = rel_rms(x, round_trip(GGML_TYPE_IQ4_XS, x)), nl = rel_rms(x, round_trip(GGML_TYPE_IQ4_NL, x));
+        MESSAGE(kind_name, ": iq4_xs ", xs, ", iq4_nl ", nl);
+        CHECK(xs <= 1.05 * nl);
+    }
 }
 
 TEST_CASE("ggml_quantize_chunk: pieces at start offsets write the bytes of the whole, imatrix or not") {
@@ -205,7 +233,8 @@ TEST_CASE("importance weights shift the error toward the unimportant columns") {
     const std::vector<float> x = dataset(1, 11);
     std::vector<float> w(n);
     for (int64_t j = 0; j < n; ++j) w[j] = j % 4 == 0 ? 10.0f : 0.0f; // a zero weight must not break the fit
-    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K,
+                        GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
         const std::string name = ggml_type_name(t);
         CAPTURE(name);
         auto weighted_err = [&](const float * im) {
@@ -233,8 +262,8 @@ TEST_CASE("ggml_quantize_requires_imatrix, ggml_quantize_init/free") {
     }
     ggml_quantize_free();
     // the CPU traits encode the new types with the same encoders
-    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                        GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
+                        GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
         CHECK(bool(ggml_get_type_traits_cpu(t)->from_float == ggml_get_type_traits(t)->from_float_ref));
     }
 }

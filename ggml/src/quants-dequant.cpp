@@ -1,5 +1,5 @@
 // Reading llama.cpp's other weight formats: Q4_1, Q5_0, Q5_1, the k-quants Q2_K..Q6_K and
-// IQ4_NL, bit-compatible with ggml's block layouts (little-endian, f16 scales). Only the
+// IQ4_NL and IQ4_XS, bit-compatible with ggml's block layouts (little-endian, f16 scales). Only the
 // decoding to f32 lives here (the encoders are in quants-encode.cpp); the loader widens
 // such tensors to f32 when it loads them, so every kernel that takes f32 weights runs them
 // (exactly the values the file encodes).
@@ -14,6 +14,7 @@
 //   q5_K   d, dmin | 12 bytes of 6-bit scales and mins | 32 bytes of 5th bits | 128 nibbles
 //   q6_K   128 bytes of low nibbles | 64 bytes of 2-bit highs | 16 int8 scales | d
 //   iq4_nl d (f16) | 16 nibbles indexing a fixed non-linear table of 16 levels
+//   iq4_xs d (f16) | 2 + 4 bytes of 6-bit sub-block scales | 128 nibbles into iq4_nl's table
 // A k-quant super-block holds 256 values in sub-blocks of 16 (q2_K, q3_K, q6_K) or 32.
 #include "ggml.h"
 #include "types.h"
@@ -81,6 +82,25 @@ void row_iq4_nl(const void * x, float * y, int64_t k) {
         for (int j = 0; j < 16; ++j) {
             y[j] = d * levels[b[2 + j] & 0x0F];
             y[j + 16] = d * levels[b[2 + j] >> 4];
+        }
+    }
+}
+
+// iq4_xs: 8 runs of 32 values laid out as iq4_nl blocks, each scaled by d * (its scale)
+void row_iq4_xs(const void * x, float * y, int64_t k) {
+    const int8_t * levels = kvg::iq4nl_levels;
+    const block_iq4_xs * b = (const block_iq4_xs *) x;
+    for (int64_t i = 0; i < k / QK_K; ++i, ++b) {
+        const float d = ggml_fp16_to_fp32(b->d);
+        uint8_t sh[2];
+        std::memcpy(sh, &b->scales_h, 2);
+        for (int j = 0; j < 8; ++j, y += 32) {
+            const float dj = d * (float) kvg::iq4xs_scale(sh, b->scales_l, j);
+            const uint8_t * q = b->qs + 16 * j;
+            for (int l = 0; l < 16; ++l) {
+                y[l] = dj * levels[q[l] & 0x0F];
+                y[l + 16] = dj * levels[q[l] >> 4];
+            }
         }
     }
 }
@@ -229,6 +249,7 @@ const block_type_info * extra_block_types(int * n) {
         {GGML_TYPE_Q5_K, "q5_K", QK_K, 176, row_q5_k, encode_unweighted<encode_q5_K>},
         {GGML_TYPE_Q6_K, "q6_K", QK_K, 210, row_q6_k, encode_unweighted<encode_q6_K>},
         {GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18, row_iq4_nl, encode_unweighted<encode_iq4_nl>},
+        {GGML_TYPE_IQ4_XS, "iq4_xs", QK_K, 136, row_iq4_xs, encode_unweighted<encode_iq4_xs>},
         {GGML_TYPE_Q8_K, "q8_K", QK_K, 292, row_q8_k, q8_k_from_float},
     };
     *n = (int) (sizeof(types) / sizeof(types[0]));

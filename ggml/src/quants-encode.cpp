@@ -1,4 +1,4 @@
-// Encoders of llama.cpp's other weight formats (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K) into
+// Encoders of llama.cpp's other weight formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K..Q6_K) into
 // ggml's block layouts (types.h), and ggml's quantization API (ggml_quantize_chunk & co).
 //
 // Method. Every format approximates a run of values x by scale * level (+ offset), levels
@@ -377,35 +377,39 @@ void fit_affine_super(const float * x, const float * w, int sub, int nmax, int m
     }
 }
 
-// Sub-blocks of 16 with a signed scale each (q3_K, q6_K): grid codes per value, scale codes
-// in [lo, hi] per sub-block, the super-block's d.
+// Sub-blocks with a signed scale each (q3_K, q6_K: 16 values; iq4_xs: 32): grid codes per
+// value, scale codes in [lo, hi] per sub-block, the super-block's d.
 struct scaled_super {
     uint8_t q[QK_K];
     int sc[16];
     float d;
 };
-float assign_scaled_super(const float * x, const float * w, const int_grid & g, scaled_super * r) {
+template <class G> float assign_scaled_super(const float * x, const float * w, const G & g, int sub, scaled_super * r) {
     float err = 0.0f;
-    for (int j = 0; j < 16; ++j) err += assign_scaled(x + 16 * j, sub_weights(w, 16 * j), 16, g, r->d * (float) r->sc[j], r->q + 16 * j);
+    for (int j = 0; j < QK_K / sub; ++j) {
+        err += assign_scaled(x + sub * j, sub_weights(w, sub * j), sub, g, r->d * (float) r->sc[j], r->q + sub * j);
+    }
     return err;
 }
 
-void fit_scaled_super(const float * x, const float * w, const int_grid & g, int lo, int hi, scaled_super * r) {
+template <class G>
+void fit_scaled_super(const float * x, const float * w, const G & g, int sub, int lo, int hi, scaled_super * r) {
     float scale[16];
-    for (int j = 0; j < 16; ++j) scale[j] = fit_scale(x + 16 * j, sub_weights(w, 16 * j), 16, g, r->q + 16 * j);
-    r->d = code_signed(scale, 16, lo, hi, r->sc);
-    float err = assign_scaled_super(x, w, g, r);
+    const int nsub = QK_K / sub;
+    for (int j = 0; j < nsub; ++j) scale[j] = fit_scale(x + sub * j, sub_weights(w, sub * j), sub, g, r->q + sub * j);
+    r->d = code_signed(scale, nsub, lo, hi, r->sc);
+    float err = assign_scaled_super(x, w, g, sub, r);
     for (int it = 0; it < 2; ++it) { // as fit_affine_super: refit d for the coded scales
         double saa = 0, sax = 0;
         for (int i = 0; i < QK_K; ++i) {
-            const double a = (double) r->sc[i / 16] * g.level(r->q[i]);
+            const double a = (double) r->sc[i / sub] * g.level(r->q[i]);
             saa += weight(w, i) * a * a;
             sax += weight(w, i) * a * x[i];
         }
         if (!(saa > 0.0)) break;
         scaled_super t = *r;
         t.d = f16_round((float) (sax / saa));
-        const float e = assign_scaled_super(x, w, g, &t);
+        const float e = assign_scaled_super(x, w, g, sub, &t);
         if (!(e < err)) break;
         err = e;
         *r = t;
@@ -423,7 +427,7 @@ void block_q2_k_of(const float * x, const float * w, block_q2_K * b) {
 
 void block_q3_k_of(const float * x, const float * w, block_q3_K * b) {
     scaled_super r;
-    fit_scaled_super(x, w, int_grid{-4, 3}, -32, 31, &r);
+    fit_scaled_super(x, w, int_grid{-4, 3}, 16, -32, 31, &r);
     pack_2bit(r.q, b->qs);
     std::memset(b->hmask, 0, sizeof b->hmask);
     for (int n = 0; n < QK_K; ++n) b->hmask[n % 32] |= (uint8_t) ((r.q[n] >> 2) << (n / 32));
@@ -457,7 +461,7 @@ void block_q5_k_of(const float * x, const float * w, block_q5_K * b) {
 
 void block_q6_k_of(const float * x, const float * w, block_q6_K * b) {
     scaled_super r;
-    fit_scaled_super(x, w, int_grid{-32, 31}, -128, 127, &r);
+    fit_scaled_super(x, w, int_grid{-32, 31}, 16, -128, 127, &r);
     for (int h = 0; h < 2; ++h) {
         const uint8_t * u = r.q + 128 * h;
         for (int l = 0; l < 64; ++l) b->ql[64 * h + l] = (uint8_t) ((u[l] & 0x0F) | (u[l + 64] & 0x0F) << 4);
@@ -469,6 +473,41 @@ void block_q6_k_of(const float * x, const float * w, block_q6_K * b) {
     }
     for (int j = 0; j < 16; ++j) b->scales[j] = (int8_t) r.sc[j];
     b->d = ggml_fp32_to_fp16(r.d);
+}
+
+// iq4_xs: iq4_nl's levels, a signed 6-bit scale per 32 values (stored + 32)
+void block_iq4_xs_of(const float * x, const float * w, block_iq4_xs * b) {
+    scaled_super r;
+    const nl_grid g{};
+    fit_scaled_super(x, w, g, 32, -32, 31, &r);
+    // each sub-block's scale code moved by one where that lowers its error (for the final d)
+    uint8_t tmp[32];
+    for (int j = 0; j < 8; ++j) {
+        const float * xj = x + 32 * j;
+        const float * wj = sub_weights(w, 32 * j);
+        float best = assign_scaled(xj, wj, 32, g, r.d * (float) r.sc[j], r.q + 32 * j);
+        const int sc0 = r.sc[j];
+        for (const int sc : {sc0 - 1, sc0 + 1}) {
+            if (sc < -32 || sc > 31) continue;
+            const float e = assign_scaled(xj, wj, 32, g, r.d * (float) sc, tmp);
+            if (e < best) {
+                best = e;
+                r.sc[j] = sc;
+                std::memcpy(r.q + 32 * j, tmp, 32);
+            }
+        }
+    }
+    b->d = ggml_fp32_to_fp16(r.d);
+    uint16_t high = 0;
+    std::memset(b->scales_l, 0, sizeof b->scales_l);
+    for (int j = 0; j < 8; ++j) {
+        const int u = r.sc[j] + 32;
+        b->scales_l[j / 2] |= (uint8_t) ((u & 0x0F) << (4 * (j % 2)));
+        high |= (uint16_t) ((u >> 4) << (2 * j));
+    }
+    const uint8_t h[2] = {(uint8_t) high, (uint8_t) (high >> 8)}; // little-endian, as the file
+    std::memcpy(&b->scales_h, h, 2);
+    for (int j = 0; j < 8; ++j) pack32(r.q + 32 * j, b->qs + 16 * j, nullptr);
 }
 
 template <class B, int BS, void (*F)(const float *, const float *, B *)>
@@ -486,6 +525,9 @@ void encode_q4_1(const float * x, void * y, int64_t k, const float * w) { encode
 void encode_q5_0(const float * x, void * y, int64_t k, const float * w) { encode_rows<block_q5_0, 32, block_q5_0_of>(x, y, k, w); }
 void encode_q5_1(const float * x, void * y, int64_t k, const float * w) { encode_rows<block_q5_1, 32, block_q5_1_of>(x, y, k, w); }
 void encode_iq4_nl(const float * x, void * y, int64_t k, const float * w) { encode_rows<block_iq4_nl, 32, block_iq4_nl_of>(x, y, k, w); }
+void encode_iq4_xs(const float * x, void * y, int64_t k, const float * w) {
+    encode_rows<block_iq4_xs, QK_K, block_iq4_xs_of>(x, y, k, w);
+}
 void encode_q2_K(const float * x, void * y, int64_t k, const float * w) { encode_rows<block_q2_K, QK_K, block_q2_k_of>(x, y, k, w); }
 void encode_q3_K(const float * x, void * y, int64_t k, const float * w) { encode_rows<block_q3_K, QK_K, block_q3_k_of>(x, y, k, w); }
 void encode_q4_K(const float * x, void * y, int64_t k, const float * w) { encode_rows<block_q4_K, QK_K, block_q4_k_of>(x, y, k, w); }
@@ -498,6 +540,7 @@ encode_fn weighted_encoder(ggml_type type) {
         case GGML_TYPE_Q5_0: return encode_q5_0;
         case GGML_TYPE_Q5_1: return encode_q5_1;
         case GGML_TYPE_IQ4_NL: return encode_iq4_nl;
+        case GGML_TYPE_IQ4_XS: return encode_iq4_xs;
         case GGML_TYPE_Q2_K: return encode_q2_K;
         case GGML_TYPE_Q3_K: return encode_q3_K;
         case GGML_TYPE_Q4_K: return encode_q4_K;

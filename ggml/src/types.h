@@ -81,10 +81,19 @@ struct block_q6_K {
     int8_t scales[16];      // one per 16 values
     ggml_fp16_t d;          // value = d * scale * (q - 32), q the 6-bit code
 };
+// iq4_xs: 256 values in 8 sub-blocks of 32, each with a 6-bit scale ls (stored + 32) times d,
+// values looked up in iq4_nl's table.
+struct block_iq4_xs {
+    ggml_fp16_t d;       // value = d * (ls_j - 32) * kvg::iq4nl_levels[q], j the sub-block
+    uint16_t scales_h;   // high 2 bits of ls_j: bits 2j, 2j + 1
+    uint8_t scales_l[4]; // low 4 bits of ls_j: low nibble of byte j / 2 for even j, high for odd
+    uint8_t qs[128];     // sub-block j: 16 bytes at 16 j, nibbles as iq4_nl's
+};
 static_assert(sizeof(block_q4_1) == 20 && sizeof(block_q5_0) == 22 && sizeof(block_q5_1) == 24 && sizeof(block_iq4_nl) == 18,
               "32-value block sizes");
-static_assert(sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110 && sizeof(block_q4_K) == 144 && sizeof(block_q5_K) == 176 &&
-              sizeof(block_q6_K) == 210, "k-quant block sizes");
+static_assert(sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110 && sizeof(block_q4_K) == 144 &&
+                  sizeof(block_q5_K) == 176 && sizeof(block_q6_K) == 210 && sizeof(block_iq4_xs) == 136,
+              "k-quant block sizes");
 
 void quantize_row_q8_K_ref(const float * x, block_q8_K * y, int64_t k);
 void dequantize_row_q8_K(const block_q8_K * x, float * y, int64_t k);
@@ -96,7 +105,7 @@ bool ggml_type_is_supported(enum ggml_type type);
 
 namespace kvg {
 // llama.cpp's other block formats (quants-dequant.cpp), with ggml's type ids and layouts:
-// the weights Q4_1, Q5_0, Q5_1, Q2_K..Q6_K and IQ4_NL (the CPU kernels read them directly)
+// the weights Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL and IQ4_XS (the CPU kernels read them directly)
 // and the activation format Q8_K; all decoded and encoded (quants-encode.cpp).
 struct block_type_info {
     ggml_type type;
@@ -161,6 +170,11 @@ void r16_unpack(ggml_type plain, const void * group, void * rows, size_t row_str
 ggml_to_float_t row_decoder(ggml_type type);
 // IQ4_NL's 16 non-linear levels (ggml's table), ascending
 inline constexpr int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// iq4_xs's sub-block j (< 8) scale ls_j - 32, in [-32, 31]
+inline int iq4xs_scale(const uint8_t * scales_h, const uint8_t * scales_l, int j) {
+    const int high = ((scales_h[j / 4] >> (2 * (j % 4))) & 3) << 4;
+    return (((scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | high) - 32;
+}
 
 // Encoders (quants-encode.cpp): k values of x (a multiple of the block size) into blocks at
 // y, each block's scales and codes chosen to minimize the squared error weighted by w (one
@@ -170,6 +184,7 @@ void encode_q4_1(const float * x, void * y, int64_t k, const float * w);
 void encode_q5_0(const float * x, void * y, int64_t k, const float * w);
 void encode_q5_1(const float * x, void * y, int64_t k, const float * w);
 void encode_iq4_nl(const float * x, void * y, int64_t k, const float * w);
+void encode_iq4_xs(const float * x, void * y, int64_t k, const float * w);
 void encode_q2_K(const float * x, void * y, int64_t k, const float * w);
 void encode_q3_K(const float * x, void * y, int64_t k, const float * w);
 void encode_q4_K(const float * x, void * y, int64_t k, const float * w);

@@ -34,11 +34,12 @@ struct mm_tile_args {
 typedef void (*mm_tile_fn)(const mm_tile_args & a);
 
 // Weight types with a matmul kernel. The activations are the weight type's vec_dot_type:
-// F32 for float weights, Q8_K for the k-quants, Q8_0 for the other block types.
+// F32 for float weights, Q8_K for the k-quants and iq4_xs, Q8_0 for the other block types.
 enum mm_type {
     MM_F32 = 0, MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0,
     MM_Q4_1, MM_Q5_0, MM_Q5_1, MM_IQ4_NL,              // 32-value blocks, q8_0 activations
     MM_Q2_K, MM_Q3_K, MM_Q4_K, MM_Q5_K, MM_Q6_K,      // 256-value super-blocks, q8_K activations
+    MM_IQ4_XS,                                        // (iq4_xs: iq4_nl's levels, a scale per 32 values)
     MM_Q4_0_R16, MM_Q8_0_R16, MM_Q4_K_R16, MM_Q6_K_R16, MM_IQ4_NL_R16, // rows interleaved by 16 (types.h): matrix-vector
                               // (and for the first two panel) kernels only, where a path has them;
                               // other products unpack the rows to the plain type for its kernels
