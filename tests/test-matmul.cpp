@@ -108,7 +108,7 @@ TEST_CASE("each path's kernel table holds its own functions") {
             if (!paths[a] || !paths[b]) continue;
             CAPTURE(a); CAPTURE(b);
             CHECK(paths[a]->mm[kvg::MM_Q8_0].panel_rows == 0); // panel tiles: the VNNI table only
-            for (int t = 0; t < kvg::MM_Q4_0_R16; ++t) { // (q4_0_r16: an mv kernel on the VNNI path only)
+            for (int t = 0; t < kvg::MM_Q4_0_R16; ++t) {       // (q4_0_r16: mv kernels on the AVX2 and VNNI paths only)
                 // the 32-value block types after q4_0 but iq4_nl have AVX2 tiles only, which the AVX-512 table shares
                 if (a == 1 && b == 2 && t >= kvg::MM_Q4_1 && t < kvg::MM_Q2_K && t != kvg::MM_IQ4_NL) {
                     CHECK((paths[a]->mm[t].tile[1][1] == paths[b]->mm[t].tile[1][1]));

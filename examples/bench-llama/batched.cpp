@@ -125,16 +125,19 @@ int parse_batched_arg(int argc, char ** argv, int i, BatchedOptions * opt) {
 bool bench_batched(const std::string & path, const BatchedOptions & opt, const std::vector<int> & threads,
                    const std::vector<kvg_kv_type> & kv_types, kvg_attn_impl attn, int reps) {
     char err[1024];
-    std::unique_ptr<kvg_model, void (*)(kvg_model *)> model(
-        kvg_model_load(path.c_str(), nullptr, kvg_model_default_params(), err, sizeof err), kvg_model_free);
+    kvg_model_params mp = kvg_model_default_params();
+    mp.repack = opt.repack;
+    std::unique_ptr<kvg_model, void (*)(kvg_model *)> model(kvg_model_load(path.c_str(), nullptr, mp, err, sizeof err),
+                                                            kvg_model_free);
     if (!model) {
         fprintf(stderr, "error: %s\n", err);
         return false;
     }
     for (kvg_kv_type kv : kv_types) {
         for (int nt : threads) {
-            printf("\nbatched: %s, kv %s, attn %s, %d thread(s), pps %d, mean of %d run(s) after a warm-up\n\n",
-                   path.c_str(), kv_label(kv), attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt, opt.pps ? 1 : 0, reps);
+            printf("\nbatched: %s (%s), kv %s, attn %s, %d thread(s), pps %d, mean of %d run(s) after a warm-up\n\n",
+                   path.c_str(), kvg_model_desc(model.get()), kv_label(kv), attn == KVG_ATTN_FLASH ? "flash" : "matmul",
+                   nt, opt.pps ? 1 : 0, reps);
             printf("| %6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s |\n", "PP", "TG", "B", "N_KV", "T_PP s",
                    "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");
             printf("| %6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s |\n", "-----:", "-----:", "---:",

@@ -13,6 +13,7 @@ struct BatchedOptions {
     std::vector<int> npp = {1};  // prompt tokens per sequence (-npp)
     std::vector<int> ntg = {32}; // tokens generated per sequence (-ntg)
     bool pps = false;            // -pps: one prompt, copied to every sequence (kvg_seq_cp)
+    bool repack = true;          // kvg_model_params.repack (kvg-bench's --repack)
 };
 
 #define BATCHED_USAGE                                                                                          \

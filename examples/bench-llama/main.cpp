@@ -771,6 +771,7 @@ int main(int argc, char ** argv) {
         return 1;
     }
     if (!opt.batched.npl.empty()) {
+        opt.batched.repack = opt.repack;
         const std::vector<kvg_kv_type> kv = opt.kv_types_set ? opt.kv_types : std::vector<kvg_kv_type>{KVG_KV_F16};
         for (const std::string & path : opt.models) {
             if (!bench_batched(path, opt.batched, opt.threads, kv, opt.attn, opt.reps)) return 1;
