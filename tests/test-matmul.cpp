@@ -109,7 +109,7 @@ TEST_CASE("each path's kernel table holds its own functions") {
             if (!paths[a] || !paths[b]) continue;
             CAPTURE(a); CAPTURE(b);
             CHECK(paths[a]->mm[kvg::MM_Q8_0].panel_rows == 0); // panel tiles: the VNNI table only
-            for (int t = 0; t < kvg::MM_Q4_0_R16; ++t) { // (q4_0_r16: an mv kernel on the VNNI path only)
+            for (int t = 0; t < kvg::MM_Q4_0_R16; ++t) {       // (q4_0_r16: mv kernels on the AVX2 and VNNI paths only)
                 // the 32-value block types after q4_0 but iq4_nl have AVX2 tiles only, which the AVX-512 table shares
                 if (a == 1 && b == 2 && t >= kvg::MM_Q4_1 && t < kvg::MM_Q2_K && t != kvg::MM_IQ4_NL) {
                     CHECK((paths[a]->mm[t].tile[1][1] == paths[b]->mm[t].tile[1][1]));
@@ -500,6 +500,117 @@ TEST_CASE("mul_mat: iq4_xs random blocks, odd rows, every activation count, ever
                 fill_random(b);
                 check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
             }
+        }
+    }
+}
+
+// Batched decoding multiplies the weights by a few activation rows: every row count a kernel
+// switches on (one row, the multi-row matrix-vector kernels up to their mv_max, the tiles and
+// the panels past them) for every weight type on every path, against the reference.
+TEST_CASE("mul_mat: every activation row count 1..17 and past the panels, every weight type, every path") {
+    for (ggml_type t : ALL_TYPES) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        const int64_t u = k_unit(t);
+        // whole packed groups of 128 (matrix-vector kernels), and 5 blocks (the tiles)
+        for (int64_t K : {std::max<int64_t>(256, u), 5 * u}) {
+            for (int64_t M = 1; M <= 17; ++M) check_product(t, K, 9, M);
+            for (int64_t M : {24, 33}) check_product(t, K, 9, M);
+        }
+    }
+}
+
+TEST_CASE("mul_mat: q4_0 and q8_0 times 2..16 rows over several K chunks (multi-row matrix-vector kernels)") {
+    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        for (int64_t M : {2, 3, 5, 8, 9, 15, 16}) check_product(t, 6272, 21, M);
+    }
+}
+
+// The multi-row matrix-vector kernels (mv_cols > 1) give every output the bits of tile[1][1] on
+// the same q8_0 rows, and leave the outputs of rows past n_x alone.
+TEST_CASE("multi-row matrix-vector kernels give the bits of tile[1][1]") {
+    int tested = 0;
+    for (int pi = 0; pi <= (int) kvg::cpu_best_path(); ++pi) {
+        const kvg::cpu_kernels & kern = *kvg::cpu_path_kernels((kvg::cpu_path) pi);
+        const std::string path_str = kern.name;
+        CAPTURE(path_str);
+        for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+            const std::string type_name = ggml_type_name(t);
+            CAPTURE(type_name);
+            const kvg::mm_kernel & mk = kern.mm[kvg::mm_type_of(t)];
+            if (!mk.mv || mk.mv_cols <= 1) continue;
+            ++tested;
+            for (int64_t K : {128, 1152}) {
+                CAPTURE(K);
+                const int R = 3, C = mk.mv_cols;
+                const size_t ws = ggml_row_size(t, K), qs = ggml_row_size(GGML_TYPE_Q8_0, K);
+                const size_t ps = (size_t) (K / kvg::MM_MV_GROUP) * mk.mv_group_bytes + 32; // not a multiple of 64
+                std::vector<uint8_t> w(ws * R), q(qs * C), packed(ps * C);
+                std::vector<float> row(K), want(C * R);
+                for (int r = 0; r < R; ++r) {
+                    for (auto & v : row) v = frand();
+                    encode_row(t, row.data(), &w[r * ws], K);
+                }
+                for (int c = 0; c < C; ++c) {
+                    for (auto & v : row) v = frand();
+                    encode_row(GGML_TYPE_Q8_0, row.data(), &q[c * qs], K);
+                    mk.pack_mv(&q[c * qs], &packed[c * ps], K);
+                    for (int r = 0; r < R; ++r) {
+                        mk.tile[1][1]({K, (const char *) &w[r * ws], ws, (const char *) &q[c * qs], qs,
+                                       &want[c * R + r], R, false});
+                    }
+                }
+                for (int n_x = 1; n_x <= C; ++n_x) {
+                    for (bool acc : {false, true}) {
+                        CAPTURE(n_x);
+                        CAPTURE(acc);
+                        std::vector<float> got(C * R, 0.5f);
+                        mk.mv({K, (const char *) w.data(), ws, (const char *) packed.data(), ps, got.data(), R, acc, R,
+                               0, n_x});
+                        for (int i = 0; i < C * R; ++i) {
+                            const float expect = i >= n_x * R ? 0.5f : acc ? 0.5f + want[i] : want[i];
+                            CHECK(std::memcmp(&got[i], &expect, sizeof(float)) == 0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (kvg::cpu_best_path() >= kvg::PATH_AVX2) CHECK(tested > 0);
+}
+
+// A sequence's logits do not depend on the sequences batched with it: row m of an M-row
+// product has the bits of the one-row product of row m (within one K chunk, on paths without
+// panel tiles for the type: those round M rows as q8_0 panels from their panel_min on).
+TEST_CASE("mul_mat: q4_0 and q8_0, each row of an M-row product has the bits of that row alone") {
+    for (ggml_type t : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        for (int64_t M : {2, 4, 7, 8, 9, 16, 17}) {
+            CAPTURE(M);
+            Ctx c;
+            const int64_t K = 1024, N = 13;
+            ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, K, N);
+            ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, M);
+            fill_random(a);
+            fill_random(b);
+            ggml_tensor * d = ggml_mul_mat(c.ctx, a, b);
+            for (ggml_cpu_features path : available_paths()) {
+                ggml_cpu_set_features_limit(path);
+                const std::string path_str = path_name(path);
+                CAPTURE(path_str);
+                if (kvg::cpu_active_kernels().mm[kvg::mm_type_of(t)].panel_rows > 0) continue;
+                run_mul_mat(d, 2);
+                const std::vector<float> all = read_dst(d);
+                for (int64_t m = 0; m < M; ++m) {
+                    ggml_tensor * dm = ggml_mul_mat(c.ctx, a, ggml_view_2d(c.ctx, b, K, 1, b->nb[1], m * b->nb[1]));
+                    run_mul_mat(dm, 1);
+                    CHECK(std::memcmp(read_dst(dm).data(), all.data() + m * N, N * sizeof(float)) == 0);
+                }
+            }
+            ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
         }
     }
 }

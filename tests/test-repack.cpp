@@ -188,8 +188,11 @@ void check_product(ggml_type plain, int64_t K, int64_t N, int64_t M) {
             }
         }
         CHECK(bad == 0);
-        // except for the matrix-vector kernel (blocks summed in another order), the plain type's bits
-        const bool own_kernel = M == 1 && K % 128 == 0 && kvg::cpu_active_kernels().mm[kvg::mm_type_of(interleaved(plain))].mv;
+        // except for the matrix-vector kernel (blocks summed in another order; up to its mv_max
+        // activation rows, below the panels), the plain type's bits
+        const kvg::mm_kernel & own = kvg::cpu_active_kernels().mm[kvg::mm_type_of(interleaved(plain))];
+        const bool own_kernel =
+            M <= std::max(1, own.mv_max) && K % 128 == 0 && own.mv && !(own.panel_rows > 0 && M >= own.panel_min);
         if (!own_kernel) CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
         for (int nth = 2; nth <= 3; ++nth) CHECK(std::memcmp(run(inter, nth).data(), got.data(), got.size() * sizeof(float)) == 0);
     }
@@ -224,7 +227,9 @@ TEST_CASE("ggml_kvg_repack: only where the path has the kernel, only fitting mat
             ggml_cpu_set_features_limit(path);
             CAPTURE(path);
             const bool has = kvg::cpu_active_kernels().mm[kvg::mm_type_of(interleaved(plain))].mv != nullptr;
-            CHECK(has == (path >= GGML_CPU_FEATURES_AVX512_VNNI));
+            // AVX2: q4_0's (several activation rows of a batch at once)
+            CHECK(has == (path >= GGML_CPU_FEATURES_AVX512_VNNI ||
+                          (path >= GGML_CPU_FEATURES_AVX2 && plain == GGML_TYPE_Q4_0)));
             CHECK(ggml_kvg_repacks(plain) == has);
             REQUIRE(ggml_kvg_repack(w) == has);
             CHECK(w->type == (has ? interleaved(plain) : plain));
@@ -254,6 +259,9 @@ TEST_CASE("mul_mat: interleaved weights against their plain rows on every path (
         check_product(plain, 256, 64, 3);   // tiles over unpacked rows
         check_product(plain, 256, 80, 20);  // panels
         check_product(plain, 5632 / 4, 16, 40);
+        // a batch of a few sequences: the matrix-vector kernels over several rows, K chunks
+        for (int64_t M : {2, 3, 4, 5, 8, 9, 16, 17}) check_product(plain, 384, 32, M);
+        for (int64_t M : {2, 4, 7}) check_product(plain, 6272, 16, M);
     }
     for (ggml_type plain : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
         for (int64_t K : {256, 512, 2048}) check_product(plain, K, 48, 1);

@@ -34,6 +34,7 @@
 // path (set_rows), next to a static cache that commits everything at creation.
 #include "kvgraph.h"
 
+#include "batched.h"
 #include "ggml-cpu.h"
 #include "kv-cache.h"
 #include "llama-graph.h"
@@ -100,6 +101,8 @@ struct Options {
     bool kv_modes = false, kv_scaling = false, residency = false, only_kv = false;
     bool stream_only = false; // --stream-only: the streaming-read yardstick alone, per -t
     int residency_ctx = 32768;
+    bool kv_types_set = false; // --kv-type given (the batched table defaults to f16, as llama-batched-bench)
+    BatchedOptions batched;    // -npl/-npp/-ntg/-pps: the batched table instead of the others (batched.h)
 };
 
 static const char * kv_name(kvg_kv_type t) { return t == KVG_KV_F16 ? "f16" : t == KVG_KV_Q8_0 ? "q8_0" : "f32"; }
@@ -674,6 +677,7 @@ static int parse_options(int argc, char ** argv, Options * out) {
             for (const std::string & s : split(argv[++i])) opt.threads.push_back(std::max(1, atoi(s.c_str())));
         } else if (a == "--kv-type" && has) {
             opt.kv_types.clear();
+            opt.kv_types_set = true;
             for (const std::string & s : split(argv[++i])) {
                 if (s == "f32") opt.kv_types.push_back(KVG_KV_F32);
                 else if (s == "f16") opt.kv_types.push_back(KVG_KV_F16);
@@ -700,7 +704,10 @@ static int parse_options(int argc, char ** argv, Options * out) {
         else if (a == "--residency-ctx" && has) opt.residency_ctx = std::max(4096, atoi(argv[++i]));
         else if (a == "--only-kv") opt.only_kv = true;
         else if (a == "--stream-only") opt.stream_only = true;
-        else {
+        else if (const int used = parse_batched_arg(argc, argv, i, &opt.batched)) {
+            if (used < 0) return 1;
+            i += used - 1;
+        } else {
             fprintf(stderr,
                     "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16,q8_0] [--attn flash|matmul]\n"
                     "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write] [--mmap 0|1] [--repack 0|1]\n"
@@ -709,6 +716,7 @@ static int parse_options(int argc, char ** argv, Options * out) {
                     "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n"
                     "  --stream-only: print the streaming-read bandwidth (GB/s, the tg rows' yardstick) per thread count\n",
                     argv[0], argv[0]);
+            fputs(BATCHED_USAGE, stderr);
             return a == "-h" || a == "--help" ? 0 : 1;
         }
     }
@@ -761,6 +769,14 @@ int main(int argc, char ** argv) {
     if (opt.models.empty()) {
         fprintf(stderr, "error: no model (-m)\n");
         return 1;
+    }
+    if (!opt.batched.npl.empty()) {
+        opt.batched.repack = opt.repack;
+        const std::vector<kvg_kv_type> kv = opt.kv_types_set ? opt.kv_types : std::vector<kvg_kv_type>{KVG_KV_F16};
+        for (const std::string & path : opt.models) {
+            if (!bench_batched(path, opt.batched, opt.threads, kv, opt.attn, opt.reps)) return 1;
+        }
+        return 0;
     }
 
     if (!opt.only_kv) {

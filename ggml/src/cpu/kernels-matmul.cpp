@@ -77,7 +77,7 @@ bool blas_eligible(const ggml_tensor *) { return false; }
 // its matrix-vector kernel (one row in whole groups): inspect and mm_activation_type agree.
 bool takes_panels(const mm_kernel & mk, int64_t M) { return mk.panel_rows > 0 && M >= mk.panel_min; }
 bool takes_mv(const mm_kernel & mk, int64_t M, int64_t K) {
-    return M == 1 && !takes_panels(mk, M) && mk.mv && K % MM_MV_GROUP == 0;
+    return M >= 1 && M <= std::max(1, mk.mv_max) && !takes_panels(mk, M) && mk.mv && K % MM_MV_GROUP == 0;
 }
 // Interleaved (r16) weights that take neither of their kernels: the product unpacks them.
 bool unpacks(ggml_type type, int64_t M, int64_t K) {
@@ -271,10 +271,19 @@ constexpr int MM_CHUNKS_PER_TASK = 8;
 // GFLOP/s of a 118 FMA peak, K = 2048 and 5632: f32 87-89 -> 93-97 with 2048 instead of
 // 512, 4096 lost at K = 5632; f16 87-92 -> 103-106 with 4096). F32 panel tiles: 2048 as well
 // (K = 768-5632: 106-111 GFLOP/s; 1024: 106-110, 512: 100-105).
+// Matrix-vector kernels over several packed rows re-read them for every weight row: the
+// chunk keeps the packed rows of one call within MV_X_BYTES, so they stay in L1 beside the
+// weight stream (one row streams whole rows, as before).
+constexpr int64_t MV_X_BYTES = 16384;
+
 int64_t k_chunk(const mm_info & mi, int tile_cols) {
-    if (mi.M <= tile_cols) return std::max<int64_t>(mi.K, 1); // one tile column: stream whole rows
-    const int64_t kc = mi.vdt == GGML_TYPE_F32 ? (mi.src0->type == GGML_TYPE_F32 ? 2048 : 4096)
-                     : mi.vdt == GGML_TYPE_BF16 ? 4096 : 2048;
+    if (mi.M == 1 || (mi.M <= tile_cols && !mi.mv)) return std::max<int64_t>(mi.K, 1); // stream whole rows
+    const mm_kernel & mk = cpu_active_kernels().mm[mi.kernel];
+    const int64_t x_rows = std::min<int64_t>(mi.M, tile_cols);
+    int64_t kc = mi.vdt == GGML_TYPE_F32    ? (mi.src0->type == GGML_TYPE_F32 ? 2048 : 4096)
+                 : mi.vdt == GGML_TYPE_BF16 ? 4096
+                                            : 2048;
+    if (mi.mv) kc = std::max<int64_t>(1, MV_X_BYTES / (x_rows * (int64_t) mk.mv_group_bytes)) * MM_MV_GROUP;
     return mi.K < kc + kc / 2 ? std::max<int64_t>(mi.K, 1) : kc; // avoid a tiny last chunk
 }
 
@@ -314,7 +323,7 @@ mm_shape shape_of(const mm_info & mi) {
     sh.mv_float = mi.M == 1 && !mi.panel && !mi.mv && mk.mv_float;
     // (mv_rows may exceed the tiles' height: it is the mv kernels' row count)
     sh.RN = mi.panel ? mk.panel_rows : mi.mv || sh.mv_float ? mk.mv_rows : mi.M == 1 ? mm_one_row_height(mk) : mk.rows;
-    sh.RM = mi.panel ? mk.panel_cols : mi.mv ? 1 : mk.cols;
+    sh.RM = mi.panel ? mk.panel_cols : mi.mv ? std::max(1, mk.mv_cols) : mk.cols;
     sh.BM = mi.M <= sh.RM ? mi.M : sh.RM * ((64 + sh.RM - 1) / sh.RM);
     int64_t unit = sh.RN;
     if (is_r16(mi.src0->type)) while (unit % R16_ROWS != 0) unit += sh.RN;
@@ -338,6 +347,13 @@ const char * unpack_block(const mm_info & mi, const char * wr, int64_t n, char *
         *from = wr;
     }
     return unpacked;
+}
+
+// mv over the n_x activation rows of a tile
+void mv_call(const mm_kernel & mk, const mm_tile_args & args, int n_x) {
+    mm_tile_args a = args;
+    a.n_x = n_x;
+    mk.mv(a);
 }
 
 void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor * dst) {
@@ -406,7 +422,7 @@ void compute(const ggml_compute_params * params, const mm_info & mi, ggml_tensor
                                                    out + j * out_stride + i, out_stride, k0 > 0, mi.mv || mv_float ? rn : rm,
                                                    (int) (i - n0 - wi)};
                         if (mi.panel) mk.panel[rn](args);
-                        else if (mi.mv) mk.mv(args);
+                        else if (mi.mv) mv_call(mk, args, rm);
                         else if (mv_float) mk.mv_float(args);
                         else mk.tile[rn][rm](args);
                     }

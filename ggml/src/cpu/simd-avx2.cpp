@@ -204,6 +204,217 @@ template <int R, int C> struct tile_q4_0 {
     static KVG_TARGET void run(const mm_tile_args & a) { tile_quant<true, R, C>(a); }
 };
 
+// ---- q4_0 / q8_0 weights · several packed activation rows (mm_kernel::mv) ------------------------
+// A batch of a few sequences: each weight row is loaded and unpacked once for up to MV_COLS
+// activation rows, which come packed so that each takes loads only (no shuffles): q4_0, per
+// pair of blocks, what q4_step2 builds (low and high halves, -8 * sums, scales); q8_0, per
+// block, the quants and the scale in 8 lanes. Every output is summed as by tile[r][c].
+constexpr int MV_COLS = 8;
+constexpr size_t MV_Q4_PAIR = 128, MV_Q8_BLOCK = 64; // packed bytes per 64 / 32 values
+
+KVG_TARGET void pack_mv_q4(const void * q8_row, void * out, int64_t k) {
+    const block_q8_0 * xb = (const block_q8_0 *) q8_row;
+    const __m256i eight = _mm256_set1_epi8(8);
+    for (int64_t p = 0; p < k / 64; ++p, xb += 2) {
+        char * o = (char *) out + p * MV_Q4_PAIR;
+        const __m256i lo = load2x16((const uint8_t *) xb[0].qs, sizeof(block_q8_0));
+        const __m256i hi = load2x16((const uint8_t *) xb[0].qs + 16, sizeof(block_q8_0));
+        _mm256_storeu_si256((__m256i *) o, lo);
+        _mm256_storeu_si256((__m256i *) (o + 32), hi);
+        _mm256_storeu_si256((__m256i *) (o + 64),
+                            _mm256_add_epi16(_mm256_maddubs_epi16(eight, lo), _mm256_maddubs_epi16(eight, hi)));
+        _mm256_storeu_ps((float *) (o + 96), scales2(xb[0].d, xb[1].d));
+    }
+}
+
+KVG_TARGET void pack_mv_q8(const void * q8_row, void * out, int64_t k) {
+    const block_q8_0 * xb = (const block_q8_0 *) q8_row;
+    for (int64_t b = 0; b < k / QK8_0; ++b) {
+        char * o = (char *) out + b * MV_Q8_BLOCK;
+        std::memcpy(o, xb[b].qs, 32);
+        _mm256_storeu_ps((float *) (o + 32), _mm256_set1_ps(_cvtsh_ss(xb[b].d)));
+    }
+}
+
+// a.n_cols weight rows, one after another, times a.n_x = C packed rows (k: whole pairs of blocks)
+template <int C> KVG_INLINE void mv_q4_rows(const mm_tile_args & a) {
+    const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
+    for (int r = 0; r < a.n_cols; ++r) {
+        const block_q4_0 * wb = (const block_q4_0 *) (a.w + r * a.w_stride);
+        __m256 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t p = 0; p < a.k / 64; ++p, wb += 2) {
+            _mm_prefetch((const char *) wb + PF_AHEAD, _MM_HINT_T0);
+            const __m256i q = load2x16(wb[0].qs, sizeof(block_q4_0));
+            const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            const __m256 wd = scales2(wb[0].d, wb[1].d);
+            for (int c = 0; c < C; ++c) {
+                const char * x = a.x + c * a.x_stride + p * MV_Q4_PAIR;
+                const __m256i p16 = _mm256_sub_epi16(
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *) x)),
+                                     _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *) (x + 32)))),
+                    _mm256_loadu_si256((const __m256i *) (x + 64)));
+                const __m256 s = _mm256_mul_ps(wd, _mm256_loadu_ps((const float *) (x + 96)));
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones)), s, acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            float * o = a.out + c * a.out_stride + r;
+            *o = a.accumulate ? *o + reduce1(acc[c]) : reduce1(acc[c]);
+        }
+    }
+}
+
+template <int C> KVG_INLINE void mv_q8_rows(const mm_tile_args & a) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < a.n_cols; ++r) {
+        const block_q8_0 * wb = (const block_q8_0 *) (a.w + r * a.w_stride);
+        __m256 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < a.k / QK8_0; ++b) {
+            _mm_prefetch((const char *) (wb + b) + PF_AHEAD, _MM_HINT_T0);
+            const __m256i ws = _mm256_loadu_si256((const __m256i *) wb[b].qs), wq = _mm256_sign_epi8(ws, ws);
+            const __m256 wd = _mm256_set1_ps(_cvtsh_ss(wb[b].d));
+            for (int c = 0; c < C; ++c) {
+                const char * x = a.x + c * a.x_stride + b * MV_Q8_BLOCK;
+                const __m256i p16 =
+                    _mm256_maddubs_epi16(wq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *) x), ws));
+                const __m256 s = _mm256_mul_ps(wd, _mm256_loadu_ps((const float *) (x + 32)));
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones)), s, acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            float * o = a.out + c * a.out_stride + r;
+            *o = a.accumulate ? *o + reduce1(acc[c]) : reduce1(acc[c]);
+        }
+    }
+}
+
+// the call for a.n_x activation rows
+template <template <int> class K> KVG_TARGET void mv_by_cols(const mm_tile_args & a) {
+    switch (a.n_x) {
+        case 1: K<1>::run(a); break;
+        case 2: K<2>::run(a); break;
+        case 3: K<3>::run(a); break;
+        case 4: K<4>::run(a); break;
+        case 5: K<5>::run(a); break;
+        case 6: K<6>::run(a); break;
+        case 7: K<7>::run(a); break;
+        default: K<MV_COLS>::run(a); break;
+    }
+}
+template <int C> struct mv_q4 {
+    static KVG_INLINE void run(const mm_tile_args & a) { mv_q4_rows<C>(a); }
+};
+template <int C> struct mv_q8 {
+    static KVG_INLINE void run(const mm_tile_args & a) { mv_q8_rows<C>(a); }
+};
+
+// ---- q4_0_r16 weights (rows interleaved by 16, types.h) · several packed rows (mm_kernel::mv) -----
+// One 32-bit lane per weight row: a vector holds 4 bytes of 8 rows, so a block ends in 8 exact
+// integer dots of 8 rows in one vector and its float steps (convert, scale, FMA) serve 8 rows
+// where the q4_0 kernel spends them on one. The packed row per block: its 32 quants, 8 * their
+// sum (int32: the -8 of q4_0's nibbles) and its scale (f32), so a step only broadcasts.
+constexpr size_t R16_X_BLOCK = 40, R16_Q4_BLOCK = R16_ROWS * sizeof(block_q4_0); // (r16_block_bytes)
+constexpr int R16_COLS = 4;
+constexpr int64_t R16_STEP = 16; // blocks per pass over both halves of the group: they stay in L1
+
+KVG_TARGET void pack_mv_q4_r16(const void * q8_row, void * out, int64_t k) {
+    const block_q8_0 * xb = (const block_q8_0 *) q8_row;
+    for (int64_t b = 0; b < k / QK8_0; ++b) {
+        char * o = (char *) out + b * R16_X_BLOCK;
+        int32_t sum = 0;
+        for (int i = 0; i < QK8_0; ++i) sum += xb[b].qs[i];
+        const int32_t corr = 8 * sum;
+        const float d = _cvtsh_ss(xb[b].d);
+        std::memcpy(o, xb[b].qs, 32);
+        std::memcpy(o + 32, &corr, 4);
+        std::memcpy(o + 36, &d, 4);
+    }
+}
+
+KVG_INLINE __m256i bcast32(const char * p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// Blocks [b0, b1) of rows 8h..8h+7 of the group at w, added to acc[c] for C packed rows.
+template <int C> KVG_INLINE void r16_half(const mm_tile_args & a, int h, int64_t b0, int64_t b1, __m256 * acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    for (int64_t b = b0; b < b1; ++b) {
+        const char * g = a.w + b * R16_Q4_BLOCK; // d[16] (f16), then qs[4][16][4]
+        _mm_prefetch(g + PF_AHEAD, _MM_HINT_T0);
+        const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (g + 16 * h)));
+        __m256i lo[4], hi[4];
+        for (int j = 0; j < 4; ++j) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *) (g + 32 + 64 * j + 32 * h));
+            lo[j] = _mm256_and_si256(q, low4);
+            hi[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        }
+        for (int c = 0; c < C; ++c) {
+            const char * x = a.x + c * a.x_stride + b * R16_X_BLOCK;
+            // 8 products of at most 2 * 15 * 127 per 16-bit lane: no overflow
+            __m256i s =
+                _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast32(x)), _mm256_maddubs_epi16(hi[0], bcast32(x + 16)));
+            for (int j = 1; j < 4; ++j) {
+                s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(lo[j], bcast32(x + 4 * j)),
+                                                         _mm256_maddubs_epi16(hi[j], bcast32(x + 16 + 4 * j))));
+            }
+            const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(s, ones), bcast32(x + 32));
+            const __m256 scale = _mm256_mul_ps(wd, _mm256_castsi256_ps(bcast32(x + 36)));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[c]);
+        }
+    }
+}
+
+// The 16 rows of the group at a.w (a.n_cols = 16) times a.n_x = C packed rows.
+template <int C> KVG_INLINE void mv_q4_r16_rows(const mm_tile_args & a) {
+    __m256 acc[2][C];
+    for (int h = 0; h < 2; ++h) {
+        for (int c = 0; c < C; ++c) acc[h][c] = _mm256_setzero_ps();
+    }
+    const int64_t nb = a.k / QK8_0;
+    for (int64_t b0 = 0; b0 < nb; b0 += R16_STEP) {
+        for (int h = 0; h < 2; ++h) r16_half<C>(a, h, b0, std::min(nb, b0 + R16_STEP), acc[h]);
+    }
+    for (int h = 0; h < 2; ++h) {
+        for (int c = 0; c < C; ++c) {
+            float * o = a.out + c * a.out_stride + 8 * h;
+            _mm256_storeu_ps(o, a.accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), acc[h][c]) : acc[h][c]);
+        }
+    }
+}
+template <int C> struct mv_r16 { // (n_x <= R16_COLS, the kernel's mv_cols)
+    static KVG_INLINE void run(const mm_tile_args & a) { mv_q4_r16_rows<std::min(C, R16_COLS)>(a); }
+};
+
+// Products of up to MV_MAX rows take these kernels (measured: Zen 3, 2 threads, 1.1B q4_0).
+constexpr int MV_MAX = 16;
+// Whether q4_0 matrices are interleaved (repacked at load) for the q4_0_r16 kernel.
+constexpr bool USE_R16 = true;
+
+void add_multirow_mv(cpu_kernels & k) {
+    k.mm[MM_Q4_0].mv = mv_by_cols<mv_q4>;
+    k.mm[MM_Q4_0].pack_mv = pack_mv_q4;
+    k.mm[MM_Q4_0].mv_group_bytes = 2 * MV_Q4_PAIR;
+    k.mm[MM_Q8_0].mv = mv_by_cols<mv_q8>;
+    k.mm[MM_Q8_0].pack_mv = pack_mv_q8;
+    k.mm[MM_Q8_0].mv_group_bytes = 4 * MV_Q8_BLOCK;
+    for (int t : {MM_Q4_0, MM_Q8_0}) {
+        k.mm[t].mv_cols = MV_COLS;
+        k.mm[t].mv_max = MV_MAX;
+    }
+    if (!USE_R16) return;
+    mm_kernel & r = k.mm[MM_Q4_0_R16];
+    r.mv = mv_by_cols<mv_r16>;
+    r.pack_mv = pack_mv_q4_r16;
+    r.mv_group_bytes = (MM_MV_GROUP / QK8_0) * R16_X_BLOCK;
+    r.mv_rows = (int) R16_ROWS;
+    r.mv_cols = R16_COLS;
+    r.mv_max = MV_MAX;
+}
+
 // ---- activations, attention helpers -------------------------------------------------------------
 // Rounds half away from zero like the reference quantizer's lround (r - trunc(r) is exact).
 KVG_INLINE __m256i round_away(__m256 r) {
@@ -418,7 +629,11 @@ struct isa {
 } // namespace
 
 const kvg::cpu_kernels * kvg::kernels_avx2() {
-    static const cpu_kernels k = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
+    static const cpu_kernels k = [] {
+        cpu_kernels t = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
+        add_multirow_mv(t);
+        return t;
+    }();
     return &k;
 }
 

@@ -30,6 +30,7 @@ struct mm_tile_args {
     bool accumulate;     // add to out instead of overwriting it
     int n_cols = 0;      // panel tiles: activation rows to write (1..panel_cols); mv: weight rows (1..mv_rows)
     int w_row0 = 0;      // interleaved (r16) panel tiles: w is the group (at the K offset), this its first row in it
+    int n_x = 1;         // mv: packed activation rows (1..mv_cols), x_stride apart
 };
 typedef void (*mm_tile_fn)(const mm_tile_args & a);
 
@@ -88,6 +89,11 @@ struct mm_kernel {
     // type (ggml's vec_dot_type), so not tile[r][1]'s bits (its x stays f32); each row's
     // bits do not depend on n_cols
     mm_tile_fn mv;
+    // mv over several activation rows: a call takes up to mv_cols of them (0 or 1: one), each
+    // weight row read once for all; products of up to mv_max activation rows take mv (0 or 1:
+    // one row only), so a batch of a few sequences reads each weight once per step. Outputs
+    // have the bits of tile[r][c] over the same K chunk.
+    int mv_cols, mv_max;
     // matrix-vector tile of float weights (f32 activations, nothing packed): n_cols weight
     // rows (1..mv_rows) times one activation row, each row with the bits of tile[1][1]
     // (nullptr: tile[rows][1])
