@@ -261,8 +261,10 @@ enum kvg_attn_impl {
     KVG_ATTN_MATMUL = 1, // mul_mat + soft_max_ext + mul_mat
 };
 struct kvg_context_params {
-    int32_t n_ctx;     // KV-cache slots per sequence; 0: the model's context length (as llama.cpp);
-                       // more than the model's context length is an error
+    int32_t n_ctx; // KV-cache slots per sequence; 0: the model's context length (as llama.cpp);
+                   // more than the model's context length is an error, never a warning (positions
+                   // past the trained length are untested; scripts/gguf-context-length.py writes a
+                   // copy of a file with a longer one)
     int32_t n_threads;
     int32_t n_batch;   // max tokens per graph chunk
     enum kvg_kv_type kv_type;

@@ -33,9 +33,14 @@ void fill(ggml_tensor * t, float amp) {
     }
 }
 
-// Element (i0..i3) of an F32/F16 tensor through its strides.
+// Element (i0..i3) of an F32/F16/Q8_0 tensor through its strides (Q8_0: rows of blocks).
 double at(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    const char * p = (const char *) t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+    const char * row = (const char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+    if (t->type == GGML_TYPE_Q8_0) {
+        const block_q8_0 & b = ((const block_q8_0 *) row)[i0 / QK8_0];
+        return (double) ggml_fp16_to_fp32(b.d) * b.qs[i0 % QK8_0];
+    }
+    const char * p = row + i0 * t->nb[0];
     return t->type == GGML_TYPE_F32 ? *(const float *) p : ggml_fp16_to_fp32(*(const ggml_fp16_t *) p);
 }
 
@@ -84,11 +89,13 @@ std::vector<double> reference(const ggml_tensor * q, const ggml_tensor * k, cons
 // scheduler) and run last to first, so the last task takes every chunk beyond the first ones.
 void run(ggml_tensor * node, int nth, bool claimed = false) {
     std::vector<uint8_t> work(ggml_flash_attn_ext_work_size(node, nth));
-    std::atomic<int> claim{0};
-    for (int k = 0; k < nth; ++k) {
-        const int ith = claimed ? nth - 1 - k : k;
-        ggml_compute_params p = {ith, nth, 0, work.data(), work.size(), claimed ? &claim : nullptr};
-        ggml_compute_forward_flash_attn_ext(&p, node);
+    for (int ph = 0; ph < ggml_flash_attn_ext_n_phases(node); ++ph) {
+        std::atomic<int> claim{0};
+        for (int k = 0; k < nth; ++k) {
+            const int ith = claimed ? nth - 1 - k : k;
+            ggml_compute_params p = {ith, nth, ph, work.data(), work.size(), claimed ? &claim : nullptr};
+            ggml_compute_forward_flash_attn_ext(&p, node);
+        }
     }
 }
 
@@ -161,6 +168,54 @@ TEST_CASE("flash_attn_ext: f32 and f16 K/V, GQA, causal mask, odd n_kv") {
             fill(q, 1.0f); fill(k, 1.0f); fill(v, 1.0f);
             ggml_tensor * m = causal_mask(c.ctx, mt, n_kv, n_q, 8);
             check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, m, 1.0f / std::sqrt((float) D), 0.0f, 0.0f), 2e-5);
+        }
+    }
+}
+
+// Random cache rows of n_head_kv heads of D values (F16 or Q8_0), [D * n_head_kv, n_kv, 1, ne3].
+ggml_tensor * cache_rows(ggml_context * ctx, ggml_type type, int64_t D, int64_t n_head_kv, int64_t n_kv, int64_t ne3) {
+    ggml_tensor * t = ggml_new_tensor_4d(ctx, type, D * n_head_kv, n_kv, 1, ne3);
+    std::vector<float> x(D * n_head_kv * n_kv * ne3);
+    for (float & e : x) e = frand(1.0f);
+    ggml_quantize_chunk(type, x.data(), t->data, 0, n_kv * ne3, D * n_head_kv, nullptr);
+    return t;
+}
+
+TEST_CASE(
+    "flash_attn_ext at depth: few query rows over long f16/q8_0 caches, GQA 1/4/8, ragged kv_len, segments merged") {
+    for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_Q8_0}) {
+        for (int64_t ratio : {1, 4, 8}) {
+            for (int64_t n_q : {1, 3}) {
+                CAPTURE((int) kv);
+                CAPTURE(ratio);
+                CAPTURE(n_q);
+                Ctx c;
+                // 2 KV heads of 64 packed in a cache row (per-head views); 1300 slots: two whole
+                // segments of 512 and a partial one; sequence 1 holds only 777 positions
+                const int64_t D = 64, n_head_kv = 2, n_head = n_head_kv * ratio, n_kv = 1300, ne3 = 2;
+                ggml_tensor * q = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, D, n_q, n_head, ne3);
+                fill(q, 2.0f);
+                ggml_tensor * kc = cache_rows(c.ctx, kv, D, n_head_kv, n_kv, ne3);
+                ggml_tensor * vc = cache_rows(c.ctx, kv, D, n_head_kv, n_kv, ne3);
+                const size_t hb = ggml_row_size(kv, D);
+                ggml_tensor * k = ggml_view_4d(c.ctx, kc, D, n_kv, n_head_kv, ne3, kc->nb[1], hb, kc->nb[3], 0);
+                ggml_tensor * v = ggml_view_4d(c.ctx, vc, D, n_kv, n_head_kv, ne3, vc->nb[1], hb, vc->nb[3], 0);
+                ggml_tensor * m = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F16, n_kv, 4, 1, ne3);
+                const int64_t len[ne3] = {n_kv, 777};
+                for (int64_t s = 0; s < ne3; ++s) // causal rows ending at len[s]; slots past it hidden
+                    for (int64_t i = 0; i < 4; ++i)
+                        for (int64_t j = 0; j < n_kv; ++j) {
+                            const bool visible = i < n_q && j <= len[s] - n_q + i;
+                            ((ggml_fp16_t *) m->data)[(s * 4 + i) * n_kv + j] =
+                                ggml_fp32_to_fp16(visible ? 0.0f : -INFINITY);
+                        }
+                ggml_tensor * lens = ggml_new_tensor_1d(c.ctx, GGML_TYPE_I32, ne3);
+                for (int64_t s = 0; s < ne3; ++s) ((int32_t *) lens->data)[s] = (int32_t) len[s];
+                ggml_tensor * out = ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.125f, 0.0f, 0.0f);
+                ggml_flash_attn_ext_set_kv_len(c.ctx, out, lens);
+                CHECK(ggml_flash_attn_ext_n_phases(out) == 2);
+                check(c.ctx, out, 5e-5);
+            }
         }
     }
 }

@@ -212,6 +212,22 @@ TEST_CASE("flash_attn_ext_grouped: naive reference for q8_0/f32/f16 groups, GQA,
     MESSAGE(n, " kernel cases, 1 and 3 threads: max relative error vs the naive reference ", worst);
 }
 
+TEST_CASE(
+    "flash_attn_ext_grouped at depth: q8_0/f16 groups scored by channel over merged segments, GQA 1/4/8, kv_len") {
+    double worst = 0.0;
+    for (ggml_type kt : {GGML_TYPE_Q8_0, GGML_TYPE_F16}) {
+        for (int ratio : {1, 4, 8}) {
+            for (bool mask : {false, true}) {
+                // 1100 slots: two segments of 512 and a partial one (3 query rows: the decode path)
+                const KernelCase kc{kt, 32, 2 * ratio, 2, 1100, mask, true};
+                INFO(ggml_type_name(kt), " GQA ", ratio, " mask ", mask);
+                worst = std::max(worst, run_grouped_case(kc));
+            }
+        }
+    }
+    MESSAGE("depth cases, 1 and 3 threads: max relative error vs the naive reference ", worst);
+}
+
 // ---- the runtime with a q8_0 cache -------------------------------------------------------------------
 
 namespace {

@@ -3,8 +3,9 @@
 //   kvg-bench -m ../shared/models/stories260K.bin -t 1,2 --kv-type f32,f16 -r 5
 //
 // pp N: N prompt tokens decoded in one batch at position 0 (tok/s).
-// tg N: N tokens decoded one per step from position 0 (tok/s); next to it the weight bytes
-// one token reads (every matrix; the embedding table only when it is also the output), the
+// tg N: N tokens decoded one per step from position 0 (tok/s); next to it the bytes one token
+// reads (every matrix; the embedding table only when it is also the output; the cache rows
+// attention reads, depth.h), the
 // rate that makes (GB/s), and that rate as a share of the streaming-read bandwidth measured
 // with the same thread count right after each repetition (mean of those; the limit token
 // generation runs into), over
@@ -15,6 +16,9 @@
 // run with the same thread count (peak.h): f32 FMA for f32/f16/bf16 weights, int8 dot
 // products for quantized ones (the kernels' own work: the activations go to 8 bits), bf16
 // dot products (vdpbf16ps) for bf16 weights where the AVX-512 BF16 path runs them.
+// -d N[,N...]: the pp and tg rows again after N tokens are in the cache ("pp512 @ d4096",
+// depth.h); the context then holds the deepest N plus the longer test, within the model's
+// context length (kvgraph refuses a longer one: use a file whose context_length is larger).
 // Each test runs once to warm up (graphs built, pages mapped), then -r times: mean ± stddev.
 // KV write: the cost of writing one token's K and V rows (all layers) into the cache at
 // positions 64, 256, 1024, ... up to n_ctx, timed alone with a graph of just the set_rows
@@ -35,6 +39,7 @@
 #include "kvgraph.h"
 
 #include "batched.h"
+#include "depth.h"
 #include "ggml-cpu.h"
 #include "kv-cache.h"
 #include "llama-graph.h"
@@ -92,6 +97,7 @@ struct Options {
     std::vector<std::string> models;
     std::vector<int> threads = {1};
     std::vector<kvg_kv_type> kv_types = {KVG_KV_F32};
+    std::vector<int> depths = {0}; // -d: tokens in the cache before the pp and tg rows
     kvg_attn_impl attn = KVG_ATTN_FLASH;
     int reps = 5, n_pp = 128, n_tg = 128, n_ctx = 0;
     bool kv_write = true;
@@ -108,28 +114,6 @@ struct Options {
 static const char * kv_name(kvg_kv_type t) { return t == KVG_KV_F16 ? "f16" : t == KVG_KV_Q8_0 ? "q8_0" : "f32"; }
 static ggml_type kv_ggml_type(kvg_kv_type t) {
     return t == KVG_KV_F16 ? GGML_TYPE_F16 : t == KVG_KV_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
-}
-
-// tok/s of one run; -1 on error
-static double run_pp(kvg_context * ctx, const std::vector<kvg_token> & toks) {
-    char err[512];
-    const double t0 = now_s();
-    if (!kvg_decode(ctx, toks.data(), (int32_t) toks.size(), 0, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
-        return -1;
-    }
-    return toks.size() / (now_s() - t0);
-}
-static double run_tg(kvg_context * ctx, const std::vector<kvg_token> & toks) {
-    char err[512];
-    const double t0 = now_s();
-    for (size_t i = 0; i < toks.size(); ++i) {
-        if (!kvg_decode(ctx, &toks[i], 1, (int32_t) i, err, sizeof err)) {
-            fprintf(stderr, "error: %s\n", err);
-            return -1;
-        }
-    }
-    return toks.size() / (now_s() - t0);
 }
 
 static bool bench_kv_write(const std::string & path, kvg_model * model, kvg_kv_type kv_type, int n_threads, int n_ctx,
@@ -507,6 +491,7 @@ struct ModelWork {
     double layer_weights = 0;   // elements of the layers' matrices (q k v o, gate up down)
     double output_weights = 0;  // elements of the output projection
     int n_embd = 0, n_layer = 0;
+    double kv_elems = 0;        // K and V elements of one cached position, all layers
     bool quantized = false;     // a layer matrix in a block type (else f32, f16 or bf16)
     bool bf16 = true;           // every layer matrix bf16
 };
@@ -531,31 +516,33 @@ static ModelWork model_work(const std::string & path, bool f16_as_bf16) {
     w.output_weights = m->output ? (double) ggml_nelements(m->output) : 0.0;
     w.n_embd = m->hp.n_embd_q(); // the width attention works in (n_embd unless the head size is set apart)
     w.n_layer = m->hp.n_layer;
+    w.kv_elems = 2.0 * (double) m->hp.n_embd_kv() * m->hp.n_layer;
     return w;
 }
 
 // FLOPs of one pp batch of n tokens from position 0: 2 per weight of every layer matrix and
 // token, the output projection once (only the last token's logits are computed), and causal
-// attention: QK^T and PV over the i + 1 positions token i sees, 2 * n_embd * n * (n + 1) per
-// layer. Norms, RoPE, softmax, SwiGLU and residual adds are not counted (well under 1%).
-static double pp_flops(const ModelWork & w, int n) {
-    return 2.0 * (w.layer_weights * n + w.output_weights) + 2.0 * w.n_embd * n * (n + 1.0) * w.n_layer;
+// attention: QK^T and PV over the depth + i + 1 positions token i sees, 2 * n_embd * n *
+// (n + 1 + 2 * depth) per layer. Norms, RoPE, softmax, SwiGLU and residual adds are not counted.
+static double pp_flops(const ModelWork & w, int n, int depth) {
+    return 2.0 * (w.layer_weights * n + w.output_weights) + 2.0 * w.n_embd * n * (n + 1.0 + 2.0 * depth) * w.n_layer;
 }
 
-// The cells after t/s. tg rows: the weight bytes a token reads, GB/s, and that as a share of
+// The cells after t/s. tg rows: the weight and cache (kv_bytes) bytes a token reads, GB/s, and that as a share of
 // the streaming-read bandwidth. pp rows: GFLOP/s (pp_flops) and its share of the compute
 // peak that bounds it (f32 FMA for float weights, int8 dot products for quantized ones, bf16
 // dot products for bf16 weights on the AVX-512 BF16 path).
 // Both yardsticks are measured in this run with the row's thread count.
-static std::string limit_cells(bool pp, double tok_s, int n_tokens, const ModelWork & w, int nt, double stream) {
+static std::string limit_cells(bool pp, double tok_s, int n_tokens, int depth, double kv_bytes, const ModelWork & w,
+                               int nt, double stream) {
     char b[160];
     if (!pp) {
-        const double gbps = w.bytes_per_token * tok_s / 1e9;
-        snprintf(b, sizeof b, "| %10.1f | %10.1f | %7.0f%% | %8s | %16s | %6s |", w.bytes_per_token / 1e6, gbps,
+        const double bytes = w.bytes_per_token + kv_bytes, gbps = bytes * tok_s / 1e9;
+        snprintf(b, sizeof b, "| %10.1f | %10.1f | %7.0f%% | %8s | %16s | %6s |", bytes / 1e6, gbps,
                  stream > 0 ? 100.0 * gbps / stream : 0.0, "", "", "");
         return b;
     }
-    const double gflops = pp_flops(w, n_tokens) * tok_s / n_tokens / 1e9;
+    const double gflops = pp_flops(w, n_tokens, depth) * tok_s / n_tokens / 1e9;
     const bool bf16_path = w.bf16 && ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST) >= GGML_CPU_FEATURES_AVX512_BF16;
     const Peak peak = w.quantized ? int8_dot_peak(nt) : bf16_path ? bf16_dot_peak(nt) : fma_f32_peak(nt);
     char pk[64];
@@ -617,9 +604,17 @@ static bool bench_table(const std::string & path, const Options & opt) {
         fprintf(stderr, "error: %s\n", err);
         return false;
     }
-    const int n_ctx = opt.n_ctx > 0 ? std::min(opt.n_ctx, kvg_model_n_ctx_train(model.get()))
-                                    : std::min(kvg_model_n_ctx_train(model.get()), 4096);
+    int n_ctx = opt.n_ctx > 0 ? std::min(opt.n_ctx, kvg_model_n_ctx_train(model.get()))
+                              : std::min(kvg_model_n_ctx_train(model.get()), 4096);
     const int n_pp = std::min(opt.n_pp, n_ctx), n_tg = std::min(opt.n_tg, n_ctx);
+    const int need = depth_ctx(opt.depths, n_pp, n_tg);
+    if (need > kvg_model_n_ctx_train(model.get())) {
+        fprintf(stderr,
+                "error: depth %d needs a context of %d, the model's context length is %d (kvgraph refuses more)\n",
+                need - std::max(n_pp, n_tg), need, kvg_model_n_ctx_train(model.get()));
+        return false;
+    }
+    n_ctx = std::max(n_ctx, need);
     const std::vector<kvg_token> pp_toks = random_tokens(n_pp, kvg_model_n_vocab(model.get()), 1);
     const std::vector<kvg_token> tg_toks = random_tokens(n_tg, kvg_model_n_vocab(model.get()), 2);
     const std::string name = path.substr(path.find_last_of('/') + 1);
@@ -629,7 +624,7 @@ static bool bench_table(const std::string & path, const Options & opt) {
             kvg_context_params cp = kvg_context_default_params();
             cp.n_ctx = n_ctx;
             cp.n_threads = nt;
-            cp.n_batch = n_pp;
+            cp.n_batch = need > std::max(n_pp, n_tg) ? std::max(n_pp, 512) : n_pp; // depth: fill in big chunks
             cp.kv_type = kt;
             cp.attn = opt.attn;
             ctx_ptr ctx(kvg_context_new(model.get(), cp, err, sizeof err), kvg_context_free);
@@ -637,9 +632,13 @@ static bool bench_table(const std::string & path, const Options & opt) {
                 fprintf(stderr, "error: %s\n", err);
                 return false;
             }
-            for (int test = 0; test < 2; ++test) {
-                const bool pp = test == 0;
-                auto run = [&]() { return pp ? run_pp(ctx.get(), pp_toks) : run_tg(ctx.get(), tg_toks); };
+            for (size_t row = 0; row < 2 * opt.depths.size(); ++row) { // pp, tg at each depth
+                const bool pp = row % 2 == 0;
+                const int depth = opt.depths[row / 2];
+                if (pp && !fill_to_depth(ctx.get(), depth, kvg_model_n_vocab(model.get()))) return false;
+                auto run = [&]() {
+                    return pp ? run_pp_at(ctx.get(), pp_toks, depth) : run_tg_at(ctx.get(), tg_toks, depth);
+                };
                 if (run() < 0) return false; // warm-up
                 std::vector<double> ts, streams;
                 for (int r = 0; r < opt.reps; ++r) {
@@ -653,8 +652,9 @@ static bool bench_table(const std::string & path, const Options & opt) {
                 double mean, sd, stream = 0, stream_sd;
                 mean_std(ts, &mean, &sd);
                 if (!pp) mean_std(streams, &stream, &stream_sd);
-                const std::string tname = (pp ? "pp" : "tg") + std::to_string(pp ? n_pp : n_tg);
-                const std::string limit = limit_cells(pp, mean, pp ? n_pp : n_tg, work, nt, stream);
+                const std::string tname = test_name(pp, pp ? n_pp : n_tg, depth);
+                const double kv_bytes = kv_read_bytes(kt, work.kv_elems, depth, n_tg);
+                const std::string limit = limit_cells(pp, mean, pp ? n_pp : n_tg, depth, kv_bytes, work, nt, stream);
                 printf("| %-24s | %4s | %6s | %7d | %6s | %11.2f ± %6.2f %s\n", name.c_str(), kv_name(kt),
                        opt.attn == KVG_ATTN_FLASH ? "flash" : "matmul", nt, tname.c_str(), mean, sd, limit.c_str());
                 fflush(stdout);
@@ -694,7 +694,10 @@ static int parse_options(int argc, char ** argv, Options * out) {
         else if (a == "-p" && has) opt.n_pp = std::max(1, atoi(argv[++i]));
         else if (a == "-n" && has) opt.n_tg = std::max(1, atoi(argv[++i]));
         else if (a == "-c" && has) opt.n_ctx = std::max(1, atoi(argv[++i]));
-        else if (a == "--no-kv-write") opt.kv_write = false;
+        else if (a == "-d" && has) {
+            opt.depths.clear();
+            for (const std::string & s : split(argv[++i])) opt.depths.push_back(std::max(0, atoi(s.c_str())));
+        } else if (a == "--no-kv-write") opt.kv_write = false;
         else if (a == "--mmap" && has) opt.use_mmap = atoi(argv[++i]) != 0;
         else if (a == "--repack" && has) opt.repack = atoi(argv[++i]) != 0;
         else if (a == "--f16-as-bf16" && has) opt.f16_as_bf16 = atoi(argv[++i]) != 0;
@@ -710,7 +713,7 @@ static int parse_options(int argc, char ** argv, Options * out) {
         } else {
             fprintf(stderr,
                     "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16,q8_0] [--attn flash|matmul]\n"
-                    "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [--no-kv-write] [--mmap 0|1] [--repack 0|1]\n"
+                    "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [-d DEPTH,...] [--no-kv-write] [--mmap 0|1] [--repack 0|1]\n"
                     "          [--f16-as-bf16 0|1] [--kv-modes] [--kv-scaling] [--residency [--residency-ctx N]] [--only-kv]\n"
                     "       %s --stream-only [-t 1,2]\n"
                     "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n"

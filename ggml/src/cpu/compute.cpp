@@ -56,6 +56,7 @@ int ggml_op_n_phases(const ggml_tensor * node) {
     switch (node->op) {
         case GGML_OP_MUL_MAT: return ggml_mul_mat_n_phases(node);
         case GGML_OP_MUL_MAT_ID: return ggml_mul_mat_id_n_phases(node);
+        case GGML_OP_FLASH_ATTN_EXT: return ggml_flash_attn_ext_n_phases(node);
         case GGML_OP_SET:
         case GGML_OP_ACC: return ggml_set_n_phases(node);
         default: return 1;

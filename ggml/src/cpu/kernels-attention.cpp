@@ -15,6 +15,14 @@
 // and then take the F32 path; K/V rows may pack several heads (a whole cache row); K may
 // be stored by channel in groups of 32 positions with the newest group in F32 (src[5],
 // src[6]: ggml_flash_attn_ext_grouped), gathered per chunk into the same scratch rows.
+//
+// Where the path has fa_dec_kernels (simd.h) a block holds up to MM_MAX_COLS pairs, so one
+// token's GQA group reads each K and V row once, and K and V are read in the cache's own type
+// (F16 rows, Q8_0 rows, Q8_0/F16 groups scored by channel) with no conversion pass; F32/F16
+// rows get the tiles' bits. Decoding (at most DEC_MAX_Q query rows) past SEG positions, the
+// cache length is cut into segments of SEG (a grid fixed by the shape): phase 0 runs every
+// (block, segment) with its own maximum, sum and accumulators, phase 1 merges a block's
+// segments, so every thread streams the cache even when there are fewer KV heads than threads.
 #include "kernels.h"
 #include "simd.h"
 #include "types.h"
@@ -31,6 +39,9 @@ constexpr int64_t CHUNK = 64; // K/V positions scored before they are folded int
 // Heads up to this size score F32 K through dots_f32 (one call per chunk, all positions)
 // instead of the tiles, whose per-call cost dominates for short rows (same bits below 64).
 constexpr int64_t DOTS_MAX_D = 32;
+constexpr int64_t DEC_MAX_Q = 4; // query rows up to which the cache length is split into segments
+constexpr int64_t SEG = 512;     // positions per segment (a multiple of CHUNK)
+static_assert(SEG % CHUNK == 0, "segments hold whole chunks");
 
 struct fa_info {
     const ggml_tensor * q, * k, * v, * mask, * kv_len;
@@ -136,6 +147,26 @@ fa_info inspect(const ggml_tensor * dst) {
     return f;
 }
 
+// The few-query kernels for K and V (both set, or false: the tiles' path). Q8_0 rows need heads on
+// block boundaries; F32 groups keep the gather path (its bits equal plain F32 rows').
+bool pick_dec(const fa_info & f, const fa_dec_type ** dk, const fa_dec_type ** dv) {
+    *dk = *dv = nullptr;
+    const fa_dec_kernels * t = cpu_active_path() >= PATH_AVX2 ? fa_dec_kernels_avx2() : nullptr;
+    if (!t || f.D % 8 != 0 || f.Dv % 8 != 0) return false;
+    if (!f.k_grouped && f.k->type == GGML_TYPE_F32 && f.D <= DOTS_MAX_D && cpu_active_kernels().dots_f32) return false;
+    auto of = [&](ggml_type type, int64_t head) -> const fa_dec_type * {
+        if (type == GGML_TYPE_F32) return &t->f32;
+        if (type == GGML_TYPE_F16) return &t->f16;
+        return type == GGML_TYPE_Q8_0 && head % QK8_0 == 0 ? &t->q8_0 : nullptr;
+    };
+    *dk = f.k_grouped ? (f.k->type == GGML_TYPE_F32 ? nullptr : of(f.k->type, 0)) : of(f.k->type, f.D);
+    *dv = of(f.v->type, f.Dv);
+    return *dk && *dv;
+}
+
+// Segments of the cache length (1: none). Fixed by the shape: results do not depend on the tasks.
+int64_t n_segments(const fa_info & f) { return f.n_q <= DEC_MAX_Q && f.n_kv > SEG ? (f.n_kv + SEG - 1) / SEG : 1; }
+
 // Grouped K (see ggml_flash_attn_ext_grouped): positions [c0, c0 + cn) of KV head hk as
 // rows of out [cn][Dp]. Chunks start on a group boundary; the newest group comes from the
 // F32 rows of k_recent, the others are dequantized channel by channel.
@@ -184,6 +215,8 @@ struct fa_run {
     float scale, max_bias, softcap;
     const cpu_kernels * kern;
     const mm_kernel * kdot; // quantized or grouped K: F32 rows after dequantizing/gathering into kdeq
+    bool dec;               // the decode kernels (dk, dv, and dk_recent for grouped K's F32 group)
+    const fa_dec_type *dk, *dv, *dk_recent;
     bool use_dots;          // score with dots_f32 (short F32 K rows)
     int RN, QB;
     decltype(cpu_kernels::accum_f32) accum;
@@ -209,9 +242,11 @@ fa_run start_run(const ggml_compute_params * params, const ggml_tensor * dst) {
 
     r.kern = &cpu_active_kernels();
     r.kdot = &r.kern->mm[f.k->type == GGML_TYPE_F16 && !f.k_quant ? MM_F16 : MM_F32];
-    r.use_dots = !f.k_quant && f.k->type == GGML_TYPE_F32 && f.D <= DOTS_MAX_D && r.kern->dots_f32;
+    r.dec = pick_dec(f, &r.dk, &r.dv);
+    r.dk_recent = r.dec ? &fa_dec_kernels_avx2()->f32 : nullptr;
+    r.use_dots = !r.dec && !f.k_quant && f.k->type == GGML_TYPE_F32 && f.D <= DOTS_MAX_D && r.kern->dots_f32;
     r.RN = r.kdot->rows;
-    r.QB = r.kdot->cols;
+    r.QB = r.dec ? MM_MAX_COLS : r.kdot->cols;
     r.accum = f.v->type == GGML_TYPE_F16 ? r.kern->accum_f16 : r.kern->accum_f32;
 
     r.Dp = GGML_PAD(f.D, 16);
@@ -238,6 +273,7 @@ struct fa_block {
     // KV head hk is element range [ke0, ke0 + D) of row slice hk / pack
     int64_t ke0, ve0;
     const char * kbase, * vbase;
+    const char *khead, *vhead; // decode path: the head's first element in the cache's type
     int64_t recent_group;
     int64_t n_kv;     // padding-free: this sequence's valid length, then one past the last position the mask lets through
     int64_t kv_begin; // first chunk with a position the mask lets through
@@ -287,25 +323,36 @@ void live_span(const ggml_tensor * m, const fa_block & b, int64_t & begin, int64
     end = last;
 }
 
-// Gathers the block's queries, zeroes its accumulators and locates its K/V head.
-void start_block(const fa_run & r, int64_t u, int64_t blocks, int64_t group, int64_t pairs, fa_block & b) {
+// The (query row, head) pairs of block u (of `blocks` per KV head and sequence).
+void locate_block(const fa_run & r, int64_t u, int64_t blocks, int64_t group, int64_t pairs, fa_block & b) {
     const fa_info & f = r.f;
-    const ggml_tensor * q = f.q, * k = f.k, * v = f.v, * m = f.mask;
+    const ggml_tensor * m = f.mask;
     const int64_t blk = u % blocks;
     b.hk = (u / blocks) % f.n_head_kv;
     b.iq3 = u / (blocks * f.n_head_kv);
     b.qb = (int) std::min<int64_t>(r.QB, pairs - blk * r.QB);
-    const int64_t hk = b.hk, iq3 = b.iq3;
     for (int c = 0; c < b.qb; ++c) {
         const int64_t pr = blk * r.QB + c;
         b.iqs[c] = pr / group;
-        b.hs[c] = hk * group + pr % group;
+        b.hs[c] = b.hk * group + pr % group;
         b.slope[c] = alibi_slope(r.max_bias, b.hs[c], f.n_head);
         b.run_max[c] = -INFINITY;
         b.run_sum[c] = 0.0f;
         b.mrow[c] = m ? (const char *) m->data + b.iqs[c] * m->nb[1] + (b.hs[c] % m->ne[2]) * m->nb[2] +
-                            (iq3 % m->ne[3]) * m->nb[3]
+                            (b.iq3 % m->ne[3]) * m->nb[3]
                       : nullptr;
+    }
+}
+
+// Gathers the block's queries, zeroes its accumulators and locates its K/V head and its live
+// positions within segment seg of n_seg.
+void start_block(const fa_run & r, int64_t u, int64_t blocks, int64_t group, int64_t pairs, int64_t seg, int64_t n_seg,
+                 fa_block & b) {
+    const fa_info & f = r.f;
+    const ggml_tensor *q = f.q, *k = f.k, *v = f.v, *m = f.mask;
+    locate_block(r, u, blocks, group, pairs, b);
+    const int64_t hk = b.hk, iq3 = b.iq3;
+    for (int c = 0; c < b.qb; ++c) {
         const char * qsrc = (const char *) q->data + b.iqs[c] * q->nb[1] + b.hs[c] * q->nb[2] + iq3 * q->nb[3];
         for (int64_t i = 0; i < f.D; ++i) r.qbuf[c * r.Dp + i] = *(const float *) (qsrc + i * q->nb[0]);
         std::fill(r.acc + c * r.Dvp, r.acc + c * r.Dvp + f.Dv, 0.0f);
@@ -315,11 +362,18 @@ void start_block(const fa_run & r, int64_t u, int64_t blocks, int64_t group, int
     b.kbase = (const char *) k->data + (f.k_grouped ? 0 : (hk / f.kpack) * k->nb[2]) + iq3 * k->nb[3];
     b.vbase = (const char *) v->data + (hk / f.vpack) * v->nb[2] + iq3 * v->nb[3];
     b.recent_group = f.k_grouped ? ((const int32_t *) f.k_recent_group->data)[iq3] : -1;
+    // (only read by the decode kernels, which need the heads on block boundaries)
+    b.khead = f.k_grouped ? b.kbase : b.kbase + b.ke0 / ggml_blck_size(k->type) * ggml_type_size(k->type);
+    b.vhead = b.vbase + b.ve0 / ggml_blck_size(v->type) * ggml_type_size(v->type);
     if (!f.k_quant) b.kbase += b.ke0 * k->nb[0];
     if (!f.v_quant) b.vbase += b.ve0 * v->nb[0];
     b.n_kv = f.n_kv;
     if (f.kv_len) b.n_kv = std::max<int64_t>(0, std::min<int64_t>(b.n_kv, ((const int32_t *) f.kv_len->data)[iq3]));
     b.kv_begin = 0;
+    if (n_seg > 1) {
+        b.kv_begin = std::min(b.n_kv, seg * SEG);
+        b.n_kv = std::min(b.n_kv, (seg + 1) * SEG);
+    }
     if (m) live_span(m, b, b.kv_begin, b.n_kv);
 }
 
@@ -348,9 +402,37 @@ void mask_scores(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
     }
 }
 
-// Adds the scaled (and capped) q·k to the scores: RN K rows x the block's queries per
-// register tile; fully masked tiles cost nothing, quantized K rows are dequantized per tile.
-void add_dot_products(const fa_run & r, fa_block & b, int64_t c0, int64_t cn) {
+// Decode path: q·k of the chunk's positions that some query sees, K read in its own type
+// (grouped K by channel, its F32 group as rows).
+void dec_dot_products(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
+    const fa_info & f = r.f;
+    const ggml_tensor * k = f.k;
+    std::fill(r.active, r.active + cn, (uint8_t) 0);
+    for (int c = 0; c < b.qb; ++c) { // query-major: the compiler vectorizes the inner loop
+        const float * sc = r.s + c * CHUNK;
+        for (int64_t j = 0; j < cn; ++j) r.active[j] |= (uint8_t) (sc[j] != -INFINITY);
+    }
+    if (!f.k_grouped) {
+        r.dk->dots_rows(b.qb, cn, r.qbuf, r.Dp, b.khead + c0 * k->nb[1], k->nb[1], f.D, r.active, r.dots, CHUNK);
+        return;
+    }
+    const ggml_tensor * kr = f.k_recent;
+    for (int64_t j0 = 0; j0 < cn; j0 += GGML_KV_GROUP) {
+        const int64_t g = (c0 + j0) / GGML_KV_GROUP, n = std::min<int64_t>(GGML_KV_GROUP, cn - j0);
+        if (std::find(r.active + j0, r.active + j0 + n, (uint8_t) 1) == r.active + j0 + n) continue; // all masked
+        if (g == b.recent_group) {
+            const char * rows = (const char *) kr->data + b.iq3 * kr->nb[2] + b.hk * f.D * sizeof(float);
+            r.dk_recent->dots_rows(b.qb, n, r.qbuf, r.Dp, rows, kr->nb[1], f.D, r.active + j0, r.dots + j0, CHUNK);
+        } else {
+            const char * rows = b.khead + b.hk * f.D * k->nb[1] + g * k->nb[2];
+            r.dk->dots_channels(b.qb, n, r.qbuf, r.Dp, rows, k->nb[1], f.D, r.dots + j0, CHUNK);
+        }
+    }
+}
+
+// The tiles' path: RN K rows x the block's queries per register tile; fully masked tiles cost
+// nothing, quantized K rows are dequantized per tile.
+void tile_dot_products(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
     const fa_info & f = r.f;
     const ggml_tensor * k = f.k;
     const char * kchunk = f.k_quant ? (const char *) r.kdeq : b.kbase + c0 * k->nb[1];
@@ -371,7 +453,13 @@ void add_dot_products(const fa_run & r, fa_block & b, int64_t c0, int64_t cn) {
                                    r.dots + j, CHUNK, false};
         r.kdot->tile[rn][b.qb](args);
     }
-    // one pass over the chunk (dots of skipped tiles are stale, their scores -inf and kept)
+}
+
+// Adds the scaled (and capped) q·k to the scores.
+void add_dot_products(const fa_run & r, fa_block & b, int64_t c0, int64_t cn) {
+    if (r.dec) dec_dot_products(r, b, c0, cn);
+    else tile_dot_products(r, b, c0, cn);
+    // one pass over the chunk (dots of skipped positions are stale, their scores -inf and kept)
     for (int c = 0; c < b.qb; ++c) {
         float * sc = r.s + c * CHUNK;
         const float * dot = r.dots + c * CHUNK;
@@ -420,7 +508,9 @@ bool scores_to_weights(const fa_run & r, fa_block & b, int64_t cn) {
 void accumulate_values(const fa_run & r, const fa_block & b, int64_t c0, int64_t cn) {
     const fa_info & f = r.f;
     const ggml_tensor * v = f.v;
-    if (f.v_quant) {
+    if (r.dec) {
+        r.dv->accum(b.qb, cn, r.s, CHUNK, r.active, b.vhead + c0 * v->nb[1], v->nb[1], f.Dv, r.acc, r.Dvp);
+    } else if (f.v_quant) {
         for (int64_t j = 0; j < cn; ++j) {
             if (r.active[j]) dequant_part(v->type, b.vbase + (c0 + j) * v->nb[1], b.ve0, f.Dv, r.blk_tmp, r.vdeq + j * r.Dvp);
         }
@@ -440,16 +530,84 @@ void write_block(const fa_run & r, const fa_block & b, ggml_tensor * dst) {
     }
 }
 
+// The work grid: blocks of QB (query row, head) pairs per KV head and sequence, each run over
+// n_seg segments of the cache length (fixed by the shape and the path's kernels).
+struct fa_grid {
+    int64_t group, pairs, blocks, n_seg;
+};
+fa_grid grid_of(const fa_info & f, int QB) {
+    fa_grid g;
+    g.group = f.n_head / f.n_head_kv;
+    g.pairs = g.group * f.n_q; // (query row, head) pairs per K/V head, query-major
+    g.blocks = (g.pairs + QB - 1) / QB;
+    g.n_seg = n_segments(f);
+    return g;
+}
+int block_cols(const fa_info & f) {
+    const fa_dec_type *dk, *dv;
+    if (pick_dec(f, &dk, &dv)) return MM_MAX_COLS;
+    return cpu_active_kernels().mm[f.k->type == GGML_TYPE_F16 && !f.k_quant ? MM_F16 : MM_F32].cols;
+}
+
+// A segment's result: per query its maximum, its sum and its accumulators (relative to that maximum).
+int64_t partial_floats(const fa_info & f) { return MM_MAX_COLS * (2 + GGML_PAD(f.Dv, 16)); }
+
+void save_partial(const fa_run & r, const fa_block & b, float * part) {
+    for (int c = 0; c < b.qb; ++c) {
+        part[c] = b.run_max[c];
+        part[MM_MAX_COLS + c] = b.run_sum[c];
+        std::memcpy(part + 2 * MM_MAX_COLS + c * r.Dvp, r.acc + c * r.Dvp, r.f.Dv * sizeof(float));
+    }
+}
+
+// Phase 1: a block's segments merged in order (each rescaled to the largest maximum), then divided by the sum.
+void merge_segments(const ggml_compute_params * params, const fa_run & r, const fa_grid & g, const float * parts,
+                    ggml_tensor * dst) {
+    const fa_info & f = r.f;
+    const int64_t rec = partial_floats(f);
+    task_chunks chunks(params, f.ne3 * f.n_head_kv * g.blocks, 1);
+    fa_block b;
+    for (int64_t u0, u1; chunks.next(u0, u1);) {
+        for (int64_t u = u0; u < u1; ++u) {
+            locate_block(r, u, g.blocks, g.group, g.pairs, b);
+            const float * seg0 = parts + u * g.n_seg * rec;
+            for (int c = 0; c < b.qb; ++c) {
+                float mx = -INFINITY, sum = 0.0f;
+                for (int64_t s = 0; s < g.n_seg; ++s) {
+                    if (seg0[s * rec + MM_MAX_COLS + c] > 0.0f) mx = std::max(mx, seg0[s * rec + c]);
+                }
+                float * acc = r.acc + c * r.Dvp;
+                std::fill(acc, acc + f.Dv, 0.0f);
+                for (int64_t s = 0; s < g.n_seg; ++s) {
+                    const float * p = seg0 + s * rec;
+                    if (!(p[MM_MAX_COLS + c] > 0.0f)) continue; // nothing seen in this segment
+                    const float w = std::exp(p[c] - mx);
+                    sum += w * p[MM_MAX_COLS + c];
+                    const float * pa = p + 2 * MM_MAX_COLS + c * r.Dvp;
+                    for (int64_t i = 0; i < f.Dv; ++i) acc[i] += w * pa[i];
+                }
+                b.run_sum[c] = sum;
+            }
+            write_block(r, b, dst);
+        }
+    }
+}
+
 } // namespace
 
 // Chunks of blocks per task (task_chunks).
 constexpr int FA_CHUNKS_PER_TASK = 4;
 
+// Per-task scratch, then (with segments) one partial result per (block, segment).
 static size_t work_bytes(const fa_info & f, int n_tasks) {
-    return (size_t) std::max(n_tasks, 1) * scratch_floats(f) * sizeof(float) + 64;
+    const fa_grid g = grid_of(f, block_cols(f));
+    const int64_t parts = g.n_seg > 1 ? f.ne3 * f.n_head_kv * g.blocks * g.n_seg * partial_floats(f) : 0;
+    return ((size_t) std::max(n_tasks, 1) * scratch_floats(f) + (size_t) parts) * sizeof(float) + 64;
 }
 
 size_t ggml_flash_attn_ext_work_size(const ggml_tensor * dst, int n_tasks) { return work_bytes(inspect(dst), n_tasks); }
+
+int ggml_flash_attn_ext_n_phases(const ggml_tensor * dst) { return n_segments(inspect(dst)) > 1 ? 2 : 1; }
 
 void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggml_tensor * dst) {
     if (params->ith < 0 || params->ith >= params->nth) GGML_ABORT("flash_attn_ext: task %d of %d", params->ith, params->nth);
@@ -458,25 +616,32 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
         GGML_ABORT("flash_attn_ext: work buffer of %zu bytes, need %zu", params->wsize, work_bytes(r.f, params->nth));
     }
     const fa_info & f = r.f;
-    const int64_t group = f.n_head / f.n_head_kv;
-    const int64_t pairs = group * f.n_q; // (query row, head) pairs per K/V head, query-major
-    const int64_t blocks = (pairs + r.QB - 1) / r.QB;
-    const int64_t units = f.ne3 * f.n_head_kv * blocks;
-    // chunks of blocks taken from the node's counter: causal blocks differ in length (the
-    // last query rows see the most positions), so static shares would leave a task waiting
+    const fa_grid g = grid_of(f, r.QB);
+    float * parts =
+        (float *) (((uintptr_t) params->wdata + 63) & ~(uintptr_t) 63) + std::max(params->nth, 1) * scratch_floats(f);
+    if (params->phase == 1) {
+        merge_segments(params, r, g, parts, dst);
+        return;
+    }
+    const int64_t units = f.ne3 * f.n_head_kv * g.blocks * g.n_seg; // segments of a block adjacent
+    // chunks of units taken from the node's counter: causal blocks differ in length (the last
+    // query rows see the most positions) and segments past a sequence's length are empty, so
+    // static shares would leave a task waiting
     task_chunks chunks(params, units, FA_CHUNKS_PER_TASK);
     fa_block b;
     for (int64_t u0, u1; chunks.next(u0, u1);) {
         for (int64_t u = u0; u < u1; ++u) {
-            start_block(r, u, blocks, group, pairs, b);
+            start_block(r, u / g.n_seg, g.blocks, g.group, g.pairs, u % g.n_seg, g.n_seg, b);
             for (int64_t c0 = b.kv_begin; c0 < b.n_kv; c0 += CHUNK) {
                 const int64_t cn = std::min(CHUNK, b.n_kv - c0);
-                if (f.k_grouped) gather_grouped_k(f, b.kbase, b.hk, b.iq3, b.recent_group, c0, cn, r.Dp, r.blk_tmp, r.kdeq);
+                if (f.k_grouped && !r.dec)
+                    gather_grouped_k(f, b.kbase, b.hk, b.iq3, b.recent_group, c0, cn, r.Dp, r.blk_tmp, r.kdeq);
                 mask_scores(r, b, c0, cn);
                 add_dot_products(r, b, c0, cn);
                 if (scores_to_weights(r, b, cn)) accumulate_values(r, b, c0, cn);
             }
-            write_block(r, b, dst);
+            if (g.n_seg > 1) save_partial(r, b, parts + u * partial_floats(f));
+            else write_block(r, b, dst);
         }
     }
 }

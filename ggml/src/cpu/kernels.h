@@ -139,6 +139,7 @@ void   ggml_compute_forward_mul_mat(const ggml_compute_params * params, ggml_ten
 
 // kernels-attention.cpp
 size_t ggml_flash_attn_ext_work_size(const ggml_tensor * dst, int n_tasks);
+int ggml_flash_attn_ext_n_phases(const ggml_tensor * dst); // 2 when a decode splits the cache length
 void   ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggml_tensor * dst);
 
 // kernels-llm.cpp: set/acc (phase 0 copies a unless in place), glu, argsort/top_k,

@@ -42,6 +42,21 @@ struct ld_f16 {
         return load((const char *) t, 0);
     }
 };
+// q8_0 blocks: element i of a row of blocks, as dequantize_q8_0 computes it (the quant times the
+// block's scale, rounded once); i a multiple of 8.
+struct ld_q8_0 {
+    static KVG_INLINE __m256 load(const char * p, int64_t i) {
+        const block_q8_0 & b = ((const block_q8_0 *) p)[i / QK8_0];
+        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *) (b.qs + i % QK8_0)));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b.d)));
+    }
+    static KVG_INLINE __m256 load_tail(const char * p, int64_t i, int64_t n) {
+        const block_q8_0 * b = (const block_q8_0 *) p;
+        float t[8] = {};
+        for (int64_t e = i; e < i + n; ++e) t[e - i] = b[e / QK8_0].qs[e % QK8_0] * _cvtsh_ss(b[e / QK8_0].d);
+        return _mm256_loadu_ps(t);
+    }
+};
 struct ld_bf16 {
     static constexpr int ES = 2;
     static KVG_INLINE __m256 load(const char * p, int64_t i) {
@@ -485,20 +500,94 @@ KVG_INLINE void accum_t(int64_t n, const float * p, int64_t ps, const uint8_t * 
     }
 }
 
+// Calls K::run<C>(a...) with C = cols (1..8) as a constant: register tiles of C queries.
+template <typename K, typename... A> KVG_INLINE void by_cols(int cols, A... a) {
+    switch (cols) {
+        case 1: K::template run<1>(a...); break;
+        case 2: K::template run<2>(a...); break;
+        case 3: K::template run<3>(a...); break;
+        case 4: K::template run<4>(a...); break;
+        case 5: K::template run<5>(a...); break;
+        case 6: K::template run<6>(a...); break;
+        case 7: K::template run<7>(a...); break;
+        default: K::template run<8>(a...); break;
+    }
+}
+
+template <typename L> struct accum_k {
+    template <int C, typename... A> static KVG_INLINE void run(A... a) { accum_t<L, C>(a...); }
+};
+
 template <typename L>
 KVG_TARGET void accum(int C, int64_t n, const float * p, int64_t ps, const uint8_t * active, const char * rows, size_t rs,
                       int64_t dv, float * acc, int64_t as) {
-    for (int c0 = 0; c0 < C; c0 += 4) {
-        const float * pc = p + c0 * ps;
-        float * ac = acc + c0 * as;
-        switch (C - c0) {
-            case 1: accum_t<L, 1>(n, pc, ps, active, rows, rs, dv, ac, as); break;
-            case 2: accum_t<L, 2>(n, pc, ps, active, rows, rs, dv, ac, as); break;
-            case 3: accum_t<L, 3>(n, pc, ps, active, rows, rs, dv, ac, as); break;
-            default: accum_t<L, 4>(n, pc, ps, active, rows, rs, dv, ac, as); break;
+    // up to 8 accumulators per V load (8 queries: a GQA group of one token reads V once)
+    for (int c0 = 0; c0 < C; c0 += 8)
+        by_cols<accum_k<L>>(std::min(8, C - c0), n, p + c0 * ps, ps, active, rows, rs, dv, acc + c0 * as, as);
+}
+
+// ---- attention of a few queries (decode): K and V read in the cache's own type --------------------
+// out[c * os + j] = dot(x + c * xs, row j) over k (a multiple of 8) for the rows with active[j],
+// c < C: one FMA chain per query and reduce8, so the bits of the tiles (finish_tile).
+template <typename L, int C>
+KVG_INLINE void dec_dots_rows_t(int64_t n, const float * x, int64_t xs, const char * rows, size_t rs, int64_t k,
+                                const uint8_t * active, float * out, int64_t os) {
+    for (int64_t j = 0; j < n; ++j) {
+        if (!active[j]) continue;
+        const char * w = rows + j * rs;
+        __m256 acc[8];
+        for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < k; i += 8) {
+            const __m256 wv = L::load(w, i);
+            for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + c * xs + i), acc[c]);
+        }
+        float sums[8];
+        reduce8(acc, sums);
+        for (int c = 0; c < C; ++c) out[c * os + j] = sums[c];
+    }
+}
+
+// out[c * os + t] = sum over d < k of x[c * xs + d] * row_d[t], t < n (<= GGML_KV_GROUP): keys
+// stored by channel (row_d: the group's values of channel d at rows + d * rs), 8 positions per
+// vector against the broadcast query element; no horizontal sums.
+template <typename L, int C>
+KVG_INLINE void dec_dots_channels_t(int64_t n, const float * x, int64_t xs, const char * rows, size_t rs, int64_t k,
+                                    float * out, int64_t os) {
+    for (int64_t t0 = 0; t0 < n; t0 += 8) {
+        __m256 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < k; ++d) {
+            const __m256 kv = L::load(rows + d * rs, t0);
+            for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(kv, _mm256_broadcast_ss(x + c * xs + d), acc[c]);
+        }
+        for (int c = 0; c < C; ++c) {
+            alignas(32) float t[8];
+            _mm256_store_ps(t, acc[c]);
+            std::memcpy(out + c * os + t0, t, std::min<int64_t>(8, n - t0) * sizeof(float));
         }
     }
 }
+
+template <typename L> struct dots_rows_k {
+    template <int C, typename... A> static KVG_INLINE void run(A... a) { dec_dots_rows_t<L, C>(a...); }
+};
+template <typename L> struct dots_channels_k {
+    template <int C, typename... A> static KVG_INLINE void run(A... a) { dec_dots_channels_t<L, C>(a...); }
+};
+
+template <typename L>
+KVG_TARGET void dec_dots_rows(int C, int64_t n, const float * x, int64_t xs, const char * rows, size_t rs, int64_t k,
+                              const uint8_t * active, float * out, int64_t os) {
+    by_cols<dots_rows_k<L>>(C, n, x, xs, rows, rs, k, active, out, os);
+}
+
+template <typename L>
+KVG_TARGET void dec_dots_channels(int C, int64_t n, const float * x, int64_t xs, const char * rows, size_t rs,
+                                  int64_t k, float * out, int64_t os) {
+    by_cols<dots_channels_k<L>>(C, n, x, xs, rows, rs, k, out, os);
+}
+
+template <typename L> fa_dec_type dec_type() { return {dec_dots_rows<L>, dec_dots_channels<L>, accum<L>}; }
 
 KVG_TARGET void scale_f32(int64_t n, float a, float * y) {
     const __m256 av = _mm256_set1_ps(a);
@@ -637,6 +726,12 @@ const kvg::cpu_kernels * kvg::kernels_avx2() {
     return &k;
 }
 
+const kvg::fa_dec_kernels * kvg::fa_dec_kernels_avx2() {
+    static const fa_dec_kernels k = {dec_type<ld_f32>(), dec_type<ld_f16>(), dec_type<ld_q8_0>()};
+    return &k;
+}
+
 #else
 const kvg::cpu_kernels * kvg::kernels_avx2() { return nullptr; }
+const kvg::fa_dec_kernels * kvg::fa_dec_kernels_avx2() { return nullptr; }
 #endif

@@ -246,6 +246,28 @@ static cpu_kernels build_kernel_table() {
     return k;
 }
 
+// Attention of a few queries at a time (flash_attn_ext's decode path, C <= MM_MAX_COLS queries
+// sharing one KV head), reading K and V in the cache's type (F32, F16, Q8_0; element offsets and
+// k, dv multiples of 8, of 32 for Q8_0):
+//   dots_rows:     out[c * os + j] = dot(x + c * xs, row j) for j < n with active[j], rows at
+//                  rows + j * rs (the bits of the matmul tiles: one chain per query, reduce8)
+//   dots_channels: out[c * os + t] = sum over d < k of x[c * xs + d] * (row d)[t] for t < n
+//                  (<= 32): keys stored by channel, row d at rows + d * rs
+//   accum:         cpu_kernels::accum_f32's contract, rows of this type
+struct fa_dec_type {
+    void (*dots_rows)(int C, int64_t n, const float * x, int64_t xs, const char * rows, size_t rs, int64_t k,
+                      const uint8_t * active, float * out, int64_t os);
+    void (*dots_channels)(int C, int64_t n, const float * x, int64_t xs, const char * rows, size_t rs, int64_t k,
+                          float * out, int64_t os);
+    void (*accum)(int C, int64_t n, const float * p, int64_t p_stride, const uint8_t * active, const char * rows,
+                  size_t row_stride, int64_t dv, float * acc, int64_t acc_stride);
+};
+struct fa_dec_kernels {
+    fa_dec_type f32, f16, q8_0;
+};
+// AVX2 (also run by the AVX-512 paths); nullptr when not built for x86-64.
+const fa_dec_kernels * fa_dec_kernels_avx2();
+
 const cpu_kernels & kernels_scalar();
 const cpu_kernels * kernels_avx2();   // nullptr when not built for x86-64
 const cpu_kernels * kernels_avx512(); // nullptr when not built for x86-64
