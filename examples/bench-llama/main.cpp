@@ -711,14 +711,16 @@ static int parse_options(int argc, char ** argv, Options * out) {
             if (used < 0) return 1;
             i += used - 1;
         } else {
-            fprintf(stderr,
-                    "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16,q8_0] [--attn flash|matmul]\n"
-                    "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [-d DEPTH,...] [--no-kv-write] [--mmap 0|1] [--repack 0|1]\n"
-                    "          [--f16-as-bf16 0|1] [--kv-modes] [--kv-scaling] [--residency [--residency-ctx N]] [--only-kv]\n"
-                    "       %s --stream-only [-t 1,2]\n"
-                    "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n"
-                    "  --stream-only: print the streaming-read bandwidth (GB/s, the tg rows' yardstick) per thread count\n",
-                    argv[0], argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s -m MODEL [-m MODEL2 ...] [-t 1,2] [--kv-type f32,f16,q8_0] [--attn flash|matmul]\n"
+                "          [-r REPS] [-p N_PROMPT] [-n N_GEN] [-c N_CTX] [-d DEPTH,...] [--no-kv-write]\n"
+                "          [--mmap 0|1] [--repack 0|1] [--f16-as-bf16 0|1] [--kv-modes] [--kv-scaling]\n"
+                "          [--residency [--residency-ctx N]] [--only-kv]\n"
+                "       %s --stream-only [-t 1,2]\n"
+                "  --only-kv: skip the pp/tg and KV write tables (run only the selected KV sections)\n"
+                "  --stream-only: print the streaming-read bandwidth (GB/s, the tg rows' yardstick) per thread count\n",
+                argv[0], argv[0]);
             fputs(BATCHED_USAGE, stderr);
             return a == "-h" || a == "--help" ? 0 : 1;
         }
