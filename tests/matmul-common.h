@@ -236,15 +236,17 @@ inline void check_mul_mat(ggml_context * ctx, ggml_tensor * node) {
 
 inline int64_t k_unit(ggml_type t) { return ggml_blck_size(t); }
 
-// M random activation rows times N random weight rows of K values of type t, checked as above.
-inline void check_product(ggml_type t, int64_t K, int64_t N, int64_t M) {
+// M random activation rows times N weight rows of K values of type t (random values, or what
+// fill_weights writes), checked as above.
+inline void check_product(ggml_type t, int64_t K, int64_t N, int64_t M,
+                          const std::function<void(ggml_tensor *)> & fill_weights = fill_random) {
     CAPTURE(K);
     CAPTURE(N);
     CAPTURE(M);
     Ctx c;
     ggml_tensor * a = ggml_new_tensor_2d(c.ctx, t, K, N);
     ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, M);
-    fill_random(a);
+    fill_weights(a);
     fill_random(b);
     check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
 }

@@ -482,24 +482,18 @@ TEST_CASE("mul_mat: one activation row (matrix-vector kernels) against the refer
 // sizes on other types); K within one chunk and across several.
 TEST_CASE("mul_mat: iq4_xs random blocks, odd rows, every activation count, every path") {
     std::mt19937 gen(11);
+    const auto random_blocks = [&gen](ggml_tensor * a) {
+        uint8_t * p = (uint8_t *) a->data;
+        for (size_t i = 0; i < ggml_nbytes(a); ++i) p[i] = (uint8_t) gen();
+        for (size_t at = 0; at < ggml_nbytes(a); at += sizeof(block_iq4_xs)) {
+            const ggml_fp16_t d = ggml_fp32_to_fp16(0.01f * frand());
+            std::memcpy(p + at, &d, sizeof d);
+        }
+    };
     for (int64_t K : {256, 4352}) {
         for (int64_t N : {7, 37}) {
-            for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33}) {
-                CAPTURE(K);
-                CAPTURE(N);
-                CAPTURE(M);
-                Ctx c;
-                ggml_tensor * a = ggml_new_tensor_2d(c.ctx, GGML_TYPE_IQ4_XS, K, N);
-                ggml_tensor * b = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, M);
-                uint8_t * p = (uint8_t *) a->data;
-                for (size_t i = 0; i < ggml_nbytes(a); ++i) p[i] = (uint8_t) gen();
-                for (size_t at = 0; at < ggml_nbytes(a); at += sizeof(block_iq4_xs)) {
-                    const ggml_fp16_t d = ggml_fp32_to_fp16(0.01f * frand());
-                    std::memcpy(p + at, &d, sizeof d);
-                }
-                fill_random(b);
-                check_mul_mat(c.ctx, ggml_mul_mat(c.ctx, a, b));
-            }
+            for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33})
+                check_product(GGML_TYPE_IQ4_XS, K, N, M, random_blocks);
         }
     }
 }
