@@ -334,6 +334,10 @@ TEST_CASE("refused: tensors with bad types, shapes, strides or ranges") {
     put_tensor(as, t);
     for (int i = 0; i < 10; ++i) put_tensor(as, WireTensor{});
     c.refused(rpc::CMD_GET_ALLOC_SIZE, as, "too large");
+    // empty, but its other dimensions' product overflows ggml_nelements' int64 (found by fuzz-rpc)
+    t = tensor(1, GGML_TYPE_F32, {4}, h, base);
+    t.ne[0] = 0, t.ne[1] = t.ne[2] = 0x7FFFFFFFu, t.ne[3] = 4;
+    c.refused(rpc::CMD_GET_TENSOR, tensor_range(t, 0, 4), "overflows int64");
     t = tensor(1, GGML_TYPE_F32, {4, 4}, h, base);
     t.nb[1] = 0; // rows on top of each other
     c.refused(rpc::CMD_GET_TENSOR, tensor_range(t, 0, 4), "overlap");

@@ -194,6 +194,11 @@ bool Session::check_tensor(const WireTensor & t, bool need_buffer, uint8_t ** ho
         return fail("tensor '%s' is too large (%llu bytes or more)", t.name, (unsigned long long) MAX_BUFFER);
     }
     if (n_elem / bs > extent / ts) return fail("tensor '%s': strides make its elements overlap", t.name);
+    // an empty tensor's other dimensions still meet ggml_nelements' and ggml_nrows' partial
+    // products: bound them as if the zeros were ones
+    u128 shape_product = 1;
+    for (int i = 0; i < 4; ++i) shape_product *= std::max<uint32_t>(t.ne[i], 1);
+    if (shape_product > (u128) INT64_MAX) return fail("tensor '%s': its shape's product overflows int64", t.name);
     if (extent_out) *extent_out = (uint64_t) extent;
     if (t.buffer == 0) {
         if (need_buffer) return fail("tensor '%s' has no buffer", t.name);
