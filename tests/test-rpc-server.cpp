@@ -11,11 +11,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -459,6 +462,8 @@ struct SocketClient {
         addr.sin_port = htons((uint16_t) port);
         addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         REQUIRE(connect(fd, (sockaddr *) &addr, sizeof addr) == 0);
+        timeval tv{10, 0}; // a server that never answers fails the test instead of hanging it
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     }
     ~SocketClient() { close(fd); }
     void send_bytes(const Bytes & b) const {
@@ -535,11 +540,23 @@ TEST_CASE("loopback: a client over TCP computes mul_mat + add; bad clients do no
         bad.send_bytes(f);
         CHECK(bad.closed_by_server());
     }
+    // two clients at once, sharing the 64 MiB pool: the first holds 48 MiB while the second computes
+    auto free_bytes = [&r](const SocketClient & c) {
+        REQUIRE(c.request(rpc::CMD_GET_DEVICE_MEMORY, u32_payload(0), &r));
+        return read_at<uint64_t>(r, 0);
+    };
+    auto first = std::make_unique<SocketClient>(port);
+    REQUIRE(first->request(rpc::CMD_HELLO, hello(), &r));
+    REQUIRE(first->request(rpc::CMD_ALLOC_BUFFER, alloc_buffer(48ull << 20), &r));
+    CHECK(read_at<uint64_t>(r, 8) == 48ull << 20);
     {
         SocketClient c(port);
         REQUIRE(c.request(rpc::CMD_HELLO, hello(), &r));
         REQUIRE(r.size() == 28);
         CHECK(r[0] == rpc::PROTO_MAJOR);
+        CHECK(free_bytes(c) == 16ull << 20);
+        REQUIRE(c.request(rpc::CMD_ALLOC_BUFFER, alloc_buffer(32ull << 20), &r));
+        CHECK(read_at<uint64_t>(r, 0) == 0); // does not fit beside the first client's buffer
         REQUIRE(c.request(rpc::CMD_ALLOC_BUFFER, alloc_buffer(1 << 16), &r));
         const uint64_t h = read_at<uint64_t>(r, 0);
         REQUIRE(c.request(rpc::CMD_BUFFER_GET_BASE, u64_payload(h), &r));
@@ -554,6 +571,13 @@ TEST_CASE("loopback: a client over TCP computes mul_mat + add; bad clients do no
         std::vector<float> out(r.size() / 4);
         std::memcpy(out.data(), r.data(), r.size());
         check_close(out, matmul_add_ref(a, x, bias, g.K, g.M, g.N));
+        first.reset(); // its session ends on the server's thread: its 48 MiB come back
+        uint64_t avail = 0;
+        for (int i = 0; i < 200 && avail != (64ull << 20) - (1 << 16); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            avail = free_bytes(c);
+        }
+        CHECK(avail == (64ull << 20) - (1 << 16));
     }
 }
 

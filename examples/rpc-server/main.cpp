@@ -21,7 +21,7 @@ void usage(const char * argv0) {
                  "  -H HOST     address to listen on (default 127.0.0.1; the protocol has no authentication)\n"
                  "  -p PORT     port (default 50052)\n"
                  "  -t THREADS  compute threads (default: half the cores, at least 1)\n"
-                 "  -m MEM_MIB  memory all buffers of a client may hold (default: the machine's memory)\n",
+                 "  -m MEM_MIB  memory the buffers of all clients may hold together (default: the machine's memory)\n",
                  argv0);
 }
 

@@ -220,8 +220,19 @@ bool Session::check_tensor(const WireTensor & t, bool need_buffer, uint8_t ** ho
 
 // ---- the session ----
 
+bool MemoryPool::take(uint64_t n) {
+    uint64_t used = used_.load();
+    do {
+        if (n > limit_ - used) return false;
+    } while (!used_.compare_exchange_weak(used, used + n));
+    return true;
+}
+
+void MemoryPool::give(uint64_t n) { used_ -= n; }
+
 Session::Session(const Options & opt) : opt_(opt) {
     if (opt_.mem_limit > MAX_BUFFER) opt_.mem_limit = MAX_BUFFER;
+    if (!opt_.pool) opt_.pool = std::make_shared<MemoryPool>(opt_.mem_limit);
     if (opt_.n_threads < 1) opt_.n_threads = 1;
     backend_ = ggml_backend_cpu_init();
     if (backend_) ggml_backend_cpu_set_n_threads(backend_, std::min(opt_.n_threads, GGML_MAX_N_THREADS));
@@ -230,6 +241,7 @@ Session::Session(const Options & opt) : opt_(opt) {
 Session::~Session() {
     graph_.reset(); // before the buffers it points into
     buffers_.clear();
+    opt_.pool->give(used_);
     ggml_backend_free(backend_);
 }
 
@@ -302,10 +314,10 @@ bool Session::buffer_command(uint8_t cmd, const uint8_t * p, size_t n, std::vect
     switch (cmd) {
         case CMD_ALLOC_BUFFER: return alloc_buffer(p, n, reply);
         case CMD_GET_ALIGNMENT: append<uint64_t>(reply, ALIGNMENT); return true;
-        case CMD_GET_MAX_SIZE: append<uint64_t>(reply, opt_.mem_limit); return true;
-        case CMD_GET_DEVICE_MEMORY:
-            append<uint64_t>(reply, opt_.mem_limit - used_);
-            append<uint64_t>(reply, opt_.mem_limit);
+        case CMD_GET_MAX_SIZE: append<uint64_t>(reply, std::min(opt_.mem_limit, opt_.pool->limit())); return true;
+        case CMD_GET_DEVICE_MEMORY: // free: what all sessions together leave
+            append<uint64_t>(reply, opt_.pool->available());
+            append<uint64_t>(reply, opt_.pool->limit());
             return true;
         case CMD_DEVICE_COUNT: append<uint32_t>(reply, 1); return true;
         case CMD_FREE_BUFFER: return free_buffer(load<uint64_t>(p, 0));
@@ -327,11 +339,12 @@ bool Session::alloc_buffer(const uint8_t * p, size_t, std::vector<uint8_t> * rep
     if (load<uint32_t>(p, 0) != 0) return fail("device %u does not exist (one device: 0)", load<uint32_t>(p, 0));
     const uint64_t size = load<uint64_t>(p, 4);
     uint64_t handle = 0;
-    if (size <= opt_.mem_limit - used_ && next_handle_ < MAX_HANDLE) {
+    if (size <= opt_.mem_limit && next_handle_ < MAX_HANDLE && opt_.pool->take(size)) {
         const size_t page = (size_t) sysconf(_SC_PAGESIZE);
         const size_t mapped = size == 0 ? page : (size + page - 1) / page * page;
         void * m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m != MAP_FAILED) {
+        if (m == MAP_FAILED) opt_.pool->give(size);
+        else {
             auto b = std::make_unique<Buffer>();
             b->host = (uint8_t *) m, b->size = size, b->mapped = mapped;
             handle = next_handle_++;
@@ -350,6 +363,7 @@ bool Session::free_buffer(uint64_t handle) {
     if (it == buffers_.end()) return fail("FREE_BUFFER: unknown buffer 0x%llx", (unsigned long long) handle);
     graph_.reset(); // its tensors may point into this buffer
     used_ -= it->second->size;
+    opt_.pool->give(it->second->size);
     buffers_.erase(it);
     return true;
 }

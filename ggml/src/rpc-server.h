@@ -84,9 +84,26 @@ WireTensor decode_tensor(const uint8_t * p);
 // The inverse (tests and the fuzzer's seeds build messages with it).
 void encode_tensor(const WireTensor & t, uint8_t * p);
 
+// The memory the sessions of one server share: a buffer is granted only while the sum of
+// all sessions' buffers stays within the limit. Thread-safe.
+class MemoryPool {
+public:
+    explicit MemoryPool(uint64_t limit) : limit_(limit) {}
+    bool take(uint64_t n); // false (nothing taken) if n does not fit
+    void give(uint64_t n); // returns what take granted
+    uint64_t limit() const { return limit_; }
+    uint64_t available() const { return limit_ - used_.load(); }
+
+private:
+    const uint64_t limit_;
+    std::atomic<uint64_t> used_{0};
+};
+
 struct Options {
     int n_threads = 1;
-    uint64_t mem_limit = 1ull << 30; // bytes all buffers of a session may hold together
+    uint64_t mem_limit = 1ull << 30; // bytes all buffers may hold together (at most 2^40)
+    // shared by the sessions of one server (serve() makes it); null: the session has its own
+    std::shared_ptr<MemoryPool> pool;
 };
 
 // A buffer: host memory mapped for the client, addressed by the client as [base, base + size).
@@ -114,7 +131,8 @@ struct StoredGraph {
     ~StoredGraph(); // frees ctx
 };
 
-// One client's state: its buffers and its last graph. Not thread-safe (one connection).
+// One client's state: its buffers and its last graph. Not thread-safe: one connection (one
+// thread) per session; sessions share only their memory pool.
 class Session {
 public:
     explicit Session(const Options & opt);
@@ -179,14 +197,17 @@ private:
 bool feed_stream(Session & s, const uint8_t * data, size_t size, std::vector<uint8_t> * out);
 
 // ---- POSIX sockets (rpc-socket.cpp) ----
-// Listens on host:port (port 0: any free port) and serves one connection at a time until
-// *stop becomes true (checked every 100 ms). A refused message closes its connection only.
-// on_listening gets the bound port once the socket listens. Returns 0, or 1 with a message
-// on stderr if the socket cannot be set up.
+constexpr int MAX_CLIENTS = 8; // connections served at once; more are closed on arrival
+// Listens on host:port (port 0: any free port) and serves up to MAX_CLIENTS connections at
+// once, each on its own thread with its own session, all sharing one memory pool of
+// opt.mem_limit bytes, until *stop becomes true (checked every 100 ms; open connections are
+// then closed). A refused message closes its connection only. on_listening gets the bound
+// port once the socket listens. Returns 0, or 1 with a message on stderr if the socket
+// cannot be set up.
 int serve(const char * host, int port, const Options & opt, const std::atomic<bool> * stop,
           const std::function<void(int)> & on_listening);
-// Serves one connected socket until the peer closes it or a message is refused; closes fd.
-// Returns the refusal's message, or "" after a normal end.
-std::string serve_connection(int fd, const Options & opt);
+// Serves one connected socket until the peer closes it, a message is refused or *stop
+// (if given) becomes true; closes fd. Returns the refusal's message, or "" after a normal end.
+std::string serve_connection(int fd, const Options & opt, const std::atomic<bool> * stop = nullptr);
 
 } // namespace kvg::rpc

@@ -1,4 +1,4 @@
-// The RPC server's transport: POSIX TCP sockets, one connection at a time. A frame's payload
+// The RPC server's transport: POSIX TCP sockets, a thread per connection. A frame's payload
 // is read in chunks as it arrives, so a size field promising gigabytes allocates only what
 // was sent; a peer that stops inside a frame is dropped after a timeout, and a refused
 // message closes its connection without touching the listening socket.
@@ -16,7 +16,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace kvg::rpc {
 
@@ -88,9 +91,20 @@ int listen_on(const char * host, int port, int * bound) {
     return fd;
 }
 
+// Waits for the first byte of a frame (a client may idle between frames) while *stop allows.
+bool wait_for_frame(int fd, const std::atomic<bool> * stop) {
+    for (;;) {
+        if (stop && stop->load()) return false;
+        pollfd pfd{fd, POLLIN, 0};
+        const int r = poll(&pfd, 1, 100);
+        if (r > 0) return true;
+        if (r < 0 && errno != EINTR) return false;
+    }
+}
+
 } // namespace
 
-std::string serve_connection(int fd, const Options & opt) {
+std::string serve_connection(int fd, const Options & opt, const std::atomic<bool> * stop) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     Session session(opt);
@@ -99,7 +113,7 @@ std::string serve_connection(int fd, const Options & opt) {
     const uint64_t limit = max_payload(opt);
     for (;;) {
         uint8_t head[9];
-        if (!read_all(fd, head, 1, -1) || !read_all(fd, head + 1, 8, FRAME_TIMEOUT_MS)) break; // closed or stalled
+        if (!wait_for_frame(fd, stop) || !read_all(fd, head, 9, FRAME_TIMEOUT_MS)) break; // closed, stalled or stopped
         uint64_t n;
         std::memcpy(&n, head + 1, 8);
         if (n > limit) {
@@ -128,25 +142,65 @@ std::string serve_connection(int fd, const Options & opt) {
     return why;
 }
 
-int serve(const char * host, int port, const Options & opt, const std::atomic<bool> * stop,
+namespace {
+
+// A connection's thread; done tells serve() it can be joined.
+struct Connection {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
+};
+
+void report_end(const std::string & why) {
+    if (why.empty()) std::fprintf(stderr, "kvg-rpc-server: client disconnected\n");
+    else std::fprintf(stderr, "kvg-rpc-server: connection closed: %s\n", why.c_str());
+}
+
+// Joins the connections that have ended.
+void reap(std::vector<Connection> & conns) {
+    for (size_t i = 0; i < conns.size();) {
+        if (!conns[i].done->load()) {
+            ++i;
+            continue;
+        }
+        conns[i].thread.join();
+        conns[i] = std::move(conns.back());
+        conns.pop_back();
+    }
+}
+
+} // namespace
+
+int serve(const char * host, int port, const Options & options, const std::atomic<bool> * stop,
           const std::function<void(int)> & on_listening) {
     int bound = 0;
     const int lfd = listen_on(host, port, &bound);
     if (lfd < 0) return 1;
+    Options opt = options;
+    if (!opt.pool) opt.pool = std::make_shared<MemoryPool>(opt.mem_limit);
     if (on_listening) on_listening(bound);
+    std::atomic<bool> closing{false}; // tells the connections to end
+    std::vector<Connection> conns;
     while (!stop || !stop->load()) {
+        reap(conns);
         pollfd pfd{lfd, POLLIN, 0};
         if (poll(&pfd, 1, 100) <= 0) continue;
         const int cfd = accept(lfd, nullptr, nullptr);
         if (cfd < 0) continue;
-        std::fprintf(stderr, "kvg-rpc-server: client connected\n");
-        const std::string why = serve_connection(cfd, opt);
-        if (why.empty()) {
-            std::fprintf(stderr, "kvg-rpc-server: client disconnected\n");
-        } else {
-            std::fprintf(stderr, "kvg-rpc-server: connection closed: %s\n", why.c_str());
+        if (conns.size() >= (size_t) MAX_CLIENTS) {
+            std::fprintf(stderr, "kvg-rpc-server: %d clients already connected; refusing another\n", MAX_CLIENTS);
+            close(cfd);
+            continue;
         }
+        std::fprintf(stderr, "kvg-rpc-server: client connected\n");
+        Connection c;
+        c.thread = std::thread([cfd, &opt, &closing, done = c.done] {
+            report_end(serve_connection(cfd, opt, &closing));
+            done->store(true);
+        });
+        conns.push_back(std::move(c));
     }
+    closing = true;
+    for (Connection & c : conns) c.thread.join();
     close(lfd);
     return 0;
 }
