@@ -465,6 +465,10 @@ struct SocketClient {
         timeval tv{10, 0}; // a server that never answers fails the test instead of hanging it
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     }
+    struct Adopt {
+        int fd;
+    };
+    explicit SocketClient(Adopt a) : fd(a.fd) {} // an already connected socket
     ~SocketClient() { close(fd); }
     void send_bytes(const Bytes & b) const {
         size_t done = 0;
@@ -579,6 +583,46 @@ TEST_CASE("loopback: a client over TCP computes mul_mat + add; bad clients do no
         }
         CHECK(avail == (64ull << 20) - (1 << 16));
     }
+}
+
+TEST_CASE("--skip-refused-graphs: a refused graph is skipped, the stored one dropped, the connection kept") {
+    int fds[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+    rpc::Options o = options(1);
+    o.skip_refused_graphs = true;
+    std::string why = "not ended";
+    std::thread server([&] { why = rpc::serve_connection(fds[1], o); });
+    {
+        SocketClient c(SocketClient::Adopt{fds[0]});
+        Bytes r;
+        REQUIRE(c.request(rpc::CMD_HELLO, hello(), &r));
+        REQUIRE(c.request(rpc::CMD_ALLOC_BUFFER, alloc_buffer(1 << 16), &r));
+        const uint64_t h = read_at<uint64_t>(r, 0);
+        REQUIRE(c.request(rpc::CMD_BUFFER_GET_BASE, u64_payload(h), &r));
+        const MatmulGraph g(h, read_at<uint64_t>(r, 0));
+        const std::vector<float> a = ramp(g.K * g.M, 0.37f, 0.2f), x = ramp(g.K * g.N, 0.71f, -0.3f),
+                                 bias = ramp(g.M, 1.1f, 0.5f), zeros(g.M * g.N, 0.0f);
+        c.request(rpc::CMD_SET_TENSOR, set_tensor(g.a, 0, a.data(), a.size() * 4), nullptr);
+        c.request(rpc::CMD_SET_TENSOR, set_tensor(g.x, 0, x.data(), x.size() * 4), nullptr);
+        c.request(rpc::CMD_SET_TENSOR, set_tensor(g.bias, 0, bias.data(), bias.size() * 4), nullptr);
+        c.request(rpc::CMD_GRAPH_COMPUTE, g.message(), nullptr); // stored for recompute
+        c.request(rpc::CMD_SET_TENSOR, set_tensor(g.out, 0, zeros.data(), zeros.size() * 4), nullptr);
+        WireTensor bad = g.out;
+        bad.op = GGML_OP_CONV_TRANSPOSE_1D; // not run by this server
+        c.request(rpc::CMD_GRAPH_COMPUTE, graph({4, 5}, {g.a, g.x, g.bias, g.mm, bad}), nullptr);
+        // the good graph is no longer stored: recomputing is refused (skipped) and writes nothing
+        c.request(rpc::CMD_GRAPH_RECOMPUTE, u32_payload(0), nullptr);
+        REQUIRE(c.request(rpc::CMD_GET_TENSOR, tensor_range(g.out, 0, nbytes(g.out)), &r));
+        std::vector<float> out(r.size() / 4);
+        std::memcpy(out.data(), r.data(), r.size());
+        CHECK(out == zeros);
+        c.request(rpc::CMD_GRAPH_COMPUTE, g.message(), nullptr); // the connection still computes
+        REQUIRE(c.request(rpc::CMD_GET_TENSOR, tensor_range(g.out, 0, nbytes(g.out)), &r));
+        std::memcpy(out.data(), r.data(), r.size());
+        check_close(out, matmul_add_ref(a, x, bias, g.K, g.M, g.N));
+    } // closes the client's end: the server's loop ends normally
+    server.join();
+    CHECK(why.empty());
 }
 
 TEST_CASE("graph: flash_attn_ext against a naive softmax attention; sinks refused") {

@@ -17,11 +17,13 @@ namespace {
 
 void usage(const char * argv0) {
     std::fprintf(stderr,
-                 "usage: %s [-H HOST] [-p PORT] [-t THREADS] [-m MEM_MIB]\n"
+                 "usage: %s [-H HOST] [-p PORT] [-t THREADS] [-m MEM_MIB] [--skip-refused-graphs]\n"
                  "  -H HOST     address to listen on (default 127.0.0.1; the protocol has no authentication)\n"
                  "  -p PORT     port (default 50052)\n"
                  "  -t THREADS  compute threads (default: half the cores, at least 1)\n"
-                 "  -m MEM_MIB  memory the buffers of all clients may hold together (default: the machine's memory)\n",
+                 "  -m MEM_MIB  memory the buffers of all clients may hold together (default: the machine's memory)\n"
+                 "  --skip-refused-graphs  log and skip a graph the server refuses, keeping the connection\n"
+                 "              (conformance runs with test-backend-ops only: its outputs are left unwritten)\n",
                  argv0);
 }
 
@@ -40,12 +42,17 @@ bool parse_int(const char * s, long long lo, long long hi, long long * out) {
 int main(int argc, char ** argv) {
     std::string host = "127.0.0.1";
     long long port = 50052, threads = std::max(1u, std::thread::hardware_concurrency() / 2);
+    bool skip_refused = false;
     long long mem_mib = (long long) ((uint64_t) sysconf(_SC_PHYS_PAGES) * (uint64_t) sysconf(_SC_PAGESIZE) >> 20);
     for (int i = 1; i < argc; ++i) {
         const char * a = argv[i];
         if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
             usage(argv[0]);
             return 0;
+        }
+        if (!std::strcmp(a, "--skip-refused-graphs")) {
+            skip_refused = true;
+            continue;
         }
         if (i + 1 >= argc) {
             std::fprintf(stderr, "error: %s needs a value (or is unknown)\n", a);
@@ -71,6 +78,7 @@ int main(int argc, char ** argv) {
     kvg::rpc::Options opt;
     opt.n_threads = (int) threads;
     opt.mem_limit = (uint64_t) mem_mib << 20;
+    opt.skip_refused_graphs = skip_refused;
     std::fprintf(stderr, "kvg-rpc-server: ggml RPC protocol %d.%d.%d, %d threads, %lld MiB\n", kvg::rpc::PROTO_MAJOR,
                  kvg::rpc::PROTO_MINOR, kvg::rpc::PROTO_PATCH, opt.n_threads, mem_mib);
     return kvg::rpc::serve(host.c_str(), (int) port, opt, nullptr, [&](int bound) {

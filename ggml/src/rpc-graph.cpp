@@ -416,6 +416,8 @@ static bool build_graph(Session & s, GraphBuild & gb, const uint8_t * ids, uint3
     return true;
 }
 
+void Session::forget_graph() { graph_.reset(); }
+
 bool Session::graph_compute(const uint8_t * p, size_t n) {
     if (n < 12) return fail("GRAPH_COMPUTE carries %zu bytes, at least 12 needed", n);
     if (load<uint32_t>(p, 0) != 0) return fail("device %u does not exist (one device: 0)", load<uint32_t>(p, 0));

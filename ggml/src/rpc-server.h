@@ -104,6 +104,10 @@ struct Options {
     uint64_t mem_limit = 1ull << 30; // bytes all buffers may hold together (at most 2^40)
     // shared by the sessions of one server (serve() makes it); null: the session has its own
     std::shared_ptr<MemoryPool> pool;
+    // conformance runs only (test-backend-ops, whose client aborts when a connection closes):
+    // a refused GRAPH_COMPUTE / RECOMPUTE is logged and skipped (its outputs keep their old
+    // bytes, the stored graph is dropped) and the connection stays open
+    bool skip_refused_graphs = false;
 };
 
 // A buffer: host memory mapped for the client, addressed by the client as [base, base + size).
@@ -147,6 +151,7 @@ public:
     const std::string & error() const { return err_; }
 
     uint64_t bytes_allocated() const { return used_; }
+    void forget_graph(); // a later GRAPH_RECOMPUTE is refused
     size_t n_buffers() const { return buffers_.size(); }
 
     // Below: used by the command handlers (rpc-server.cpp, rpc-graph.cpp).

@@ -130,6 +130,11 @@ std::string serve_connection(int fd, const Options & opt, const std::atomic<bool
         if (!complete) break;
         bool has_reply = false;
         if (!session.dispatch(head[0], payload.data(), payload.size(), &reply, &has_reply)) {
+            if (opt.skip_refused_graphs && (head[0] == CMD_GRAPH_COMPUTE || head[0] == CMD_GRAPH_RECOMPUTE)) {
+                std::fprintf(stderr, "kvg-rpc-server: graph refused, skipped: %s\n", session.error().c_str());
+                session.forget_graph();
+                continue; // these commands have no reply
+            }
             why = session.error();
             break;
         }
