@@ -325,6 +325,11 @@ TEST_CASE("refused: tensors with bad types, shapes, strides or ranges") {
     t = tensor(1, GGML_TYPE_F32, {4}, h, base);
     t.type = 99;
     c.refused(rpc::CMD_GET_TENSOR, tensor_range(t, 0, 4), "type 99");
+    t.type = GGML_TYPE_Q8_1; // a ggml type kvgraph only names
+    c.refused(rpc::CMD_GET_TENSOR, tensor_range(t, 0, 4), "not supported");
+    t = tensor(1, GGML_TYPE_IQ4_XS, {256}, h, base); // read from the type traits: a type kvgraph decodes
+    CHECK(c.call(rpc::CMD_GET_TENSOR, tensor_range(t, 0, 4)));
+    t = tensor(1, GGML_TYPE_F32, {4}, h, base);
     t.type = 43; // kvgraph's own q4_0_r16: not on the wire
     c.refused(rpc::CMD_GET_TENSOR, tensor_range(t, 0, 4), "not supported");
     // ne x nb overflowing 64 bits: refused, never wrapped

@@ -105,30 +105,13 @@ void encode_tensor(const WireTensor & t, uint8_t * p) {
 
 namespace {
 
-// The types a client may send: those kvgraph's kernels read (not its r16 layouts, which
-// llama.cpp does not know).
+// The types a client may send: ggml's types that kvgraph stores and decodes (a block size,
+// and a decoder for the block types), read from the type traits so a type kvgraph learns is
+// accepted here too; not kvgraph's r16 layouts, which llama.cpp does not know.
 bool type_supported(uint32_t type) {
-    switch (type) {
-        case GGML_TYPE_F32:
-        case GGML_TYPE_F16:
-        case GGML_TYPE_BF16:
-        case GGML_TYPE_I8:
-        case GGML_TYPE_I16:
-        case GGML_TYPE_I32:
-        case GGML_TYPE_I64:
-        case GGML_TYPE_Q4_0:
-        case GGML_TYPE_Q4_1:
-        case GGML_TYPE_Q5_0:
-        case GGML_TYPE_Q5_1:
-        case GGML_TYPE_Q8_0:
-        case GGML_TYPE_Q2_K:
-        case GGML_TYPE_Q3_K:
-        case GGML_TYPE_Q4_K:
-        case GGML_TYPE_Q5_K:
-        case GGML_TYPE_Q6_K:
-        case GGML_TYPE_IQ4_NL: return true;
-        default: return false;
-    }
+    if (type >= GGML_TYPE_COUNT) return false;
+    const ggml_type_traits * traits = ggml_get_type_traits((ggml_type) type);
+    return traits->blck_size > 0 && (!traits->is_quantized || traits->to_float);
 }
 
 typedef unsigned __int128 u128;
