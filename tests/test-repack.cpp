@@ -1,4 +1,4 @@
-// q4_0_r16, q8_0_r16, q4_K_r16, q6_K_r16 and iq4_nl_r16 (matrices of those types with rows
+// q4_0_r16, q8_0_r16, q4_K_r16, q6_K_r16, iq4_nl_r16 and q5_0_r16 (matrices of those types with rows
 // interleaved by 16, ggml_kvg_repack): the
 // layout, the round trip, and ggml_mul_mat over them on every path (their matrix-vector and
 // panel kernels where a path has them, unpacked rows elsewhere) against a double-precision loop
@@ -43,7 +43,8 @@ ggml_tensor * random_tensor(ggml_context * ctx, ggml_type t, int64_t K, int64_t 
     return x;
 }
 
-const ggml_type PLAIN_TYPES[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL};
+const ggml_type PLAIN_TYPES[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,   GGML_TYPE_Q4_K,
+                                 GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0};
 
 ggml_type interleaved(ggml_type plain) {
     switch (plain) {
@@ -51,6 +52,7 @@ ggml_type interleaved(ggml_type plain) {
         case GGML_TYPE_Q8_0: return GGML_TYPE_Q8_0_R16;
         case GGML_TYPE_Q4_K: return GGML_TYPE_Q4_K_R16;
         case GGML_TYPE_Q6_K: return GGML_TYPE_Q6_K_R16;
+        case GGML_TYPE_Q5_0: return GGML_TYPE_Q5_0_R16;
         default: return GGML_TYPE_IQ4_NL_R16;
     }
 }
@@ -94,13 +96,28 @@ void interleave_q6_k(const uint8_t * const blk[16], uint8_t * out) {
     }
 }
 
-// An interleaved copy of a q4_0, q8_0, q4_K, q6_K or iq4_nl matrix, written here from the layout's
-// description (types.h; iq4_nl's block is q4_0's).
+// q5_0_r16's 5th bits of one row from q5_0's (bit v: value v), bit by bit from types.h: byte i,
+// for j < 4, bit 4 + j for value 4j + i and bit j for value 16 + 4j + i
+void interleave_q5_bits(const uint8_t * qh, uint8_t * out) {
+    for (int i = 0; i < 4; ++i) {
+        out[i] = 0;
+        for (int j = 0; j < 4; ++j) {
+            const int lo = 4 * j + i, hi = 16 + 4 * j + i;
+            out[i] |= (uint8_t) (((qh[lo / 8] >> (lo % 8)) & 1) << (4 + j));
+            out[i] |= (uint8_t) (((qh[hi / 8] >> (hi % 8)) & 1) << j);
+        }
+    }
+}
+
+// An interleaved copy of a q4_0, q8_0, q4_K, q6_K, iq4_nl or q5_0 matrix, written here from the layout's
+// description (types.h; iq4_nl's block is q4_0's, q5_0's adds the 5th bits after the scales).
 ggml_tensor * interleaved_copy(ggml_context * ctx, const ggml_tensor * q) {
     ggml_tensor * t = ggml_new_tensor_2d(ctx, interleaved(q->type), q->ne[0], q->ne[1]);
     REQUIRE(t->nb[1] == q->nb[1]);
     const int64_t nb = q->ne[0] / ggml_blck_size(q->type);
-    const size_t bb = ggml_type_size(q->type), qs = bb - 2; // 18 / 34 bytes, 16 / 32 of quants
+    const bool q5 = q->type == GGML_TYPE_Q5_0;
+    const size_t bb = ggml_type_size(q->type), qs = q5 ? 16 : bb - 2; // 18 / 34 / 22 bytes, 16 / 32 / 16 of quants
+    const size_t head = q5 ? 96 : 32, qs_at = bb - qs;                // the group's quants, a row's
     if (k_quant(q->type)) {
         for (int64_t g = 0; g < q->ne[1] / 16; ++g) {
             for (int64_t b = 0; b < nb; ++b) {
@@ -120,7 +137,8 @@ ggml_tensor * interleaved_copy(ggml_context * ctx, const ggml_tensor * q) {
                 const uint8_t * blk = (const uint8_t *) q->data + (g * 16 + r) * q->nb[1] + b * bb;
                 out[2 * r] = blk[0];
                 out[2 * r + 1] = blk[1];
-                for (size_t j = 0; j < qs; ++j) out[32 + 64 * (j / 4) + 4 * r + j % 4] = blk[2 + j];
+                if (q5) interleave_q5_bits(blk + 2, out + 32 + 4 * r);
+                for (size_t j = 0; j < qs; ++j) out[head + 64 * (j / 4) + 4 * r + j % 4] = blk[qs_at + j];
             }
         }
     }
@@ -201,7 +219,7 @@ void check_product(ggml_type plain, int64_t K, int64_t N, int64_t M) {
 
 } // namespace
 
-TEST_CASE("q4_0_r16, q8_0_r16, q4_K_r16: the library's interleaving is the layout types.h describes, and unpacks back") {
+TEST_CASE("the r16 types: the library's interleaving is the layout types.h describes, and unpacks back") {
     for (ggml_type plain : PLAIN_TYPES) {
         Ctx c;
         ggml_tensor * w = random_tensor(c.ctx, plain, 512, 32);
@@ -227,9 +245,10 @@ TEST_CASE("ggml_kvg_repack: only where the path has the kernel, only fitting mat
             ggml_cpu_set_features_limit(path);
             CAPTURE(path);
             const bool has = kvg::cpu_active_kernels().mm[kvg::mm_type_of(interleaved(plain))].mv != nullptr;
-            // AVX2: q4_0's (several activation rows of a batch at once)
-            CHECK(has == (path >= GGML_CPU_FEATURES_AVX512_VNNI ||
-                          (path >= GGML_CPU_FEATURES_AVX2 && plain == GGML_TYPE_Q4_0)));
+            // AVX2: q4_0's (several activation rows of a batch at once); q5_0's on the AVX2 path only
+            const bool avx2 = plain == GGML_TYPE_Q4_0 ? path >= GGML_CPU_FEATURES_AVX2 : path == GGML_CPU_FEATURES_AVX2;
+            const bool vnni = path >= GGML_CPU_FEATURES_AVX512_VNNI && plain != GGML_TYPE_Q5_0;
+            CHECK(has == (vnni || ((plain == GGML_TYPE_Q4_0 || plain == GGML_TYPE_Q5_0) && avx2)));
             CHECK(ggml_kvg_repacks(plain) == has);
             REQUIRE(ggml_kvg_repack(w) == has);
             CHECK(w->type == (has ? interleaved(plain) : plain));
@@ -253,7 +272,7 @@ TEST_CASE("ggml_kvg_repack: only where the path has the kernel, only fitting mat
 }
 
 TEST_CASE("mul_mat: interleaved weights against their plain rows on every path (matrix-vector, tiles, panels)") {
-    for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL}) {
+    for (ggml_type plain : {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0}) {
         for (int64_t K : {128, 384, 2048}) check_product(plain, K, 48, 1);
         check_product(plain, 96, 32, 1);    // K not a multiple of 128: unpacked rows
         check_product(plain, 256, 64, 3);   // tiles over unpacked rows
@@ -263,6 +282,9 @@ TEST_CASE("mul_mat: interleaved weights against their plain rows on every path (
         for (int64_t M : {2, 3, 4, 5, 8, 9, 16, 17}) check_product(plain, 384, 32, M);
         for (int64_t M : {2, 4, 7}) check_product(plain, 6272, 16, M);
     }
+    // q5_0_r16 (AVX2): every count of activation rows a call of 4 can leave, odd group counts
+    for (int64_t M : {6, 7}) check_product(GGML_TYPE_Q5_0, 384, 48, M);
+    check_product(GGML_TYPE_Q5_0, 896, 80, 3);
     for (ggml_type plain : {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
         for (int64_t K : {256, 512, 2048}) check_product(plain, K, 48, 1);
         check_product(plain, 256, 64, 3);
@@ -323,31 +345,32 @@ TEST_CASE("a model repacked at load saves the same GGUF file as one kept as it w
 }
 
 TEST_CASE("GGUF: a tensor of an interleaved type is refused by name on reading") {
-  for (ggml_type r16 : {GGML_TYPE_Q4_0_R16, GGML_TYPE_Q8_0_R16, GGML_TYPE_Q4_K_R16, GGML_TYPE_Q6_K_R16, GGML_TYPE_IQ4_NL_R16}) {
-    Ctx c;
-    ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 128, 16);
-    ggml_set_name(w, "w");
-    gguf_context * g = gguf_init_empty();
-    gguf_add_tensor(g, w);
-    const std::string path = "/tmp/kvg-test-repack-type.gguf";
-    REQUIRE(gguf_write_to_file(g, path.c_str(), false));
-    gguf_free(g);
-    std::vector<char> bytes = file_bytes(path);
-    // the tensor info: name "w" (u64 length 1, 'w'), n_dims, ne[2], then the type (u32 2 = q4_0)
-    const char key[] = {1, 0, 0, 0, 0, 0, 0, 0, 'w'};
-    auto at = std::search(bytes.begin(), bytes.end(), key, key + sizeof key);
-    REQUIRE(at != bytes.end());
-    const size_t type_at = (size_t) (at - bytes.begin()) + sizeof key + 4 + 2 * 8;
-    REQUIRE(bytes[type_at] == GGML_TYPE_Q4_0);
-    bytes[type_at] = (char) r16;
-    std::ofstream(path, std::ios::binary).write(bytes.data(), (std::streamsize) bytes.size());
-    char err[512] = "";
-    ggml_context * meta = nullptr;
-    gguf_init_params gp = {true, &meta};
-    CHECK(gguf_init_from_file_ex(path.c_str(), gp, err, sizeof err) == nullptr);
-    CHECK(std::string(err).find(ggml_type_name(r16)) != std::string::npos);
-    std::remove(path.c_str());
-  }
+    for (ggml_type plain : PLAIN_TYPES) {
+        const ggml_type r16 = interleaved(plain);
+        Ctx c;
+        ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, 128, 16);
+        ggml_set_name(w, "w");
+        gguf_context * g = gguf_init_empty();
+        gguf_add_tensor(g, w);
+        const std::string path = "/tmp/kvg-test-repack-type.gguf";
+        REQUIRE(gguf_write_to_file(g, path.c_str(), false));
+        gguf_free(g);
+        std::vector<char> bytes = file_bytes(path);
+        // the tensor info: name "w" (u64 length 1, 'w'), n_dims, ne[2], then the type (u32 2 = q4_0)
+        const char key[] = {1, 0, 0, 0, 0, 0, 0, 0, 'w'};
+        auto at = std::search(bytes.begin(), bytes.end(), key, key + sizeof key);
+        REQUIRE(at != bytes.end());
+        const size_t type_at = (size_t) (at - bytes.begin()) + sizeof key + 4 + 2 * 8;
+        REQUIRE(bytes[type_at] == GGML_TYPE_Q4_0);
+        bytes[type_at] = (char) r16;
+        std::ofstream(path, std::ios::binary).write(bytes.data(), (std::streamsize) bytes.size());
+        char err[512] = "";
+        ggml_context * meta = nullptr;
+        gguf_init_params gp = {true, &meta};
+        CHECK(gguf_init_from_file_ex(path.c_str(), gp, err, sizeof err) == nullptr);
+        CHECK(std::string(err).find(ggml_type_name(r16)) != std::string::npos);
+        std::remove(path.c_str());
+    }
 }
 
 TEST_CASE("mul_mat: interleaved weights broadcast over dims 2 and 3 give the plain products") {

@@ -330,8 +330,10 @@ TEST_CASE("refused: tensors with bad types, shapes, strides or ranges") {
     t = tensor(1, GGML_TYPE_IQ4_XS, {256}, h, base); // read from the type traits: a type kvgraph decodes
     CHECK(c.call(rpc::CMD_GET_TENSOR, tensor_range(t, 0, 4)));
     t = tensor(1, GGML_TYPE_F32, {4}, h, base);
-    t.type = 43; // kvgraph's own q4_0_r16: not on the wire
-    c.refused(rpc::CMD_GET_TENSOR, tensor_range(t, 0, 4), "not supported");
+    for (uint32_t r16 : {43u, 48u}) { // kvgraph's own q4_0_r16, q5_0_r16: not on the wire
+        t.type = r16;
+        c.refused(rpc::CMD_GET_TENSOR, tensor_range(t, 0, 4), "not supported");
+    }
     // ne x nb overflowing 64 bits: refused, never wrapped
     t = tensor(1, GGML_TYPE_F32, {4}, h, base);
     for (int i = 0; i < 4; ++i) t.ne[i] = 0xFFFFFFFFu, t.nb[i] = 0xFFFFFFFCu;

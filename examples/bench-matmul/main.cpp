@@ -220,7 +220,8 @@ mm_result time_mul_mat(ggml_type t, int64_t K, int64_t N, int64_t M, int n_threa
     std::vector<ggml_tensor *> w(copies);
     // kvgraph's interleaved types (past ggml's): rows of the plain type, rearranged below
     const bool interleave = t >= GGML_TYPE_COUNT;
-    const ggml_type plain_of[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL}; // as ggml.h orders them
+    const ggml_type plain_of[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,   GGML_TYPE_Q4_K,
+                                  GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0}; // as ggml.h orders them
     if (interleave) t = plain_of[t - GGML_TYPE_Q4_0_R16];
     for (int c = 0; c < copies; ++c) w[c] = ggml_new_tensor_2d(ctx, t, K, N);
     {
@@ -287,7 +288,8 @@ const char * pct(double f, char * buf) {
 }
 
 ggml_type type_by_name(const std::string & s) {
-    for (ggml_type t : {GGML_TYPE_Q4_0_R16, GGML_TYPE_Q8_0_R16, GGML_TYPE_Q4_K_R16, GGML_TYPE_Q6_K_R16, GGML_TYPE_IQ4_NL_R16}) {
+    for (ggml_type t : {GGML_TYPE_Q4_0_R16, GGML_TYPE_Q8_0_R16, GGML_TYPE_Q4_K_R16, GGML_TYPE_Q6_K_R16,
+                        GGML_TYPE_IQ4_NL_R16, GGML_TYPE_Q5_0_R16}) {
         if (s == ggml_type_name(t)) return t; // past ggml's types
     }
     for (int t = 0; t < GGML_TYPE_COUNT; ++t) {

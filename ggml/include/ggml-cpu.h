@@ -147,15 +147,15 @@ GGML_API enum ggml_cpu_features ggml_cpu_set_features_limit(enum ggml_cpu_featur
 // The path in use (work sizes of a plan depend on it).
 GGML_API enum ggml_cpu_features ggml_cpu_get_features(void);
 
-// kvgraph: rearranges a Q4_0, Q8_0, Q4_K, Q6_K or IQ4_NL matrix in place into GGML_TYPE_Q4_0_R16
-// / Q8_0_R16 / Q4_K_R16 / Q6_K_R16 / IQ4_NL_R16 (rows interleaved by 16; layouts in ggml/src/types.h) when the
-// CPU path in use has a matrix-vector kernel for it (AVX-512 VNNI) and the tensor is
+// kvgraph: rearranges a Q4_0, Q8_0, Q4_K, Q6_K, IQ4_NL or Q5_0 matrix in place into GGML_TYPE_Q4_0_R16
+// / Q8_0_R16 / Q4_K_R16 / Q6_K_R16 / IQ4_NL_R16 / Q5_0_R16 (rows interleaved by 16; layouts in ggml/src/types.h) when the
+// CPU path in use has a matrix-vector kernel for it (AVX-512 VNNI; AVX2: q4_0, q5_0) and the tensor is
 // contiguous, with rows a multiple of 128 long and a multiple of 16 per matrix; returns
 // whether it did (false: left as it was). t->data must be writable. The tensor may then only
 // be the weights (src0) of ggml_mul_mat: one activation row runs the interleaved kernel (the
 // same products, blocks summed in another order), batches of 8 or more rows of q4_0/q8_0 the
-// panel tiles (the plain type's bits), other products unpack blocks of rows as they go (the
-// plain type's bits). Other ops, GGUF files and ggml_get_rows refuse the types.
+// panel tiles (the plain type's bits), q5_0_r16 on AVX2 its interleaved kernel for any number
+// of rows, other products unpack blocks of rows as they go (the plain type's bits). Other ops, GGUF files and ggml_get_rows refuse the types.
 GGML_API bool ggml_kvg_repack(struct ggml_tensor * t);
 // Whether ggml_kvg_repack rearranges matrices of this type on the path in use.
 GGML_API bool ggml_kvg_repacks(enum ggml_type type);

@@ -111,7 +111,7 @@ enum ggml_type {
     GGML_TYPE_Q1_0    = 41,
     GGML_TYPE_Q2_0    = 42,
     GGML_TYPE_COUNT = 43,
-    // kvgraph: q4_0, q8_0, q4_K, q6_K and iq4_nl matrices with their rows interleaved by 16 (ggml_kvg_repack
+    // kvgraph: q4_0, q8_0, q4_K, q6_K, iq4_nl and q5_0 matrices with their rows interleaved by 16 (ggml_kvg_repack
     // in ggml-cpu.h), in-memory layouts only: past ggml's count, so programs looping over
     // ggml's types do not meet them, and GGUF readers and writers refuse them (kvgraph's own
     // included)
@@ -120,6 +120,7 @@ enum ggml_type {
     GGML_TYPE_Q4_K_R16 = 45,
     GGML_TYPE_Q6_K_R16 = 46,
     GGML_TYPE_IQ4_NL_R16 = 47,
+    GGML_TYPE_Q5_0_R16 = 48,
 };
 
 #define QK4_0 32

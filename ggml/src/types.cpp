@@ -136,7 +136,7 @@ static void q4_0_from_float(const float * x, void * y, int64_t k) { quantize_row
 static ggml_type_traits g_traits[kvg::TYPE_COUNT];
 // The names come from init_traits (named_only, the entries below it, extra_block_types): a
 // ggml_type added to the enum must be named there too, and this count updated.
-static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 48, "ggml_type changed: name the new types in init_traits");
+static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 49, "ggml_type changed: name the new types in init_traits");
 
 static bool init_traits() {
     for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};
@@ -161,6 +161,7 @@ static bool init_traits() {
     g_traits[GGML_TYPE_Q4_K_R16] = {"q4_K_r16", QK_K, 0, sizeof(block_q4_K), true, nullptr, nullptr};
     g_traits[GGML_TYPE_Q6_K_R16] = {"q6_K_r16", QK_K, 0, sizeof(block_q6_K), true, nullptr, nullptr};
     g_traits[GGML_TYPE_IQ4_NL_R16] = {"iq4_nl_r16", 32, 0, sizeof(block_iq4_nl), true, nullptr, nullptr};
+    g_traits[GGML_TYPE_Q5_0_R16] = {"q5_0_r16", 32, 0, sizeof(block_q5_0), true, nullptr, nullptr};
     g_traits[GGML_TYPE_I8]   = {"i8", 1, 0, 1, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I16]  = {"i16", 1, 0, 2, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};
@@ -213,6 +214,7 @@ r16_quants quants_of(ggml_type plain) {
     switch (plain) {
         case GGML_TYPE_Q4_K: return {4 + 12, QK_K / 2};
         case GGML_TYPE_Q6_K: return {0, QK_K / 2 + QK_K / 4};
+        case GGML_TYPE_Q5_0: return {offsetof(block_q5_0, qs), QK8_0 / 2};
         default: return {2, ggml_type_size(plain) - 2};
     }
 }
@@ -223,7 +225,36 @@ size_t word_pos(ggml_type plain, size_t w) {
     return 24 * (w / 16) + 3 * (w % 8) + 1 + (w % 16) / 8;           // ql
 }
 
-// Row r's other bytes (q4_0, q8_0: d; q4_K: d, dmin, scales; q6_K: scales, d) <-> their
+// q5_0's 5th bits (bit v: value v) <-> q5_0_r16's order (types.h). Within each 16-bit half,
+// a 4 x 4 bit transposition (bit 4j + i <-> 4i + j, its own inverse) makes nibble i hold the
+// bits of values 4j + i; spread_nibbles moves nibble i of 16 bits to the low half of byte i.
+uint32_t transpose_4x4_bits(uint32_t x) {
+    uint32_t t = (x ^ (x >> 3)) & 0x0A0A0A0Au;
+    x ^= t ^ (t << 3);
+    t = (x ^ (x >> 6)) & 0x00CC00CCu;
+    return x ^ t ^ (t << 6);
+}
+uint32_t spread_nibbles(uint32_t x) {
+    x = (x & 0xFFu) | (x & 0xFF00u) << 8;
+    return (x & 0x000F000Fu) | (x & 0x00F000F0u) << 4;
+}
+uint32_t gather_nibbles(uint32_t x) {
+    x = (x & 0x000F000Fu) | (x >> 4 & 0x00F000F0u);
+    return (x & 0xFFu) | (x >> 8 & 0xFF00u);
+}
+template <bool PACK> void q5_fifth_bits(uint8_t * group_at, uint8_t * blk_at) {
+    uint32_t v;
+    std::memcpy(&v, PACK ? blk_at : group_at, 4);
+    if (PACK) {
+        const uint32_t t = transpose_4x4_bits(v);
+        v = spread_nibbles(t & 0xFFFFu) << 4 | spread_nibbles(t >> 16);
+    } else {
+        v = transpose_4x4_bits(gather_nibbles(v >> 4 & 0x0F0F0F0Fu) | gather_nibbles(v & 0x0F0F0F0Fu) << 16);
+    }
+    std::memcpy(PACK ? group_at : blk_at, &v, 4);
+}
+
+// Row r's other bytes (q4_0, q8_0: d; q5_0: d, qh; q4_K: d, dmin, scales; q6_K: scales, d) <-> their
 // places in the group's block (types.h).
 template <bool PACK>
 void r16_head(ggml_type plain, uint8_t * group, uint8_t * blk, int r) {
@@ -232,6 +263,7 @@ void r16_head(ggml_type plain, uint8_t * group, uint8_t * blk, int r) {
         for (int i = 0; i < 16; ++i) copy_to<PACK>(group + 32 + 16 * i + r, blk + offsetof(block_q6_K, scales) + i, 1);
         return;
     }
+    if (plain == GGML_TYPE_Q5_0) q5_fifth_bits<PACK>(group + 32 + 4 * r, blk + offsetof(block_q5_0, qh));
     const bool k4 = plain == GGML_TYPE_Q4_K;
     for (int i = 0; i < (k4 ? 2 : 1); ++i) copy_to<PACK>(group + 32 * i + 2 * r, blk + 2 * i, 2); // f16 scales
 }

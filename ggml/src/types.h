@@ -145,14 +145,21 @@ void pack_scale_min_6bit(const uint8_t * sc, const uint8_t * mn, uint8_t * p);
 //                    word 8 h + k, q[24 h + 3 k + 1 + s] = ql word 16 h + 8 s + k (s < 2)
 // GGML_TYPE_IQ4_NL_R16: an iq4_nl matrix, laid out as q4_0_r16 (the same block: d, 16 bytes of
 // nibbles).
+// GGML_TYPE_Q5_0_R16: a q5_0 matrix, per block of 32 values (352 bytes):
+//   d[16]          row r's f16 scale
+//   qh[16][4]      row r's 32 5th bits re-ordered so that a shift and a mask put those of 4
+//                  values in bit 4 of 4 bytes: byte i holds, for j < 4, the bit of value 4j + i
+//                  in bit 4 + j and that of value 16 + 4j + i in bit j
+//   qs[4][16][4]   as q4_0_r16
 // Rows are a multiple of 16; row r of the matrix is row r % 16 of group r / 16.
 constexpr int64_t R16_ROWS = 16;
 // ggml's types and kvgraph's own (past GGML_TYPE_COUNT): the size of tables indexed by type
-constexpr int TYPE_COUNT = GGML_TYPE_IQ4_NL_R16 + 1;
-inline bool is_r16(ggml_type t) { return t >= GGML_TYPE_Q4_0_R16 && t <= GGML_TYPE_IQ4_NL_R16; }
+constexpr int TYPE_COUNT = GGML_TYPE_Q5_0_R16 + 1;
+inline bool is_r16(ggml_type t) { return t >= GGML_TYPE_Q4_0_R16 && t <= GGML_TYPE_Q5_0_R16; }
 // the plain type of an interleaved one, and the interleaved type of a plain one (t itself: none;
 // GGML_TYPE_COUNT is q4_0_r16's value, no sentinel)
-constexpr ggml_type R16_PLAIN[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL}; // in the r16 types' order
+constexpr ggml_type R16_PLAIN[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,   GGML_TYPE_Q4_K,
+                                   GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0}; // in the r16 types' order
 static_assert(sizeof(R16_PLAIN) / sizeof(R16_PLAIN[0]) == TYPE_COUNT - GGML_TYPE_Q4_0_R16, "one plain type per r16 type");
 inline ggml_type r16_plain(ggml_type t) { return R16_PLAIN[t - GGML_TYPE_Q4_0_R16]; }
 inline ggml_type r16_of(ggml_type t) {
@@ -161,7 +168,7 @@ inline ggml_type r16_of(ggml_type t) {
 }
 // bytes of one block of a group
 size_t r16_block_bytes(ggml_type t);
-// Group of 16 rows of plain type (q4_0, q8_0, q4_K, q6_K or iq4_nl; k values each, the first at rows,
+// Group of 16 rows of plain type (q4_0, q8_0, q4_K, q6_K, iq4_nl or q5_0; k values each, the first at rows,
 // row_stride bytes apart) -> group, and back.
 void r16_pack(ggml_type plain, const void * rows, size_t row_stride, void * group, int64_t k);
 void r16_unpack(ggml_type plain, const void * group, void * rows, size_t row_stride, int64_t k);

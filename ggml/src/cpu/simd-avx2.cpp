@@ -328,31 +328,13 @@ template <int C> struct mv_q8 {
 // ---- q4_0_r16 weights (rows interleaved by 16, types.h) · several packed rows (mm_kernel::mv) -----
 // One 32-bit lane per weight row: a vector holds 4 bytes of 8 rows, so a block ends in 8 exact
 // integer dots of 8 rows in one vector and its float steps (convert, scale, FMA) serve 8 rows
-// where the q4_0 kernel spends them on one. The packed row per block: its 32 quants, 8 * their
-// sum (int32: the -8 of q4_0's nibbles) and its scale (f32), so a step only broadcasts.
-constexpr size_t R16_X_BLOCK = 40, R16_Q4_BLOCK = R16_ROWS * sizeof(block_q4_0); // (r16_block_bytes)
+// where the q4_0 kernel spends them on one. The packed row: pack_mv_r16 (simd-avx2.h) with
+// 8 * the sums (the -8 of q4_0's nibbles), so a step only broadcasts.
+constexpr size_t R16_Q4_BLOCK = R16_ROWS * sizeof(block_q4_0); // (r16_block_bytes)
 constexpr int R16_COLS = 4;
 constexpr int64_t R16_STEP = 16; // blocks per pass over both halves of the group: they stay in L1
 
-KVG_TARGET void pack_mv_q4_r16(const void * q8_row, void * out, int64_t k) {
-    const block_q8_0 * xb = (const block_q8_0 *) q8_row;
-    for (int64_t b = 0; b < k / QK8_0; ++b) {
-        char * o = (char *) out + b * R16_X_BLOCK;
-        int32_t sum = 0;
-        for (int i = 0; i < QK8_0; ++i) sum += xb[b].qs[i];
-        const int32_t corr = 8 * sum;
-        const float d = _cvtsh_ss(xb[b].d);
-        std::memcpy(o, xb[b].qs, 32);
-        std::memcpy(o + 32, &corr, 4);
-        std::memcpy(o + 36, &d, 4);
-    }
-}
-
-KVG_INLINE __m256i bcast32(const char * p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
+KVG_TARGET void pack_mv_q4_r16(const void * q8_row, void * out, int64_t k) { pack_mv_r16<8>(q8_row, out, k); }
 
 // Blocks [b0, b1) of rows 8h..8h+7 of the group at w, added to acc[c] for C packed rows.
 template <int C> KVG_INLINE void r16_half(const mm_tile_args & a, int h, int64_t b0, int64_t b1, __m256 * acc) {
@@ -384,22 +366,7 @@ template <int C> KVG_INLINE void r16_half(const mm_tile_args & a, int h, int64_t
 }
 
 // The 16 rows of the group at a.w (a.n_cols = 16) times a.n_x = C packed rows.
-template <int C> KVG_INLINE void mv_q4_r16_rows(const mm_tile_args & a) {
-    __m256 acc[2][C];
-    for (int h = 0; h < 2; ++h) {
-        for (int c = 0; c < C; ++c) acc[h][c] = _mm256_setzero_ps();
-    }
-    const int64_t nb = a.k / QK8_0;
-    for (int64_t b0 = 0; b0 < nb; b0 += R16_STEP) {
-        for (int h = 0; h < 2; ++h) r16_half<C>(a, h, b0, std::min(nb, b0 + R16_STEP), acc[h]);
-    }
-    for (int h = 0; h < 2; ++h) {
-        for (int c = 0; c < C; ++c) {
-            float * o = a.out + c * a.out_stride + 8 * h;
-            _mm256_storeu_ps(o, a.accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), acc[h][c]) : acc[h][c]);
-        }
-    }
-}
+template <int C> KVG_INLINE void mv_q4_r16_rows(const mm_tile_args & a) { r16_group_rows<C, R16_STEP, r16_half<C>>(a); }
 template <int C> struct mv_r16 { // (n_x <= R16_COLS, the kernel's mv_cols)
     static KVG_INLINE void run(const mm_tile_args & a) { mv_q4_r16_rows<std::min(C, R16_COLS)>(a); }
 };
@@ -721,6 +688,7 @@ const kvg::cpu_kernels * kvg::kernels_avx2() {
     static const cpu_kernels k = [] {
         cpu_kernels t = build_kernel_table<isa, tile_f32, tile_f16, tile_bf16, tile_q8_0, tile_q4_0>();
         add_multirow_mv(t);
+        add_q5_0_r16_kernels_avx2(t);
         return t;
     }();
     return &k;

@@ -4,6 +4,9 @@
 #pragma once
 
 #include "simd.h"
+#include "types.h"
+
+#include <cstring>
 
 #include <immintrin.h>
 
@@ -53,6 +56,52 @@ KVG_INLINE void finish_tile(const mm_tile_args & a, __m256 * acc) {
     for (int c = 0; c < C; ++c) {
         float * o = a.out + c * a.out_stride;
         for (int r = 0; r < R; ++r) o[r] = a.accumulate ? o[r] + sums[r * C + c] : sums[r * C + c];
+    }
+}
+
+// A q8_0 row (k values) packed for the r16 matrix-vector kernels: per block its 32 quants,
+// OFFSET times their sum (int32: the weights' quant offset, subtracted from dots of unsigned
+// quants) and its scale (f32), R16_X_BLOCK bytes, so a kernel step only broadcasts.
+constexpr size_t R16_X_BLOCK = 40;
+template <int OFFSET> KVG_INLINE void pack_mv_r16(const void * q8_row, void * out, int64_t k) {
+    const block_q8_0 * xb = (const block_q8_0 *) q8_row;
+    for (int64_t b = 0; b < k / QK8_0; ++b) {
+        char * o = (char *) out + b * R16_X_BLOCK;
+        int32_t sum = 0;
+        for (int i = 0; i < QK8_0; ++i) sum += xb[b].qs[i];
+        const int32_t corr = OFFSET * sum;
+        const float d = _cvtsh_ss(xb[b].d);
+        std::memcpy(o, xb[b].qs, 32);
+        std::memcpy(o + 32, &corr, 4);
+        std::memcpy(o + 36, &d, 4);
+    }
+}
+
+// the 32-bit word at p in every lane
+KVG_INLINE __m256i bcast32(const char * p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// A matrix-vector call over the 16 rows of an r16 group (a.n_cols = 16) and C packed rows:
+// HALF(a, h, b0, b1, acc) adds blocks [b0, b1) of rows 8h..8h+7 to acc[c]; STEP blocks of both
+// halves at a time, so that they stay in L1.
+template <int C, int64_t STEP, void (*HALF)(const mm_tile_args &, int, int64_t, int64_t, __m256 *)>
+KVG_INLINE void r16_group_rows(const mm_tile_args & a) {
+    __m256 acc[2][C];
+    for (int h = 0; h < 2; ++h) {
+        for (int c = 0; c < C; ++c) acc[h][c] = _mm256_setzero_ps();
+    }
+    const int64_t nb = a.k / QK8_0;
+    for (int64_t b0 = 0; b0 < nb; b0 += STEP) {
+        for (int h = 0; h < 2; ++h) HALF(a, h, b0, b0 + STEP < nb ? b0 + STEP : nb, acc[h]);
+    }
+    for (int h = 0; h < 2; ++h) {
+        for (int c = 0; c < C; ++c) {
+            float * o = a.out + c * a.out_stride + 8 * h;
+            _mm256_storeu_ps(o, a.accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), acc[h][c]) : acc[h][c]);
+        }
     }
 }
 

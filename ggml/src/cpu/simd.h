@@ -44,6 +44,7 @@ enum mm_type {
     MM_Q4_0_R16, MM_Q8_0_R16, MM_Q4_K_R16, MM_Q6_K_R16, MM_IQ4_NL_R16, // rows interleaved by 16 (types.h): matrix-vector
                               // (and for the first two panel) kernels only, where a path has them;
                               // other products unpack the rows to the plain type for its kernels
+    MM_Q5_0_R16,
     MM_TYPE_COUNT
 };
 
@@ -297,6 +298,8 @@ void add_block_quant_kernels_avx2(cpu_kernels & k);   // no-op when not built fo
 void add_block_quant_kernels_avx512(cpu_kernels & k); // no-op when not built for x86-64
 // VNNI panel tiles of the k-quants and iq4_nl (quants-vnni.cpp), added to the VNNI table.
 void add_panel_kernels_vnni(cpu_kernels & k);         // no-op when not built for x86-64
+// q5_0_r16's matrix-vector kernel for the AVX2 table (quants-avx2-q5r16.cpp)
+void add_q5_0_r16_kernels_avx2(cpu_kernels & k); // no-op when not built for x86-64
 // matrix-vector kernels of the k-quants for the VNNI table (quants-vnni-matvec.cpp)
 void add_matvec_kernels_vnni(cpu_kernels & k);       // no-op when not built for x86-64
 

@@ -37,6 +37,7 @@ static int mm_index(enum ggml_type type) {
         case GGML_TYPE_Q4_K_R16: return MM_Q4_K_R16;
         case GGML_TYPE_Q6_K_R16: return MM_Q6_K_R16;
         case GGML_TYPE_IQ4_NL_R16: return MM_IQ4_NL_R16;
+        case GGML_TYPE_Q5_0_R16: return MM_Q5_0_R16;
         default: return -1;
     }
 }
@@ -49,7 +50,7 @@ mm_type mm_type_of(enum ggml_type type) {
 
 enum ggml_type mm_vec_dot_type(enum ggml_type type) {
     const int i = mm_index(type);
-    if (i == MM_Q4_0_R16 || i == MM_Q8_0_R16 || i == MM_IQ4_NL_R16) return GGML_TYPE_Q8_0;
+    if (i == MM_Q4_0_R16 || i == MM_Q8_0_R16 || i == MM_IQ4_NL_R16 || i == MM_Q5_0_R16) return GGML_TYPE_Q8_0;
     if (i >= MM_Q2_K) return GGML_TYPE_Q8_K; // the k-quants, iq4_xs, q4_K_r16, q6_K_r16
     if (i >= MM_Q8_0) return GGML_TYPE_Q8_0;
     return GGML_TYPE_F32;
@@ -145,6 +146,7 @@ static const ggml_type_traits_cpu * make_cpu_traits() {
     t[GGML_TYPE_Q4_K_R16] = {nullptr, nullptr, GGML_TYPE_Q8_K, 1};
     t[GGML_TYPE_Q6_K_R16] = {nullptr, nullptr, GGML_TYPE_Q8_K, 1};
     t[GGML_TYPE_IQ4_NL_R16] = {nullptr, nullptr, GGML_TYPE_Q8_0, 1};
+    t[GGML_TYPE_Q5_0_R16] = {nullptr, nullptr, GGML_TYPE_Q8_0, 1};
     t[GGML_TYPE_I32]  = {from_i32, nullptr, GGML_TYPE_F32, 1};
     return t;
 }
