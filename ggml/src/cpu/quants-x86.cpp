@@ -400,12 +400,12 @@ void kvg::add_block_quant_kernels_avx2(cpu_kernels & k) {
     mm_fill<t_q5_k, 1, 8>(k.mm[MM_Q5_K]);
     mm_fill<t_q6_k, 1, 8>(k.mm[MM_Q6_K]);
     mm_fill<t_iq4_xs, 1, 8>(k.mm[MM_IQ4_XS]);
-    add_ternary_kernels_avx2(k);
     // k-quants and iq4_xs: one weight row against up to 8 activation rows (the unpacking of a super-block
     // is the cost to share); one row streams best for matrix-vector products. The 32-value
     // types keep 4 rows there: one activation block (and its sum) serves 4 weight rows, and
     // q5_0/q4_1 are compute-bound with one (Qwen2.5-0.5B Q4_K_M, mostly q5_0: tg 1 thread +20-30%).
     for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
+    add_ternary_kernels_avx2(k); // (after: it may set its own mv_rows)
     k.quantize_q8_K = quantize_q8_K;
 }
 
@@ -509,8 +509,8 @@ void kvg::add_block_quant_kernels_avx512(cpu_kernels & k) {
     mm_fill<z_q5_k, 1, 8>(k.mm[MM_Q5_K]);
     mm_fill<z_q6_k, 1, 8>(k.mm[MM_Q6_K]);
     mm_fill<z_iq4_xs, 1, 8>(k.mm[MM_IQ4_XS]);
-    add_ternary_kernels_avx512(k);
     for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
+    add_ternary_kernels_avx512(k); // (after: it may set its own mv_rows)
 }
 
 #else
