@@ -24,9 +24,10 @@
 
 namespace {
 
-const ggml_type ALL_TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,   GGML_TYPE_Q4_0,
-                               GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
-                               GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,   GGML_TYPE_IQ4_XS};
+const ggml_type ALL_TYPES[] = {GGML_TYPE_F32,   GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,   GGML_TYPE_Q4_0,
+                               GGML_TYPE_Q4_1,  GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
+                               GGML_TYPE_Q3_K,  GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,   GGML_TYPE_IQ4_XS,
+                               GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0};
 
 inline const char * path_name(ggml_cpu_features p) {
     return p == GGML_CPU_FEATURES_SCALAR ? "scalar" : p == GGML_CPU_FEATURES_AVX2 ? "avx2"
@@ -36,8 +37,8 @@ inline const char * path_name(ggml_cpu_features p) {
 std::mt19937 rng(1234);
 inline float frand() { return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng); }
 
-// Byte offsets of the f16 scales in a block of the types kvgraph reads but does not encode
-// (ggml's layouts).
+// Byte offsets of the f16 scales in a block (ggml's layouts): for the types kvgraph reads but
+// does not encode, and random-block tests.
 inline std::vector<size_t> scale_offsets(ggml_type t) {
     switch (t) {
         case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: return {0, 2};
@@ -47,6 +48,8 @@ inline std::vector<size_t> scale_offsets(ggml_type t) {
         case GGML_TYPE_Q2_K: return {80, 82};
         case GGML_TYPE_Q3_K: return {108};
         case GGML_TYPE_Q6_K: return {208};
+        case GGML_TYPE_TQ1_0: return {52};
+        case GGML_TYPE_TQ2_0: return {64};
         default: FAIL("no scale layout for " << ggml_type_name(t)); return {};
     }
 }

@@ -1,7 +1,8 @@
 // llama.cpp's own quantized GGUF files (../shared/gguf-quant: one tiny llama model written
 // by llama-quantize in 11 types, mixed as that tool mixes them, with llama.cpp's logits for
-// 48 tokens; tests/fixtures/gguf-quant: IQ4_XS, made the same way, see its README): each
-// loads and decodes; its argmax equals llama.cpp's at >= 46 of 48 positions, and its logits
+// 48 tokens; tests/fixtures/gguf-quant: IQ4_XS, TQ2_0 and TQ1_0, made the same way, see its
+// README): each loads and decodes; its argmax equals llama.cpp's at >= 46 of 48 positions and
+// wherever llama.cpp's top two logits are more than 1e-3 apart, and its logits
 // are no farther from llama.cpp's f32 logits than 1.1x the distance of llama.cpp's own
 // quantized logits to them. kvgraph's own IQ4_XS file of the f32 model is held to the same.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
@@ -11,6 +12,7 @@
 #include "kvgraph.h"
 #include "test-common.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -101,6 +103,20 @@ int argmax_matches(const std::vector<float> & a, const std::vector<float> & b) {
     return n;
 }
 
+// positions where llama.cpp's (b's) top two logits are more than 1e-3 apart and a's argmax is not b's
+int clear_argmax_misses(const std::vector<float> & a, const std::vector<float> & b) {
+    int n = 0;
+    for (int t = 0; t < N_TOKENS; ++t) {
+        const float * rb = b.data() + (size_t) t * N_VOCAB;
+        const int ib = kvg_argmax(rb, N_VOCAB);
+        float second = -INFINITY;
+        for (int v = 0; v < N_VOCAB; ++v)
+            if (v != ib) second = std::max(second, rb[v]);
+        n += rb[ib] - second > 1e-3f && kvg_argmax(a.data() + (size_t) t * N_VOCAB, N_VOCAB) != ib;
+    }
+    return n;
+}
+
 } // namespace
 
 TEST_CASE("llama.cpp's quantized files: same argmax, no farther from the f32 model than llama.cpp") {
@@ -109,7 +125,7 @@ TEST_CASE("llama.cpp's quantized files: same argmax, no farther from the f32 mod
     std::ostringstream table;
     table << "type      mode    argmax  rms(ours,f32)  rms(llama.cpp,f32)  ratio\n";
     for (const char * type : {"f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m",
-                              "q6_k", "iq4_nl", "iq4_xs"})
+                              "q6_k", "iq4_nl", "iq4_xs", "tq2_0", "tq1_0"})
         for (bool batch : {false, true}) {
             CAPTURE(type);
             CAPTURE(batch);
@@ -121,6 +137,7 @@ TEST_CASE("llama.cpp's quantized files: same argmax, no farther from the f32 mod
                      same, d_ours, d_theirs, d_theirs > 0 ? d_ours / d_theirs : 0.0);
             table << line;
             CHECK(same >= 46);
+            CHECK(clear_argmax_misses(ours, theirs) == 0);
             if (std::string(type) == "f32") CHECK(d_ours < 0.05);
             else CHECK(d_ours <= 1.1 * d_theirs);
         }

@@ -18,8 +18,8 @@ TEST_CASE("cpu traits: vec_dot types and activation conversion") {
     for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL}) {
         CHECK(ggml_get_type_traits_cpu(t)->vec_dot_type == GGML_TYPE_Q8_0);
     }
-    for (ggml_type t :
-         {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS}) {
+    for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+                        GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
         CHECK(ggml_get_type_traits_cpu(t)->vec_dot_type == GGML_TYPE_Q8_K);
     }
     for (ggml_type t : ALL_TYPES) {
@@ -467,7 +467,7 @@ TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
 
 TEST_CASE("mul_mat: one activation row (matrix-vector kernels) against the reference on every path") {
     for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
-                        GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+                        GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
         for (int64_t K : {256, 768, 2048}) {
@@ -476,24 +476,28 @@ TEST_CASE("mul_mat: one activation row (matrix-vector kernels) against the refer
     }
 }
 
-// iq4_xs (signed table values, q8_K activations): random blocks, so every scale code and the
-// largest products (level -127, scale -32, activations at +-127) occur; odd weight row
-// counts; every activation count the tiles switch on (1..8 columns, several tiles, panels'
-// sizes on other types); K within one chunk and across several.
-TEST_CASE("mul_mat: iq4_xs random blocks, odd rows, every activation count, every path") {
+// iq4_xs (signed table values, q8_K activations) and the ternary types: random blocks, so every
+// scale code and the largest products (iq4_xs: level -127, scale -32, activations at +-127;
+// tq2_0: code 3, which the encoder never writes; tq1_0: every byte, 243..255 too) occur; odd
+// weight row counts; every activation count the tiles switch on (1..8 columns, several tiles,
+// panels' sizes on other types); K within one chunk and across several.
+TEST_CASE("mul_mat: iq4_xs, tq1_0, tq2_0 random blocks, odd rows, every activation count, every path") {
     std::mt19937 gen(11);
-    const auto random_blocks = [&gen](ggml_tensor * a) {
-        uint8_t * p = (uint8_t *) a->data;
-        for (size_t i = 0; i < ggml_nbytes(a); ++i) p[i] = (uint8_t) gen();
-        for (size_t at = 0; at < ggml_nbytes(a); at += sizeof(block_iq4_xs)) {
-            const ggml_fp16_t d = ggml_fp32_to_fp16(0.01f * frand());
-            std::memcpy(p + at, &d, sizeof d);
-        }
-    };
-    for (int64_t K : {256, 4352}) {
-        for (int64_t N : {7, 37}) {
-            for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33})
-                check_product(GGML_TYPE_IQ4_XS, K, N, M, random_blocks);
+    for (ggml_type t : {GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
+        const std::string type_name = ggml_type_name(t);
+        CAPTURE(type_name);
+        const auto random_blocks = [&gen, t](ggml_tensor * a) {
+            uint8_t * p = (uint8_t *) a->data;
+            for (size_t i = 0; i < ggml_nbytes(a); ++i) p[i] = (uint8_t) gen();
+            for (size_t at = 0; at < ggml_nbytes(a); at += ggml_type_size(t)) {
+                const ggml_fp16_t d = ggml_fp32_to_fp16(0.01f * frand());
+                std::memcpy(p + at + scale_offsets(t)[0], &d, sizeof d);
+            }
+        };
+        for (int64_t K : {256, 4352}) {
+            for (int64_t N : {7, 37}) {
+                for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33}) check_product(t, K, N, M, random_blocks);
+            }
         }
     }
 }

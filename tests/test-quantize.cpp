@@ -29,7 +29,8 @@ const type_bound kTypes[] = {
     {GGML_TYPE_F16, 4e-4},    {GGML_TYPE_BF16, 3e-3},  {GGML_TYPE_Q8_0, 3e-3},    {GGML_TYPE_Q4_0, 0.047},
     {GGML_TYPE_Q4_1, 0.039},  {GGML_TYPE_Q5_0, 0.021}, {GGML_TYPE_Q5_1, 0.02},    {GGML_TYPE_IQ4_NL, 0.053},
     {GGML_TYPE_Q2_K, 0.17},   {GGML_TYPE_Q3_K, 0.091}, {GGML_TYPE_Q4_K, 0.039},   {GGML_TYPE_Q5_K, 0.02},
-    {GGML_TYPE_Q6_K, 0.0093}, {GGML_TYPE_Q8_K, 3e-3},  {GGML_TYPE_IQ4_XS, 0.054},
+    {GGML_TYPE_Q6_K, 0.0093}, {GGML_TYPE_Q8_K, 3e-3},  {GGML_TYPE_IQ4_XS, 0.054}, {GGML_TYPE_TQ1_0, 0.24},
+    {GGML_TYPE_TQ2_0, 0.24},
 };
 
 const int64_t N = 4096; // 16 k-quant super-blocks, 128 blocks of 32
@@ -151,6 +152,30 @@ void naive_iq4_xs(const block_iq4_xs & b, float * y) {
     }
 }
 
+// tq2_0: code of value n at byte 32 (n / 128) + n % 32, bits 2 ((n % 128) / 32); value d (code - 1)
+void naive_tq2_0(const block_tq2_0 & b, float * y) {
+    for (int n = 0; n < QK_K; ++n) {
+        const int code = (b.qs[32 * (n / 128) + n % 32] >> (2 * ((n % 128) / 32))) & 3;
+        y[n] = h2f(b.d) * (float) (code - 1);
+    }
+}
+// tq1_0 by the format's arithmetic: a byte s stores the 5-trit number v (first trit most
+// significant) as ceil(v * 256 / 243), so v = floor(s * 243 / 256) and trit n is a base-3 digit
+int naive_trit(uint8_t s, int n) {
+    int v = s * 243 / 256;
+    for (int i = n; i < 4; ++i) v /= 3;
+    return v % 3;
+}
+void naive_tq1_0(const block_tq1_0 & b, float * y) {
+    for (int n = 0; n < QK_K; ++n) {
+        int t;
+        if (n < 160) t = naive_trit(b.qs[n % 32], n / 32);
+        else if (n < 240) t = naive_trit(b.qs[32 + (n - 160) % 16], (n - 160) / 16);
+        else t = naive_trit(b.qh[(n - 240) % 4], (n - 240) / 4);
+        y[n] = h2f(b.d) * (float) (t - 1);
+    }
+}
+
 template <class B>
 void check_decoder(ggml_type t, int64_t bs, void (*naive)(const B &, float *)) {
     const int64_t n = 8 * bs;
@@ -163,7 +188,9 @@ void check_decoder(ggml_type t, int64_t bs, void (*naive)(const B &, float *)) {
         } else {         // random bytes with finite f16 scales: every field exercised
             auto * p = (uint8_t *) blocks.data();
             for (size_t i = 0; i < blocks.size() * sizeof(B); ++i) p[i] = (uint8_t) rng();
-            for (B & b : blocks) std::memcpy((uint8_t *) &b + (t == GGML_TYPE_Q6_K ? 208 : 0), "\x00\x3c\x00\x38", t == GGML_TYPE_Q6_K ? 2 : 4);
+            // the f16 scale(s): 1.0 (and 0.5); at the block's end for q6_K and the ternary types
+            const size_t d_at = t == GGML_TYPE_Q6_K || t == GGML_TYPE_TQ1_0 || t == GGML_TYPE_TQ2_0 ? sizeof(B) - 2 : 0;
+            for (B & b : blocks) std::memcpy((uint8_t *) &b + d_at, "\x00\x3c\x00\x38", d_at ? 2 : 4);
         }
         std::vector<float> got(n), want(n);
         ggml_get_type_traits(t)->to_float(blocks.data(), got.data(), n);
@@ -185,6 +212,31 @@ TEST_CASE("kvgraph's decoders agree with naive decoders on encoded and random bl
     check_decoder<block_q4_K>(GGML_TYPE_Q4_K, QK_K, naive_q4_k);
     check_decoder<block_q6_K>(GGML_TYPE_Q6_K, QK_K, naive_q6_k);
     check_decoder<block_iq4_xs>(GGML_TYPE_IQ4_XS, QK_K, naive_iq4_xs);
+    check_decoder<block_tq1_0>(GGML_TYPE_TQ1_0, QK_K, naive_tq1_0);
+    check_decoder<block_tq2_0>(GGML_TYPE_TQ2_0, QK_K, naive_tq2_0);
+}
+
+// Ternary weights (s * {-1, 0, 1}, s exact in f16: a BitNet-style block) come back exactly from
+// both ternary types, whatever else shares the row; on any data both types hold the same values.
+TEST_CASE("tq1_0 / tq2_0: ternary blocks round trip exactly; both types encode the same values") {
+    std::mt19937 rng(17);
+    std::vector<float> x(N);
+    for (int64_t i = 0; i < N; ++i) {
+        const float s = (float) (1 + i / QK_K) * 0.0625f; // one scale per block
+        x[i] = s * (float) ((int) (rng() % 3) - 1);
+    }
+    for (int64_t i = 0; i < QK_K; ++i) x[i] = 0.0f; // an all-zero block
+    x[QK_K] = 0.0625f;                              // and ones with few nonzeros
+    for (int64_t i = QK_K + 1; i < 2 * QK_K; ++i) x[i] = 0.0f;
+    for (ggml_type t : {GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
+        const std::string name = ggml_type_name(t);
+        CAPTURE(name);
+        CHECK(round_trip(t, x) == x);
+    }
+    for (int kind = 0; kind < 7; ++kind) {
+        const std::vector<float> y = dataset(kind, 200 + kind);
+        CHECK(round_trip(GGML_TYPE_TQ1_0, y) == round_trip(GGML_TYPE_TQ2_0, y));
+    }
 }
 
 // iq4_xs is iq4_nl's table with 6-bit scales per 32 values under one f16 scale: on data whose
@@ -234,7 +286,7 @@ TEST_CASE("importance weights shift the error toward the unimportant columns") {
     std::vector<float> w(n);
     for (int64_t j = 0; j < n; ++j) w[j] = j % 4 == 0 ? 10.0f : 0.0f; // a zero weight must not break the fit
     for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K,
-                        GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}) {
+                        GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
         const std::string name = ggml_type_name(t);
         CAPTURE(name);
         auto weighted_err = [&](const float * im) {
@@ -262,8 +314,9 @@ TEST_CASE("ggml_quantize_requires_imatrix, ggml_quantize_init/free") {
     }
     ggml_quantize_free();
     // the CPU traits encode the new types with the same encoders
-    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
-                        GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+    for (ggml_type t :
+         {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K,
+          GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
         CHECK(bool(ggml_get_type_traits_cpu(t)->from_float == ggml_get_type_traits(t)->from_float_ref));
     }
 }

@@ -11,7 +11,8 @@
 // 2048^3 and on the 4096x4096x512 shape, and our f32 result as a fraction of it.
 // Matvec weights are rotated over several copies so each run reads them from DRAM.
 // --shape (repeatable) times only the given products (K x N weights times M rows) for
-// --types (default f32,f16,bf16,q8_0,q4_0): quick before/after comparisons of kernels.
+// --types (default f32,f16,bf16,q8_0,q4_0): quick before/after comparisons of kernels. Without
+// --shape, --types adds rows to the matvec table (e.g. --matvec-only --types tq2_0).
 #include "ggml-cpu.h"
 #include "ggml.h"
 
@@ -399,17 +400,21 @@ static void print_conditions() {
 static const ggml_type section_types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
 static const int64_t section_K = 4096, section_N = 14336;
 
-// Matrix-vector products of each type from DRAM, as a share of the streaming read.
+// Matrix-vector products of each type (section_types, then --types) from DRAM, as a share of
+// the streaming read.
 static void matvec_section(const bench_options & o, read_pool & pool) {
+    std::vector<ggml_type> types(std::begin(section_types), std::end(section_types));
+    for (ggml_type t : o.types)
+        if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
     const int nt = (int) o.threads.size();
     char b1[16];
     std::printf("\n== matvec: %lld x %lld weights times one vector: GB/s of weights, as a fraction of streaming\n"
                 "   reads of the same size (weights rotate over copies so that every run reads them from DRAM)\n",
                 (long long) section_K, (long long) section_N);
-    constexpr int n_types = (int) std::size(section_types);
+    const int n_types = (int) types.size();
     std::vector<std::vector<double>> mv_time(nt, std::vector<double>(n_types));
     for (int ti = 0; ti < n_types; ++ti) {
-        const ggml_type t = section_types[ti];
+        const ggml_type t = types[ti];
         const size_t wbytes = ggml_row_size(t, section_K) * section_N;
         const int copies = (int) std::max<size_t>(1, ((size_t) 256 << 20) / wbytes); // >= 256 MiB streamed per cycle
         std::printf("  %-5s %6.1f MiB:", ggml_type_name(t), wbytes / 1048576.0);

@@ -1,5 +1,5 @@
-// Reading llama.cpp's other weight formats: Q4_1, Q5_0, Q5_1, the k-quants Q2_K..Q6_K and
-// IQ4_NL and IQ4_XS, bit-compatible with ggml's block layouts (little-endian, f16 scales). Only the
+// Reading llama.cpp's other weight formats: Q4_1, Q5_0, Q5_1, the k-quants Q2_K..Q6_K,
+// IQ4_NL, IQ4_XS, TQ1_0 and TQ2_0, bit-compatible with ggml's block layouts (little-endian, f16 scales). Only the
 // decoding to f32 lives here (the encoders are in quants-encode.cpp); the loader widens
 // such tensors to f32 when it loads them, so every kernel that takes f32 weights runs them
 // (exactly the values the file encodes).
@@ -15,6 +15,8 @@
 //   q6_K   128 bytes of low nibbles | 64 bytes of 2-bit highs | 16 int8 scales | d
 //   iq4_nl d (f16) | 16 nibbles indexing a fixed non-linear table of 16 levels
 //   iq4_xs d (f16) | 2 + 4 bytes of 6-bit sub-block scales | 128 nibbles into iq4_nl's table
+//   tq2_0  64 bytes of 2-bit codes t | d                256 values: d * (t - 1)
+//   tq1_0  48 bytes of 5 trits | 4 bytes of 4 trits | d 256 values: d * (t - 1)
 // A k-quant super-block holds 256 values in sub-blocks of 16 (q2_K, q3_K, q6_K) or 32.
 #include "ggml.h"
 #include "types.h"
@@ -102,6 +104,33 @@ void row_iq4_xs(const void * x, float * y, int64_t k) {
                 y[l + 16] = dj * levels[q[l] >> 4];
             }
         }
+    }
+}
+
+// tq2_0: each 32 bytes hold 128 values, 2 bits of every byte per run of 32
+void row_tq2_0(const void * x, float * y, int64_t k) {
+    const block_tq2_0 * b = (const block_tq2_0 *) x;
+    for (int64_t i = 0; i < k / QK_K; ++i, ++b) {
+        const float d = ggml_fp16_to_fp32(b->d);
+        for (int n = 0; n < QK_K; ++n) {
+            const int code = (b->qs[32 * (n / 128) + n % 32] >> (2 * ((n % 128) / 32))) & 3;
+            *y++ = d * (float) (code - 1);
+        }
+    }
+}
+
+// tq1_0: runs of 32 (bytes 0..31), of 16 (bytes 32..47) and of 4 (qh), one trit of each byte per run
+void row_tq1_0(const void * x, float * y, int64_t k) {
+    const block_tq1_0 * b = (const block_tq1_0 *) x;
+    for (int64_t i = 0; i < k / QK_K; ++i, ++b) {
+        const float d = ggml_fp16_to_fp32(b->d);
+        const auto runs = [&](const uint8_t * s, int width, int count) {
+            for (int n = 0; n < count; ++n)
+                for (int m = 0; m < width; ++m) *y++ = d * (float) (kvg::tq1_trit(s[m], n) - 1);
+        };
+        runs(b->qs, 32, 5);
+        runs(b->qs + 32, 16, 5);
+        runs(b->qh, 4, 4);
     }
 }
 
@@ -250,6 +279,8 @@ const block_type_info * extra_block_types(int * n) {
         {GGML_TYPE_Q6_K, "q6_K", QK_K, 210, row_q6_k, encode_unweighted<encode_q6_K>},
         {GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18, row_iq4_nl, encode_unweighted<encode_iq4_nl>},
         {GGML_TYPE_IQ4_XS, "iq4_xs", QK_K, 136, row_iq4_xs, encode_unweighted<encode_iq4_xs>},
+        {GGML_TYPE_TQ1_0, "tq1_0", QK_K, 54, row_tq1_0, encode_unweighted<encode_tq1_0>},
+        {GGML_TYPE_TQ2_0, "tq2_0", QK_K, 66, row_tq2_0, encode_unweighted<encode_tq2_0>},
         {GGML_TYPE_Q8_K, "q8_K", QK_K, 292, row_q8_k, q8_k_from_float},
     };
     *n = (int) (sizeof(types) / sizeof(types[0]));

@@ -1,4 +1,5 @@
-// Encoders of llama.cpp's other weight formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K..Q6_K) into
+// Encoders of llama.cpp's other weight formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K..Q6_K,
+// TQ1_0, TQ2_0) into
 // ggml's block layouts (types.h), and ggml's quantization API (ggml_quantize_chunk & co).
 //
 // Method. Every format approximates a run of values x by scale * level (+ offset), levels
@@ -510,6 +511,55 @@ void block_iq4_xs_of(const float * x, const float * w, block_iq4_xs * b) {
     for (int j = 0; j < 8; ++j) pack32(r.q + 32 * j, b->qs + 16 * j, nullptr);
 }
 
+// Ternary types: values d * (t - 1), codes t in {0, 1, 2}. With the nonzero codes on the n
+// largest magnitudes, the weighted least-squares d is sum w|x| / sum w over them and lowers the
+// error by (sum w|x|)^2 / sum w: the best n gives d, then each code is the nearest for the f16 d
+// (no worse than that n's). Exact for blocks that are ternary already; returns d.
+float fit_ternary(const float * x, const float * w, uint8_t * t) {
+    float mag[QK_K];
+    int order[QK_K];
+    for (int i = 0; i < QK_K; ++i) {
+        mag[i] = std::fabs(x[i]) < INFINITY ? std::fabs(x[i]) : 0.0f; // NaN, inf: 0
+        order[i] = i;
+    }
+    std::sort(order, order + QK_K, [&mag](int a, int b) { return mag[a] > mag[b]; });
+    double swx = 0, sw = 0, best = 0, d = 0;
+    for (int n = 0; n < QK_K; ++n) {
+        swx += weight(w, order[n]) * mag[order[n]];
+        sw += weight(w, order[n]);
+        if (sw > 0 && swx * swx / sw > best) {
+            best = swx * swx / sw;
+            d = swx / sw;
+        }
+    }
+    const float dh = f16_round((float) d);
+    for (int i = 0; i < QK_K; ++i) t[i] = (uint8_t) (dh > 0.0f && mag[i] > 0.5f * dh ? (x[i] > 0.0f ? 2 : 0) : 1);
+    return dh;
+}
+
+void block_tq2_0_of(const float * x, const float * w, block_tq2_0 * b) {
+    uint8_t t[QK_K];
+    b->d = ggml_fp32_to_fp16(fit_ternary(x, w, t));
+    std::memset(b->qs, 0, sizeof b->qs);
+    for (int n = 0; n < QK_K; ++n) b->qs[32 * (n / 128) + n % 32] |= (uint8_t) (t[n] << (2 * ((n % 128) / 32)));
+}
+
+// tq1_0's byte of trits t[0], t[stride], ... (count of them, then zeros up to 5; first most
+// significant): the 5-trit number v as ceil(v * 256 / 243)
+uint8_t tq1_byte(const uint8_t * t, int stride, int count) {
+    int v = 0;
+    for (int n = 0; n < 5; ++n) v = 3 * v + (n < count ? t[n * stride] : 0);
+    return (uint8_t) ((v * 256 + 242) / 243);
+}
+
+void block_tq1_0_of(const float * x, const float * w, block_tq1_0 * b) {
+    uint8_t t[QK_K];
+    b->d = ggml_fp32_to_fp16(fit_ternary(x, w, t));
+    for (int m = 0; m < 32; ++m) b->qs[m] = tq1_byte(t + m, 32, 5);
+    for (int m = 0; m < 16; ++m) b->qs[32 + m] = tq1_byte(t + 160 + m, 16, 5);
+    for (int j = 0; j < 4; ++j) b->qh[j] = tq1_byte(t + 240 + j, 4, 4);
+}
+
 template <class B, int BS, void (*F)(const float *, const float *, B *)>
 void encode_rows(const float * x, void * y, int64_t k, const float * w) {
     GGML_ASSERT(k % BS == 0);
@@ -533,6 +583,12 @@ void encode_q3_K(const float * x, void * y, int64_t k, const float * w) { encode
 void encode_q4_K(const float * x, void * y, int64_t k, const float * w) { encode_rows<block_q4_K, QK_K, block_q4_k_of>(x, y, k, w); }
 void encode_q5_K(const float * x, void * y, int64_t k, const float * w) { encode_rows<block_q5_K, QK_K, block_q5_k_of>(x, y, k, w); }
 void encode_q6_K(const float * x, void * y, int64_t k, const float * w) { encode_rows<block_q6_K, QK_K, block_q6_k_of>(x, y, k, w); }
+void encode_tq1_0(const float * x, void * y, int64_t k, const float * w) {
+    encode_rows<block_tq1_0, QK_K, block_tq1_0_of>(x, y, k, w);
+}
+void encode_tq2_0(const float * x, void * y, int64_t k, const float * w) {
+    encode_rows<block_tq2_0, QK_K, block_tq2_0_of>(x, y, k, w);
+}
 
 encode_fn weighted_encoder(ggml_type type) {
     switch (type) {
@@ -546,6 +602,8 @@ encode_fn weighted_encoder(ggml_type type) {
         case GGML_TYPE_Q4_K: return encode_q4_K;
         case GGML_TYPE_Q5_K: return encode_q5_K;
         case GGML_TYPE_Q6_K: return encode_q6_K;
+        case GGML_TYPE_TQ1_0: return encode_tq1_0;
+        case GGML_TYPE_TQ2_0: return encode_tq2_0;
         default: return nullptr;
     }
 }

@@ -145,8 +145,8 @@ static bool init_traits() {
         {GGML_TYPE_Q8_1, "q8_1"},       {GGML_TYPE_IQ2_XXS, "iq2_xxs"}, {GGML_TYPE_IQ2_XS, "iq2_xs"},
         {GGML_TYPE_IQ3_XXS, "iq3_xxs"}, {GGML_TYPE_IQ1_S, "iq1_s"},     {GGML_TYPE_IQ3_S, "iq3_s"},
         {GGML_TYPE_IQ2_S, "iq2_s"},     {GGML_TYPE_F64, "f64"},         {GGML_TYPE_IQ1_M, "iq1_m"},
-        {GGML_TYPE_TQ1_0, "tq1_0"},     {GGML_TYPE_TQ2_0, "tq2_0"},     {GGML_TYPE_MXFP4, "mxfp4"},
-        {GGML_TYPE_NVFP4, "nvfp4"},     {GGML_TYPE_Q1_0, "q1_0"},       {GGML_TYPE_Q2_0, "q2_0"},
+        {GGML_TYPE_MXFP4, "mxfp4"},     {GGML_TYPE_NVFP4, "nvfp4"},     {GGML_TYPE_Q1_0, "q1_0"},
+        {GGML_TYPE_Q2_0, "q2_0"},
     };
     for (const auto & n : named_only) g_traits[n.first].type_name = n.second;
     // as ggml: no to_float for f32 (programs written for ggml skip f32 on it); kvg::row_decoder has one

@@ -89,6 +89,20 @@ struct block_iq4_xs {
     uint8_t scales_l[4]; // low 4 bits of ls_j: low nibble of byte j / 2 for even j, high for odd
     uint8_t qs[128];     // sub-block j: 16 bytes at 16 j, nibbles as iq4_nl's
 };
+// Ternary types (BitNet b1.58-style weights): 256 values, each d * (t - 1) for a code t.
+// tq2_0: 2-bit codes (0..2 written; 3, i.e. +2d, decodes too).
+struct block_tq2_0 {
+    uint8_t qs[64]; // value 128 g + 32 l + m: bits 2 l of byte 32 g + m (g < 2, l < 4, m < 32)
+    ggml_fp16_t d;
+};
+// tq1_0: 5 trits per byte, base 3, first trit most significant, stored as ceil(v * 256 / 243)
+// for the 5-trit number v (qh: 4 trits and a 0); trit n of byte s is ((s * 3^n) mod 256) * 3 / 256.
+struct block_tq1_0 {
+    uint8_t qs[48]; // value 32 n + m (< 160): trit n of byte m < 32; 160 + 16 n + m: trit n of byte 32 + m
+    uint8_t qh[4];  // value 240 + 4 n + j: trit n (< 4) of byte j
+    ggml_fp16_t d;
+};
+static_assert(sizeof(block_tq2_0) == 66 && sizeof(block_tq1_0) == 54, "ternary block sizes");
 static_assert(sizeof(block_q4_1) == 20 && sizeof(block_q5_0) == 22 && sizeof(block_q5_1) == 24 && sizeof(block_iq4_nl) == 18,
               "32-value block sizes");
 static_assert(sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110 && sizeof(block_q4_K) == 144 &&
@@ -105,7 +119,8 @@ bool ggml_type_is_supported(enum ggml_type type);
 
 namespace kvg {
 // llama.cpp's other block formats (quants-dequant.cpp), with ggml's type ids and layouts:
-// the weights Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL and IQ4_XS (the CPU kernels read them directly)
+// the weights Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, TQ1_0 and TQ2_0 (the CPU kernels read
+// them directly)
 // and the activation format Q8_K; all decoded and encoded (quants-encode.cpp).
 struct block_type_info {
     ggml_type type;
@@ -182,6 +197,12 @@ inline int iq4xs_scale(const uint8_t * scales_h, const uint8_t * scales_l, int j
     const int high = ((scales_h[j / 4] >> (2 * (j % 4))) & 3) << 4;
     return (((scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | high) - 32;
 }
+// tq1_0: trit n (< 5) of byte s, 0..2 (the format's digit extraction: the byte is a fraction of
+// 256 that times 3^n, modulo 1, times 3 gives the trit)
+inline int tq1_trit(uint8_t s, int n) {
+    constexpr uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    return ((int) (uint8_t) (s * pow3[n]) * 3) >> 8;
+}
 
 // Encoders (quants-encode.cpp): k values of x (a multiple of the block size) into blocks at
 // y, each block's scales and codes chosen to minimize the squared error weighted by w (one
@@ -197,6 +218,8 @@ void encode_q3_K(const float * x, void * y, int64_t k, const float * w);
 void encode_q4_K(const float * x, void * y, int64_t k, const float * w);
 void encode_q5_K(const float * x, void * y, int64_t k, const float * w);
 void encode_q6_K(const float * x, void * y, int64_t k, const float * w);
+void encode_tq1_0(const float * x, void * y, int64_t k, const float * w);
+void encode_tq2_0(const float * x, void * y, int64_t k, const float * w);
 // The weighted encoder of type, or NULL (F32, F16, BF16, Q8_0, Q4_0 and Q8_K encode through
 // their traits' from_float_ref, without weights; other types cannot be encoded).
 encode_fn weighted_encoder(ggml_type type);

@@ -1,5 +1,5 @@
 // Portable matmul tiles for the block types after q4_0 (q4_1, q5_0, q5_1, iq4_nl with
-// q8_0 activations; q2_K..q6_K and iq4_xs with q8_K activations): each weight block and activation
+// q8_0 activations; q2_K..q6_K, iq4_xs, tq1_0 and tq2_0 with q8_K activations): each weight block and activation
 // block is decoded to floats (the types' own to_float, exactly the values they encode) and
 // dotted. The SIMD paths compute the same sums in integers; this is their reference and
 // the path for CPUs without one.
@@ -47,6 +47,8 @@ template <int R, int C> struct t_q4_k : tile_decoded<GGML_TYPE_Q4_K, R, C> {};
 template <int R, int C> struct t_q5_k : tile_decoded<GGML_TYPE_Q5_K, R, C> {};
 template <int R, int C> struct t_q6_k : tile_decoded<GGML_TYPE_Q6_K, R, C> {};
 template <int R, int C> struct t_iq4_xs : tile_decoded<GGML_TYPE_IQ4_XS, R, C> {};
+template <int R, int C> struct t_tq1_0 : tile_decoded<GGML_TYPE_TQ1_0, R, C> {};
+template <int R, int C> struct t_tq2_0 : tile_decoded<GGML_TYPE_TQ2_0, R, C> {};
 
 void quantize_q8_K(const float * x, void * y, int64_t k) { quantize_row_q8_K_ref(x, (block_q8_K *) y, k); }
 
@@ -63,5 +65,7 @@ void kvg::add_block_quant_kernels_scalar(cpu_kernels & k) {
     mm_fill<t_q5_k, 2, 2>(k.mm[MM_Q5_K]);
     mm_fill<t_q6_k, 2, 2>(k.mm[MM_Q6_K]);
     mm_fill<t_iq4_xs, 2, 2>(k.mm[MM_IQ4_XS]);
+    mm_fill<t_tq1_0, 2, 2>(k.mm[MM_TQ1_0]);
+    mm_fill<t_tq2_0, 2, 2>(k.mm[MM_TQ2_0]);
     k.quantize_q8_K = quantize_q8_K;
 }

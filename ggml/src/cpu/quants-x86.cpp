@@ -25,12 +25,6 @@ namespace {
 using namespace kvg;
 using namespace kvg::avx2;
 
-KVG_INLINE float half_at(const uint8_t * p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-KVG_INLINE __m256i load32(const uint8_t * p) { return _mm256_loadu_si256((const __m256i *) p); }
 KVG_INLINE __m256i bits2(__m256i v, int shift) { return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(3)); }
 KVG_INLINE __m256i low4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 KVG_INLINE __m256i high4(__m256i v) { return low4(_mm256_srli_epi16(v, 4)); }
@@ -231,13 +225,6 @@ template <typename T> KVG_INLINE void run_pair(const uint8_t * b, int j, __m256i
     }
 }
 
-// Matrix-vector products stream the weights once: every cache line of the block PF_DIST
-// bytes ahead is requested (a super-block spans 2-4 lines).
-constexpr int PF_DIST = 4096;
-template <size_t BYTES> KVG_INLINE void prefetch_block(const char * p) {
-    for (size_t off = 0; off < BYTES; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 // o += the super-block's dot: d * dx * (sum of scaled quant dots) - dmin * dx * (minimums . bsums)
 template <bool MINS = true>
 KVG_INLINE void add_superblock(__m256 & o, __m256i isum, const kscales & s, const block_q8_K & x) {
@@ -418,6 +405,7 @@ void kvg::add_block_quant_kernels_avx2(cpu_kernels & k) {
     // types keep 4 rows there: one activation block (and its sum) serves 4 weight rows, and
     // q5_0/q4_1 are compute-bound with one (Qwen2.5-0.5B Q4_K_M, mostly q5_0: tg 1 thread +20-30%).
     for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
+    add_ternary_kernels_avx2(k); // (after: it may set its own mv_rows)
     k.quantize_q8_K = quantize_q8_K;
 }
 
@@ -522,6 +510,7 @@ void kvg::add_block_quant_kernels_avx512(cpu_kernels & k) {
     mm_fill<z_q6_k, 1, 8>(k.mm[MM_Q6_K]);
     mm_fill<z_iq4_xs, 1, 8>(k.mm[MM_IQ4_XS]);
     for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
+    add_ternary_kernels_avx512(k); // (after: it may set its own mv_rows)
 }
 
 #else

@@ -1,6 +1,6 @@
-// AVX2 helpers shared by the AVX2 kernel files (simd-avx2.cpp, quants-x86.cpp): the
-// target attribute and the horizontal sums that end a register tile. Include inside
-// #if KVG_X86_SIMD only.
+// AVX2 helpers shared by the AVX2 kernel files (simd-avx2.cpp, quants-x86.cpp,
+// quants-x86-ternary.cpp): the target attribute, loads, and the horizontal sums that end a
+// register tile. Include inside #if KVG_X86_SIMD only.
 #pragma once
 
 #include "simd.h"
@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include <immintrin.h>
+
+#include <cstring>
 
 // GCC 12 reports its own _mm256_undefined_* placeholders (inside intrinsics) as
 // uninitialized when they are inlined into target-attributed functions.
@@ -21,6 +23,21 @@
 #define KVG_INLINE KVG_TARGET inline __attribute__((always_inline))
 
 namespace kvg::avx2 {
+
+// the f16 at p as a float; 32 bytes at p
+KVG_INLINE float half_at(const uint8_t * p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+KVG_INLINE __m256i load32(const uint8_t * p) { return _mm256_loadu_si256((const __m256i *) p); }
+
+// Matrix-vector products stream the weights once: every cache line of the block PF_DIST
+// bytes ahead is requested (a super-block spans 1-4 lines).
+constexpr int PF_DIST = 4096;
+template <size_t BYTES> KVG_INLINE void prefetch_block(const char * p) {
+    for (size_t off = 0; off < BYTES; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
 
 // Horizontal sums of 8 vectors at once: out[j] = sum of the lanes of v[j], lanes paired
 // (i, i+4), (i, i+2), (i, i+1) for every vector whatever shares the call.

@@ -35,18 +35,22 @@ struct mm_tile_args {
 typedef void (*mm_tile_fn)(const mm_tile_args & a);
 
 // Weight types with a matmul kernel. The activations are the weight type's vec_dot_type:
-// F32 for float weights, Q8_K for the k-quants and iq4_xs, Q8_0 for the other block types.
+// F32 for float weights, Q8_K for the k-quants, iq4_xs and the ternary types, Q8_0 for the other
+// block types.
+// clang-format off
 enum mm_type {
     MM_F32 = 0, MM_F16, MM_BF16, MM_Q8_0, MM_Q4_0,
     MM_Q4_1, MM_Q5_0, MM_Q5_1, MM_IQ4_NL,              // 32-value blocks, q8_0 activations
     MM_Q2_K, MM_Q3_K, MM_Q4_K, MM_Q5_K, MM_Q6_K,      // 256-value super-blocks, q8_K activations
     MM_IQ4_XS,                                        // (iq4_xs: iq4_nl's levels, a scale per 32 values)
+    MM_TQ1_0, MM_TQ2_0,                               // ternary: d * (t - 1), no sub-block scales
     MM_Q4_0_R16, MM_Q8_0_R16, MM_Q4_K_R16, MM_Q6_K_R16, MM_IQ4_NL_R16, // rows interleaved by 16 (types.h): matrix-vector
                               // (and for the first two panel) kernels only, where a path has them;
                               // other products unpack the rows to the plain type for its kernels
     MM_Q5_0_R16,
     MM_TYPE_COUNT
 };
+// clang-format on
 
 // Activation panels (paths with panel tiles, q8_0 activations): MM_PANEL_COLS activation rows
 // quantized to q8_0 and interleaved, so a tile can multiply 4 bytes of one weight row with the
@@ -296,6 +300,9 @@ enum ggml_type mm_activation_type(enum ggml_type type, int64_t M, int64_t K);
 void add_block_quant_kernels_scalar(cpu_kernels & k);
 void add_block_quant_kernels_avx2(cpu_kernels & k);   // no-op when not built for x86-64
 void add_block_quant_kernels_avx512(cpu_kernels & k); // no-op when not built for x86-64
+// The ternary types' tiles (quants-x86-ternary.cpp), added by add_block_quant_kernels_avx2 / _avx512.
+void add_ternary_kernels_avx2(cpu_kernels & k);   // no-op when not built for x86-64
+void add_ternary_kernels_avx512(cpu_kernels & k); // no-op when not built for x86-64
 // VNNI panel tiles of the k-quants and iq4_nl (quants-vnni.cpp), added to the VNNI table.
 void add_panel_kernels_vnni(cpu_kernels & k);         // no-op when not built for x86-64
 // q5_0_r16's matrix-vector kernel for the AVX2 table (quants-avx2-q5r16.cpp)

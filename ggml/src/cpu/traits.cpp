@@ -32,6 +32,8 @@ static int mm_index(enum ggml_type type) {
         case GGML_TYPE_Q5_K: return MM_Q5_K;
         case GGML_TYPE_Q6_K: return MM_Q6_K;
         case GGML_TYPE_IQ4_XS: return MM_IQ4_XS;
+        case GGML_TYPE_TQ1_0: return MM_TQ1_0;
+        case GGML_TYPE_TQ2_0: return MM_TQ2_0;
         case GGML_TYPE_Q4_0_R16: return MM_Q4_0_R16;
         case GGML_TYPE_Q8_0_R16: return MM_Q8_0_R16;
         case GGML_TYPE_Q4_K_R16: return MM_Q4_K_R16;
@@ -51,7 +53,7 @@ mm_type mm_type_of(enum ggml_type type) {
 enum ggml_type mm_vec_dot_type(enum ggml_type type) {
     const int i = mm_index(type);
     if (i == MM_Q4_0_R16 || i == MM_Q8_0_R16 || i == MM_IQ4_NL_R16 || i == MM_Q5_0_R16) return GGML_TYPE_Q8_0;
-    if (i >= MM_Q2_K) return GGML_TYPE_Q8_K; // the k-quants, iq4_xs, q4_K_r16, q6_K_r16
+    if (i >= MM_Q2_K) return GGML_TYPE_Q8_K; // the k-quants, iq4_xs, tq1_0, tq2_0, q4_K_r16, q6_K_r16
     if (i >= MM_Q8_0) return GGML_TYPE_Q8_0;
     return GGML_TYPE_F32;
 }
@@ -140,6 +142,8 @@ static const ggml_type_traits_cpu * make_cpu_traits() {
     set_block_type<MM_Q5_K>(t, GGML_TYPE_Q5_K);
     set_block_type<MM_Q6_K>(t, GGML_TYPE_Q6_K);
     set_block_type<MM_IQ4_XS>(t, GGML_TYPE_IQ4_XS);
+    set_block_type<MM_TQ1_0>(t, GGML_TYPE_TQ1_0);
+    set_block_type<MM_TQ2_0>(t, GGML_TYPE_TQ2_0);
     t[GGML_TYPE_Q8_K] = {from_q8_K, vec_dot_q8_K, GGML_TYPE_Q8_K, 1};
     t[GGML_TYPE_Q4_0_R16] = {nullptr, nullptr, GGML_TYPE_Q8_0, 1}; // ggml_mul_mat's weights only
     t[GGML_TYPE_Q8_0_R16] = {nullptr, nullptr, GGML_TYPE_Q8_0, 1};
