@@ -36,7 +36,37 @@ extern "C" {
 #define GGML_DEFAULT_GRAPH_SIZE 2048
 #define GGML_MEM_ALIGN 16
 
+// rope modes (ggml's values); kvgraph's CPU computes NORMAL and NEOX (see ggml-ops-ext.h)
+#define GGML_ROPE_TYPE_NORMAL 0
 #define GGML_ROPE_TYPE_NEOX 2
+#define GGML_ROPE_TYPE_MROPE 8
+#define GGML_ROPE_TYPE_VISION 24
+#define GGML_ROPE_TYPE_IMROPE 40
+#define GGML_MROPE_SECTIONS 4
+
+// Declares locals prefix0..prefix3 = pointer->array[0..3] (ggml's helper for kernels).
+#define GGML_TENSOR_LOCALS_1(type, prefix, pointer, array)      \
+    const type prefix##0 = (pointer) ? (pointer)->array[0] : 0; \
+    GGML_UNUSED(prefix##0);
+#define GGML_TENSOR_LOCALS_2(type, prefix, pointer, array)      \
+    GGML_TENSOR_LOCALS_1(type, prefix, pointer, array)          \
+    const type prefix##1 = (pointer) ? (pointer)->array[1] : 0; \
+    GGML_UNUSED(prefix##1);
+#define GGML_TENSOR_LOCALS_3(type, prefix, pointer, array)      \
+    GGML_TENSOR_LOCALS_2(type, prefix, pointer, array)          \
+    const type prefix##2 = (pointer) ? (pointer)->array[2] : 0; \
+    GGML_UNUSED(prefix##2);
+#define GGML_TENSOR_LOCALS(type, prefix, pointer, array)        \
+    GGML_TENSOR_LOCALS_3(type, prefix, pointer, array)          \
+    const type prefix##3 = (pointer) ? (pointer)->array[3] : 0; \
+    GGML_UNUSED(prefix##3);
+#define GGML_TENSOR_UNARY_OP_LOCALS                                                    \
+    GGML_TENSOR_LOCALS(int64_t, ne0, src0, ne)                                         \
+    GGML_TENSOR_LOCALS(size_t, nb0, src0, nb) GGML_TENSOR_LOCALS(int64_t, ne, dst, ne) \
+        GGML_TENSOR_LOCALS(size_t, nb, dst, nb)
+#define GGML_TENSOR_BINARY_OP_LOCALS \
+    GGML_TENSOR_UNARY_OP_LOCALS      \
+    GGML_TENSOR_LOCALS(int64_t, ne1, src1, ne) GGML_TENSOR_LOCALS(size_t, nb1, src1, nb)
 
 #define GGML_PAD(x, n) (((x) + (n) - 1) & ~((n) - 1))
 
@@ -794,8 +824,13 @@ GGML_API struct ggml_tensor * ggml_flash_attn_ext(
 // Accumulation precision hints (ggml's values). kvgraph's CPU kernels always accumulate in
 // f32, so the hint is stored and read back but changes nothing.
 enum ggml_prec {
+    GGML_PREC_UNDEFINED = 0,
     GGML_PREC_DEFAULT = 0,
-    GGML_PREC_F32     = 10,
+    GGML_PREC_F32 = 10,
+    GGML_PREC_BF16 = 15,
+    GGML_PREC_F16 = 20,
+    GGML_PREC_Q8 = 30,
+    GGML_PREC_Q4 = 40,
 };
 GGML_API void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 GGML_API enum ggml_prec ggml_flash_attn_ext_get_prec(const struct ggml_tensor * a);
@@ -1017,6 +1052,7 @@ enum ggml_glu_op {
     GGML_GLU_OP_SWIGLU_OAI,
     GGML_GLU_OP_GEGLU_ERF,
     GGML_GLU_OP_GEGLU_QUICK,
+    GGML_GLU_OP_SWIGLU_CLAMP, // named, not computed by kvgraph's CPU
     GGML_GLU_OP_COUNT,
 };
 GGML_API const char * ggml_glu_op_name(enum ggml_glu_op op);
@@ -1203,3 +1239,4 @@ GGML_API void   ggml_graph_dump_dot(
 #endif
 
 #include "ggml-image.h" // image ops, split off to keep this header readable
+#include "ggml-ops-ext.h" // the rest of ggml.h's names: mostly ops the CPU does not compute
