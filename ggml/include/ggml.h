@@ -124,7 +124,8 @@ enum ggml_type {
     GGML_TYPE_I64  = 27,
     GGML_TYPE_BF16 = 30,
     // ggml 0.21's other formats, named so that programs written for ggml build; kvgraph
-    // neither reads nor encodes them (ggml_get_type_traits: blck_size 0, no conversions)
+    // neither reads nor encodes them (ggml_get_type_traits: ggml's block and byte sizes, so
+    // tensors of them can be made; no conversions, no kernels, GGUF files refused)
     GGML_TYPE_IQ2_XXS = 16,
     GGML_TYPE_IQ2_XS  = 17,
     GGML_TYPE_IQ3_XXS = 18,
@@ -285,7 +286,7 @@ struct ggml_type_traits {
 };
 
 // As ggml, F32 has no to_float (and from_float_ref copies); types kvgraph cannot read have
-// blck_size 0 and no conversions.
+// ggml's sizes and no conversions.
 GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 
 // ---- quantization ------------------------------------------------------------

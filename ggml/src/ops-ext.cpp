@@ -104,7 +104,6 @@ ggml_tensor * ggml_rope_set_offset(ggml_tensor * a, int n_offs) {
 
 // ---- elementwise and reductions ----
 ggml_tensor * ggml_add_id(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * ids) {
-    GGML_ASSERT(a->ne[0] == b->ne[0] && a->ne[1] == ids->ne[0] && a->ne[2] == ids->ne[1] && ids->type == GGML_TYPE_I32);
     return make_op(ctx, ggml_dup_tensor(ctx, a), GGML_OP_ADD_ID, {a, b, ids});
 }
 ggml_tensor * ggml_cast(ggml_context * ctx, ggml_tensor * a, enum ggml_type type) {
@@ -189,7 +188,6 @@ ggml_tensor * ggml_repeat_back(ggml_context * ctx, ggml_tensor * a, ggml_tensor 
     return make_op(ctx, ggml_new_tensor(ctx, a->type, GGML_MAX_DIMS, b->ne), GGML_OP_REPEAT_BACK, {a});
 }
 ggml_tensor * ggml_out_prod(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b) {
-    GGML_ASSERT(a->ne[1] == b->ne[1] && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0);
     return make_op(ctx, f32_tensor(ctx, a->ne[0], b->ne[0], b->ne[2], b->ne[3]), GGML_OP_OUT_PROD, {a, b});
 }
 
@@ -214,8 +212,6 @@ ggml_tensor * ggml_silu_back(ggml_context * ctx, ggml_tensor * a, ggml_tensor * 
     return make_op(ctx, ggml_dup_tensor(ctx, a), GGML_OP_SILU_BACK, {a, b});
 }
 ggml_tensor * ggml_get_rows_back(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * c) {
-    GGML_ASSERT(ggml_is_matrix(a) && ggml_is_vector(b) && b->type == GGML_TYPE_I32 && ggml_is_matrix(c) &&
-                a->ne[0] == c->ne[0]);
     return make_op(ctx, f32_tensor(ctx, c->ne[0], c->ne[1]), GGML_OP_GET_ROWS_BACK, {a, b});
 }
 ggml_tensor * ggml_soft_max_ext_back(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, float scale,
@@ -235,11 +231,9 @@ ggml_tensor * ggml_cross_entropy_loss_back(ggml_context * ctx, ggml_tensor * a, 
 ggml_tensor * ggml_opt_step_adamw(ggml_context * ctx, ggml_tensor * a, ggml_tensor * grad, ggml_tensor * m,
                                   ggml_tensor * v, ggml_tensor * adamw_params) {
     GGML_ASSERT(ggml_are_same_shape(a, grad) && ggml_are_same_shape(a, m) && ggml_are_same_shape(a, v));
-    GGML_ASSERT(adamw_params->type == GGML_TYPE_F32 && ggml_nelements(adamw_params) == 7);
     return make_op(ctx, ggml_view_tensor(ctx, a), GGML_OP_OPT_STEP_ADAMW, {a, grad, m, v, adamw_params});
 }
 ggml_tensor * ggml_opt_step_sgd(ggml_context * ctx, ggml_tensor * a, ggml_tensor * grad, ggml_tensor * sgd_params) {
-    GGML_ASSERT(ggml_are_same_shape(a, grad) && sgd_params->type == GGML_TYPE_F32 && ggml_nelements(sgd_params) == 2);
     return make_op(ctx, ggml_view_tensor(ctx, a), GGML_OP_OPT_STEP_SGD, {a, grad, sgd_params});
 }
 
@@ -281,7 +275,7 @@ ggml_tensor * ggml_col2im_1d(ggml_context * ctx, ggml_tensor * a, int s0, int oc
 }
 ggml_tensor * ggml_im2col_3d(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int64_t IC, int s0, int s1, int s2,
                              int p0, int p1, int p2, int d0, int d1, int d2, enum ggml_type dst_type) {
-    GGML_ASSERT(IC > 0 && b->ne[3] % IC == 0);
+    GGML_ASSERT(IC > 0);
     const int64_t n = b->ne[3] / IC;
     const int64_t ow = conv_out(b->ne[0], a->ne[0], s0, p0, d0), oh = conv_out(b->ne[1], a->ne[1], s1, p1, d1);
     const int64_t od = conv_out(b->ne[2], a->ne[2], s2, p2, d2);
@@ -293,7 +287,6 @@ ggml_tensor * ggml_im2col_3d(ggml_context * ctx, ggml_tensor * a, ggml_tensor * 
 }
 ggml_tensor * ggml_conv_3d_direct(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, int s0, int s1, int s2, int p0,
                                   int p1, int p2, int d0, int d1, int d2, int c, int n, int oc) {
-    GGML_ASSERT(a->ne[3] == (int64_t) c * oc && b->ne[3] == (int64_t) c * n);
     ggml_tensor * r =
         f32_tensor(ctx, conv_out(b->ne[0], a->ne[0], s0, p0, d0), conv_out(b->ne[1], a->ne[1], s1, p1, d1),
                    conv_out(b->ne[2], a->ne[2], s2, p2, d2), (int64_t) oc * n);
@@ -313,7 +306,6 @@ ggml_tensor * ggml_pad_circular(ggml_context * ctx, ggml_tensor * a, int p0, int
 
 // ---- state-space, linear-attention and solver ops: [S*H, tokens + state rows] results ----
 ggml_tensor * ggml_ssm_conv(ggml_context * ctx, ggml_tensor * sx, ggml_tensor * c) {
-    GGML_ASSERT(sx->ne[3] == 1 && ggml_is_matrix(c) && sx->ne[0] >= c->ne[0]);
     return make_op(ctx, f32_tensor(ctx, c->ne[1], sx->ne[0] - c->ne[0] + 1, sx->ne[2]), GGML_OP_SSM_CONV, {sx, c});
 }
 ggml_tensor * ggml_ssm_scan(ggml_context * ctx, ggml_tensor * s, ggml_tensor * x, ggml_tensor * dt, ggml_tensor * A,
@@ -347,9 +339,7 @@ ggml_tensor * ggml_gated_delta_net(ggml_context * ctx, ggml_tensor * q, ggml_ten
     ggml_set_op_params_i32(r, 0, (int32_t) K);
     return make_op(ctx, r, GGML_OP_GATED_DELTA_NET, {q, k, v, g, beta, state});
 }
-ggml_tensor * ggml_solve_tri(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, bool left, bool lower, bool uni) {
-    GGML_ASSERT(left && lower && !uni); // ggml implements this one case
-    GGML_ASSERT(a->ne[0] == a->ne[1] && a->ne[1] == b->ne[1]);
+ggml_tensor * ggml_solve_tri(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, bool, bool, bool) {
     return make_op(ctx, f32_tensor(ctx, b->ne[0], b->ne[1], b->ne[2], b->ne[3]), GGML_OP_SOLVE_TRI, {a, b});
 }
 ggml_tensor * ggml_lightning_indexer(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * weights,

@@ -149,6 +149,13 @@ const char * pad(const ggml_tensor * t, bool types) {
     if (ggml_get_op_params_i32(t, 8) != 0) return "circular padding";
     return f32_only(t, types);
 }
+const char * upscale(const ggml_tensor * t, bool types) {
+    const uint32_t mode = (uint32_t) ggml_get_op_params_i32(t, 0), kind = mode & 0xff;
+    if (kind != GGML_SCALE_MODE_NEAREST && kind != GGML_SCALE_MODE_BILINEAR)
+        return "interpolation other than nearest, bilinear";
+    if (mode & ~(0xffu | GGML_SCALE_FLAG_ALIGN_CORNERS)) return "interpolation flags other than align-corners";
+    return f32_only(t, types);
+}
 const char * argsort(const ggml_tensor * t, bool types) {
     return !types || (is_float(t->src[0]->type) && t->type == GGML_TYPE_I32) ? nullptr : "argsort types";
 }
@@ -209,7 +216,7 @@ const op_entry g_ops[] = {
     {GGML_OP_CONV_TRANSPOSE_2D, conv},
     {GGML_OP_POOL_1D, conv},
     {GGML_OP_POOL_2D, conv},
-    {GGML_OP_UPSCALE, f32_only},
+    {GGML_OP_UPSCALE, upscale},
     {GGML_OP_WIN_PART, yes},
     {GGML_OP_WIN_UNPART, yes},
     {GGML_OP_GET_REL_POS, yes},
