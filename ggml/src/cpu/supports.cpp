@@ -147,14 +147,18 @@ const char * conv(const ggml_tensor * t, bool types) {
 }
 const char * pad(const ggml_tensor * t, bool types) {
     if (ggml_get_op_params_i32(t, 8) != 0) return "circular padding";
-    return f32_only(t, types);
+    return conv(t, types);
+}
+const char * same_plain(const ggml_tensor * t, bool types) {
+    return !types || (t->src[0]->type == t->type && ggml_blck_size(t->type) == 1) ? nullptr
+                                                                                  : "a block type or a type change";
 }
 const char * upscale(const ggml_tensor * t, bool types) {
     const uint32_t mode = (uint32_t) ggml_get_op_params_i32(t, 0), kind = mode & 0xff;
     if (kind != GGML_SCALE_MODE_NEAREST && kind != GGML_SCALE_MODE_BILINEAR)
         return "interpolation other than nearest, bilinear";
     if (mode & ~(0xffu | GGML_SCALE_FLAG_ALIGN_CORNERS)) return "interpolation flags other than align-corners";
-    return f32_only(t, types);
+    return conv(t, types);
 }
 const char * argsort(const ggml_tensor * t, bool types) {
     return !types || (is_float(t->src[0]->type) && t->type == GGML_TYPE_I32) ? nullptr : "argsort types";
@@ -208,7 +212,7 @@ const op_entry g_ops[] = {
     {GGML_OP_TIMESTEP_EMBEDDING, gen},
     {GGML_OP_PAD, pad},
     {GGML_OP_PAD_REFLECT_1D, f32_only},
-    {GGML_OP_ROLL, yes},
+    {GGML_OP_ROLL, f32_only},
     {GGML_OP_IM2COL, conv},
     {GGML_OP_CONV_2D, conv},
     {GGML_OP_CONV_2D_DW, conv},
@@ -217,9 +221,9 @@ const op_entry g_ops[] = {
     {GGML_OP_POOL_1D, conv},
     {GGML_OP_POOL_2D, conv},
     {GGML_OP_UPSCALE, upscale},
-    {GGML_OP_WIN_PART, yes},
-    {GGML_OP_WIN_UNPART, yes},
-    {GGML_OP_GET_REL_POS, yes},
+    {GGML_OP_WIN_PART, same_plain},
+    {GGML_OP_WIN_UNPART, same_plain},
+    {GGML_OP_GET_REL_POS, same_plain},
     {GGML_OP_ADD_REL_POS, f32_only},
     {GGML_OP_MAP_CUSTOM1, yes},
     {GGML_OP_MAP_CUSTOM2, yes},
