@@ -246,6 +246,12 @@ const op_table g_table;
 const char * check(const ggml_tensor * t, bool types) {
     if (!t) return "no tensor";
     if (t->op < 0 || t->op >= GGML_OP_COUNT) return "unknown op";
+    if (types) { // ggml's types that kvgraph only names: no kernel reads or writes them
+        if (!ggml_type_is_supported(t->type)) return "a type kvgraph does not compute";
+        for (const ggml_tensor * s : t->src) {
+            if (s && !ggml_type_is_supported(s->type)) return "a source type kvgraph does not compute";
+        }
+    }
     return g_table.by_op[t->op](t, types);
 }
 
