@@ -80,6 +80,7 @@ struct graph_copy {
         std::memcpy(c->name, t->name, sizeof(c->name));
         map[t] = c;
         for (int i = 0; i < GGML_MAX_SRC; ++i) c->src[i] = copy_of(t->src[i]);
+        if (c->op != GGML_OP_NONE) ggml_hazards_on_new_op(ctx, c); // the copy's ops get their edges too
         return c;
     }
     bool make(ggml_backend_t backend, ggml_cgraph * g) {
