@@ -8,6 +8,9 @@
 # GGML_SRC: a ggml source tree (github.com/ggml-org/ggml: its tests/ and examples/simple/).
 # PROGRAM: names to run (default: every tests/test-*.c|cpp and simple-ctx, simple-backend).
 # Nothing of ggml is kept in this tree. Logs go to $OUT (default: a temporary folder).
+# test-backend-ops runs as "$TBO_ARGS" (default: mode test on the CPU for a few common ops;
+# without -b it would skip the CPU, the only device here); scripts/check-backend-ops.sh
+# runs all of it and counts per op.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 src="${1:?usage: $0 GGML_SRC [PROGRAM...]}"; shift
@@ -42,7 +45,9 @@ for prog in "$@"; do
         echo "BUILD   $prog ($(grep -m1 -E 'error|undefined' "$out/$prog.build.log" | cut -c1-150))"
         continue
     fi
-    if (cd "$out" && timeout 300 "./$prog" > "$out/$prog.run.log" 2>&1); then
+    args=()
+    [ "$prog" = test-backend-ops ] && read -r -a args <<< "${TBO_ARGS:-test -b CPU -o ADD,MUL,SCALE,SOFT_MAX,ROPE,RMS_NORM,GET_ROWS,CPY}"
+    if (cd "$out" && timeout 300 "./$prog" "${args[@]}" > "$out/$prog.run.log" 2>&1); then
         echo "PASS    $prog"; pass=$((pass + 1))
     else
         echo "FAIL    $prog (exit $?, log $out/$prog.run.log)"

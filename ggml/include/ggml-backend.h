@@ -124,6 +124,45 @@ GGML_API ggml_backend_t             ggml_backend_init_best(void); // the CPU bac
 GGML_API void                       ggml_backend_load_all(void);  // nothing to load: the CPU is built in
 GGML_API void                       ggml_backend_load_all_from_path(const char * dir_path);
 
+// Free and total bytes of the device: the machine's available and physical memory
+// (0 and 0 if they cannot be read).
+GGML_API void ggml_backend_dev_memory(ggml_backend_dev_t device, size_t * free, size_t * total);
+GGML_API ggml_backend_reg_t ggml_backend_dev_backend_reg(ggml_backend_dev_t device); // the CPU registry
+
+// ---- registry: one, "CPU", with one device ----
+GGML_API size_t ggml_backend_reg_count(void);                            // 1
+GGML_API ggml_backend_reg_t ggml_backend_reg_get(size_t index);          // NULL past the end
+GGML_API ggml_backend_reg_t ggml_backend_reg_by_name(const char * name); // "CPU" (any case) or NULL
+GGML_API const char * ggml_backend_reg_name(ggml_backend_reg_t reg);
+GGML_API size_t ggml_backend_reg_dev_count(ggml_backend_reg_t reg);
+GGML_API ggml_backend_dev_t ggml_backend_reg_dev_get(ggml_backend_reg_t reg, size_t index);
+// The CPU registry's extra functions by name, as ggml: "ggml_backend_set_n_threads"
+// (ggml_backend_set_n_threads_t), "ggml_backend_get_features", "ggml_backend_set_abort_callback",
+// "ggml_backend_cpu_set_use_ref" (void (*)(ggml_backend_t, bool)); NULL for other names.
+GGML_API void * ggml_backend_reg_get_proc_address(ggml_backend_reg_t reg, const char * name);
+typedef void (*ggml_backend_set_n_threads_t)(ggml_backend_t backend, int n_threads);
+typedef void (*ggml_backend_set_abort_callback_t)(ggml_backend_t backend, ggml_abort_callback abort_callback,
+                                                  void * abort_callback_data);
+struct ggml_backend_feature {
+    const char * name;
+    const char * value;
+};
+// A list ending with {NULL, NULL}: the CPU's SIMD path in use, static storage.
+typedef struct ggml_backend_feature * (*ggml_backend_get_features_t)(ggml_backend_reg_t reg);
+
+// ---- comparing two backends (ggml's test-backend-ops) ----
+typedef bool (*ggml_backend_eval_callback)(int node_index, struct ggml_tensor * t1, struct ggml_tensor * t2,
+                                           void * user_data);
+// Copies graph (every tensor, with the bytes of those that own memory) into a buffer of
+// backend2, then either computes node by node on both, calling callback(i, t1, t2) after
+// each node that is not a view (stops when it returns false), or, when num_test_nodes > 0,
+// computes each whole graph once and calls back for the listed nodes. false if the copy
+// cannot be made or a compute fails (the failing node is logged).
+GGML_API bool ggml_backend_compare_graph_backend(ggml_backend_t backend1, ggml_backend_t backend2,
+                                                 struct ggml_cgraph * graph, ggml_backend_eval_callback callback,
+                                                 void * user_data, struct ggml_tensor const * const * test_nodes,
+                                                 size_t num_test_nodes);
+
 // ---- scheduler: one backend ----
 // A gallocr for the backend's buffer type plus compute: alloc_graph plans and places the
 // graph's tensors, graph_compute allocates (if needed) and runs it. Graphs that span

@@ -18,6 +18,11 @@ typedef struct ggml_threadpool * ggml_threadpool_t;
 GGML_API ggml_backend_t ggml_backend_cpu_init(void);
 GGML_API bool ggml_backend_is_cpu                (ggml_backend_t backend);
 GGML_API void ggml_backend_cpu_set_n_threads     (ggml_backend_t backend_cpu, int n_threads);
+// Reference mode for this backend (ggml's name): its computes run the scalar kernels on the
+// barrier executor, the serial oracle an optimized run is compared against. The path and
+// schedule are process-wide settings, so a reference compute holds a lock and other
+// computes must not run at the same time (test-backend-ops runs one at a time).
+GGML_API void ggml_backend_cpu_set_use_ref(ggml_backend_t backend_cpu, bool use_ref);
 GGML_API void ggml_backend_cpu_set_threadpool    (ggml_backend_t backend_cpu, ggml_threadpool_t threadpool);
 GGML_API void ggml_backend_cpu_set_abort_callback(
         ggml_backend_t      backend_cpu,

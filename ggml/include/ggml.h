@@ -36,7 +36,37 @@ extern "C" {
 #define GGML_DEFAULT_GRAPH_SIZE 2048
 #define GGML_MEM_ALIGN 16
 
+// rope modes (ggml's values); kvgraph's CPU computes NORMAL and NEOX (see ggml-ops-ext.h)
+#define GGML_ROPE_TYPE_NORMAL 0
 #define GGML_ROPE_TYPE_NEOX 2
+#define GGML_ROPE_TYPE_MROPE 8
+#define GGML_ROPE_TYPE_VISION 24
+#define GGML_ROPE_TYPE_IMROPE 40
+#define GGML_MROPE_SECTIONS 4
+
+// Declares locals prefix0..prefix3 = pointer->array[0..3] (ggml's helper for kernels).
+#define GGML_TENSOR_LOCALS_1(type, prefix, pointer, array)      \
+    const type prefix##0 = (pointer) ? (pointer)->array[0] : 0; \
+    GGML_UNUSED(prefix##0);
+#define GGML_TENSOR_LOCALS_2(type, prefix, pointer, array)      \
+    GGML_TENSOR_LOCALS_1(type, prefix, pointer, array)          \
+    const type prefix##1 = (pointer) ? (pointer)->array[1] : 0; \
+    GGML_UNUSED(prefix##1);
+#define GGML_TENSOR_LOCALS_3(type, prefix, pointer, array)      \
+    GGML_TENSOR_LOCALS_2(type, prefix, pointer, array)          \
+    const type prefix##2 = (pointer) ? (pointer)->array[2] : 0; \
+    GGML_UNUSED(prefix##2);
+#define GGML_TENSOR_LOCALS(type, prefix, pointer, array)        \
+    GGML_TENSOR_LOCALS_3(type, prefix, pointer, array)          \
+    const type prefix##3 = (pointer) ? (pointer)->array[3] : 0; \
+    GGML_UNUSED(prefix##3);
+#define GGML_TENSOR_UNARY_OP_LOCALS                                                    \
+    GGML_TENSOR_LOCALS(int64_t, ne0, src0, ne)                                         \
+    GGML_TENSOR_LOCALS(size_t, nb0, src0, nb) GGML_TENSOR_LOCALS(int64_t, ne, dst, ne) \
+        GGML_TENSOR_LOCALS(size_t, nb, dst, nb)
+#define GGML_TENSOR_BINARY_OP_LOCALS \
+    GGML_TENSOR_UNARY_OP_LOCALS      \
+    GGML_TENSOR_LOCALS(int64_t, ne1, src1, ne) GGML_TENSOR_LOCALS(size_t, nb1, src1, nb)
 
 #define GGML_PAD(x, n) (((x) + (n) - 1) & ~((n) - 1))
 
@@ -94,7 +124,8 @@ enum ggml_type {
     GGML_TYPE_I64  = 27,
     GGML_TYPE_BF16 = 30,
     // ggml 0.21's other formats, named so that programs written for ggml build; kvgraph
-    // neither reads nor encodes them (ggml_get_type_traits: blck_size 0, no conversions)
+    // neither reads nor encodes them (ggml_get_type_traits: ggml's block and byte sizes, so
+    // tensors of them can be made; no conversions, no kernels, GGUF files refused)
     GGML_TYPE_IQ2_XXS = 16,
     GGML_TYPE_IQ2_XS  = 17,
     GGML_TYPE_IQ3_XXS = 18,
@@ -256,7 +287,7 @@ struct ggml_type_traits {
 };
 
 // As ggml, F32 has no to_float (and from_float_ref copies); types kvgraph cannot read have
-// blck_size 0 and no conversions.
+// ggml's sizes and no conversions.
 GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 
 // ---- quantization ------------------------------------------------------------
@@ -795,8 +826,13 @@ GGML_API struct ggml_tensor * ggml_flash_attn_ext(
 // Accumulation precision hints (ggml's values). kvgraph's CPU kernels always accumulate in
 // f32, so the hint is stored and read back but changes nothing.
 enum ggml_prec {
+    GGML_PREC_UNDEFINED = 0,
     GGML_PREC_DEFAULT = 0,
-    GGML_PREC_F32     = 10,
+    GGML_PREC_F32 = 10,
+    GGML_PREC_BF16 = 15,
+    GGML_PREC_F16 = 20,
+    GGML_PREC_Q8 = 30,
+    GGML_PREC_Q4 = 40,
 };
 GGML_API void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 GGML_API enum ggml_prec ggml_flash_attn_ext_get_prec(const struct ggml_tensor * a);
@@ -1018,6 +1054,7 @@ enum ggml_glu_op {
     GGML_GLU_OP_SWIGLU_OAI,
     GGML_GLU_OP_GEGLU_ERF,
     GGML_GLU_OP_GEGLU_QUICK,
+    GGML_GLU_OP_SWIGLU_CLAMP, // named, not computed by kvgraph's CPU
     GGML_GLU_OP_COUNT,
 };
 GGML_API const char * ggml_glu_op_name(enum ggml_glu_op op);
@@ -1204,3 +1241,4 @@ GGML_API void   ggml_graph_dump_dot(
 #endif
 
 #include "ggml-image.h" // image ops, split off to keep this header readable
+#include "ggml-ops-ext.h" // the rest of ggml.h's names: mostly ops the CPU does not compute

@@ -1,6 +1,7 @@
 // ggml's backend API over kvgraph's CPU compute (see ggml-backend.h). One buffer type (host
 // memory), one device, one backend kind; a buffer is a block of aligned memory, and graph
 // compute is ggml_graph_plan + ggml_graph_compute with a work buffer kept per backend.
+#include "cpu/cpu-impl.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -32,6 +34,7 @@ struct ggml_backend {
     ggml_threadpool * threadpool = nullptr;
     ggml_abort_callback abort_callback = nullptr;
     void * abort_callback_data = nullptr;
+    bool use_ref = false; // computes run the scalar kernels on the barrier executor
     std::vector<uint8_t> work;
 };
 struct ggml_backend_sched {
@@ -168,8 +171,28 @@ size_t ggml_backend_get_alignment(ggml_backend_t) { return ALIGN; }
 size_t ggml_backend_get_max_size(ggml_backend_t) { return SIZE_MAX; }
 void ggml_backend_synchronize(ggml_backend_t) {}
 
-enum ggml_status ggml_backend_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
-    if (!b || !g) return GGML_STATUS_FAILED;
+void ggml_backend_cpu_set_use_ref(ggml_backend_t b, bool use_ref) {
+    if (b) b->use_ref = use_ref;
+}
+
+// The kernel path and schedule are process-wide: a reference compute sets both for its
+// duration, one at a time, and restores them.
+static std::mutex g_ref_mutex;
+struct reference_mode {
+    std::lock_guard<std::mutex> lock{g_ref_mutex};
+    ggml_cpu_features path = ggml_cpu_get_features();
+    ggml_sched_mode sched = ggml_cpu_get_sched_mode();
+    reference_mode() {
+        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_SCALAR);
+        ggml_cpu_set_sched_mode(GGML_SCHED_BARRIER);
+    }
+    ~reference_mode() {
+        ggml_cpu_set_features_limit(path);
+        ggml_cpu_set_sched_mode(sched);
+    }
+};
+
+static enum ggml_status compute_now(ggml_backend_t b, ggml_cgraph * g) {
     ggml_cplan plan = ggml_graph_plan(g, b->n_threads, b->threadpool);
     if (b->work.size() < plan.work_size) b->work.resize(plan.work_size);
     plan.work_data = b->work.data();
@@ -177,8 +200,14 @@ enum ggml_status ggml_backend_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
     plan.abort_callback_data = b->abort_callback_data;
     return ggml_graph_compute(g, &plan);
 }
+enum ggml_status ggml_backend_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
+    if (!b || !g) return GGML_STATUS_FAILED;
+    if (!b->use_ref) return compute_now(b, g);
+    reference_mode ref;
+    return compute_now(b, g);
+}
 enum ggml_status ggml_backend_graph_compute_async(ggml_backend_t b, ggml_cgraph * g) { return ggml_backend_graph_compute(b, g); }
-bool ggml_backend_supports_op(ggml_backend_t, const ggml_tensor * op) { return op && op->op < GGML_OP_COUNT; }
+bool ggml_backend_supports_op(ggml_backend_t, const ggml_tensor * op) { return ggml_cpu_supports_op(op); }
 bool ggml_backend_supports_buft(ggml_backend_t, ggml_backend_buffer_type_t buft) { return buft == &g_cpu_buft; }
 
 // ---- devices ----

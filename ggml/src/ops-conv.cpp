@@ -177,13 +177,10 @@ ggml_tensor * ggml_pool_2d(ggml_context * ctx, ggml_tensor * a, enum ggml_op_poo
 
 // ---- resampling and padding ---------------------------------------------------------------------
 ggml_tensor * ggml_interpolate(ggml_context * ctx, ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, uint32_t mode) {
-    const uint32_t kind = mode & 0xff;
-    GGML_ASSERT(a->type == GGML_TYPE_F32 && ne0 > 0 && ne1 > 0 && ne2 > 0 && ne3 > 0);
-    if (kind != GGML_SCALE_MODE_NEAREST && kind != GGML_SCALE_MODE_BILINEAR) {
-        GGML_ABORT("ggml_interpolate: scale mode %u is not implemented (nearest and bilinear are)", kind);
-    }
-    if (mode & ~(0xffu | GGML_SCALE_FLAG_ALIGN_CORNERS)) GGML_ABORT("ggml_interpolate: unsupported flags 0x%x", mode);
-    ggml_tensor * r = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3);
+    // every mode and flag builds the node; the CPU computes nearest and bilinear with or
+    // without align-corners, f32 only (cpu/supports.cpp)
+    GGML_ASSERT(ne0 > 0 && ne1 > 0 && ne2 > 0 && ne3 > 0);
+    ggml_tensor * r = ggml_new_tensor_4d(ctx, a->type, ne0, ne1, ne2, ne3);
     set_i32_params(r, {(int32_t) mode});
     return finish_op(ctx, r, GGML_OP_UPSCALE, a);
 }

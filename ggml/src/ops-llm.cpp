@@ -113,7 +113,8 @@ ggml_tensor * ggml_swiglu_oai(ggml_context * ctx, ggml_tensor * a, ggml_tensor *
     return r;
 }
 
-static const char * const g_glu_op_names[] = {"REGLU", "GEGLU", "SWIGLU", "SWIGLU_OAI", "GEGLU_ERF", "GEGLU_QUICK"};
+static const char * const g_glu_op_names[] = {"REGLU",     "GEGLU",       "SWIGLU",      "SWIGLU_OAI",
+                                              "GEGLU_ERF", "GEGLU_QUICK", "SWIGLU_CLAMP"};
 static_assert(sizeof(g_glu_op_names) / sizeof(g_glu_op_names[0]) == GGML_GLU_OP_COUNT, "one name per glu op");
 const char * ggml_glu_op_name(enum ggml_glu_op op) { return op >= 0 && op < GGML_GLU_OP_COUNT ? g_glu_op_names[op] : "?"; }
 enum ggml_glu_op ggml_get_glu_op(const ggml_tensor * t) {

@@ -329,7 +329,8 @@ ggml_tensor * ggml_set_rows(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b
     GGML_ASSERT(a->ne[0] == b->ne[0] && b->ne[1] == c->ne[0]);
     GGML_ASSERT(a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3]);
     GGML_ASSERT(b->ne[2] % c->ne[1] == 0 && b->ne[3] % c->ne[2] == 0 && c->ne[3] == 1);
-    GGML_ASSERT(b->type == GGML_TYPE_F32 && (c->type == GGML_TYPE_I32 || c->type == GGML_TYPE_I64));
+    GGML_ASSERT((b->type == GGML_TYPE_F32 || b->type == GGML_TYPE_F16) &&
+                (c->type == GGML_TYPE_I32 || c->type == GGML_TYPE_I64));
     ggml_tensor * r = ggml_view_tensor(ctx, a);
     r->op = GGML_OP_SET_ROWS;
     r->src[0] = b;

@@ -134,21 +134,34 @@ static void q4_0_to_float(const void * x, float * y, int64_t k) { dequantize_row
 static void q4_0_from_float(const float * x, void * y, int64_t k) { quantize_row_q4_0_ref(x, (block_q4_0 *) y, k); }
 
 static ggml_type_traits g_traits[kvg::TYPE_COUNT];
+static bool g_named_only[kvg::TYPE_COUNT]; // sized for tensors, not read or computed
 // The names come from init_traits (named_only, the entries below it, extra_block_types): a
 // ggml_type added to the enum must be named there too, and this count updated.
 static_assert(GGML_TYPE_COUNT == 43 && kvg::TYPE_COUNT == 49, "ggml_type changed: name the new types in init_traits");
 
 static bool init_traits() {
     for (auto & t : g_traits) t = {"unsupported", 0, 0, 0, false, nullptr, nullptr};
-    // ggml's formats that kvgraph neither reads nor encodes: named only (blck_size 0)
-    static const std::pair<ggml_type, const char *> named_only[] = {
-        {GGML_TYPE_Q8_1, "q8_1"},       {GGML_TYPE_IQ2_XXS, "iq2_xxs"}, {GGML_TYPE_IQ2_XS, "iq2_xs"},
-        {GGML_TYPE_IQ3_XXS, "iq3_xxs"}, {GGML_TYPE_IQ1_S, "iq1_s"},     {GGML_TYPE_IQ3_S, "iq3_s"},
-        {GGML_TYPE_IQ2_S, "iq2_s"},     {GGML_TYPE_F64, "f64"},         {GGML_TYPE_IQ1_M, "iq1_m"},
-        {GGML_TYPE_MXFP4, "mxfp4"},     {GGML_TYPE_NVFP4, "nvfp4"},     {GGML_TYPE_Q1_0, "q1_0"},
-        {GGML_TYPE_Q2_0, "q2_0"},
+    // ggml's formats that kvgraph neither reads nor encodes: ggml's block and byte sizes (so
+    // tensors of them can be made and copied as bytes), no conversions
+    struct named_type {
+        ggml_type type;
+        const char * name;
+        int64_t blck;
+        size_t size;
     };
-    for (const auto & n : named_only) g_traits[n.first].type_name = n.second;
+    static const named_type named_only[] = {
+        {GGML_TYPE_Q8_1, "q8_1", 32, 36},      {GGML_TYPE_IQ2_XXS, "iq2_xxs", 256, 66},
+        {GGML_TYPE_IQ2_XS, "iq2_xs", 256, 74}, {GGML_TYPE_IQ3_XXS, "iq3_xxs", 256, 98},
+        {GGML_TYPE_IQ1_S, "iq1_s", 256, 50},   {GGML_TYPE_IQ3_S, "iq3_s", 256, 110},
+        {GGML_TYPE_IQ2_S, "iq2_s", 256, 82},   {GGML_TYPE_F64, "f64", 1, 8},
+        {GGML_TYPE_IQ1_M, "iq1_m", 256, 56},   {GGML_TYPE_MXFP4, "mxfp4", 32, 17},
+        {GGML_TYPE_NVFP4, "nvfp4", 64, 36},    {GGML_TYPE_Q1_0, "q1_0", 128, 18},
+        {GGML_TYPE_Q2_0, "q2_0", 64, 18},
+    };
+    for (const named_type & n : named_only) {
+        g_traits[n.type] = {n.name, n.blck, 0, n.size, n.type != GGML_TYPE_F64, nullptr, nullptr};
+        g_named_only[n.type] = true;
+    }
     // as ggml: no to_float for f32 (programs written for ggml skip f32 on it); kvg::row_decoder has one
     g_traits[GGML_TYPE_F32]  = {"f32", 1, 0, sizeof(float), false, nullptr, f32_from_float};
     g_traits[GGML_TYPE_F16]  = {"f16", 1, 0, sizeof(ggml_fp16_t), false, f16_to_float, f16_from_float};
@@ -397,7 +410,7 @@ ggml_to_float_t kvg::row_decoder(enum ggml_type type) {
 }
 
 bool ggml_type_is_supported(enum ggml_type type) {
-    return type >= 0 && type < kvg::TYPE_COUNT && g_traits[type].blck_size > 0;
+    return type >= 0 && type < kvg::TYPE_COUNT && g_traits[type].blck_size > 0 && !g_named_only[type];
 }
 int64_t ggml_blck_size(enum ggml_type type) { return ggml_get_type_traits(type)->blck_size; }
 size_t ggml_type_size(enum ggml_type type) { return ggml_get_type_traits(type)->type_size; }

@@ -28,3 +28,7 @@ size_t ggml_op_work_size(const struct ggml_tensor * node, int n_tasks);
 const ggml_graph_sched::node_facts * ggml_exec_facts(const ggml_graph_sched * sc, int n_threads);
 // Runs one task of one phase of a node.
 void   ggml_compute_forward(const struct ggml_compute_params * params, struct ggml_tensor * node);
+// What the CPU computes (supports.cpp): why node's op or variant is not computed (nullptr
+// if it is), and whether its types are taken too (ggml_backend_supports_op).
+const char * ggml_cpu_op_refusal(const struct ggml_tensor * node);
+bool ggml_cpu_supports_op(const struct ggml_tensor * node);

@@ -67,7 +67,7 @@ void ggml_compute_forward_glu(const ggml_compute_params * params, ggml_tensor * 
     const float alpha = ggml_get_op_params_f32(dst, 2), limit = ggml_get_op_params_f32(dst, 3);
     static const ggml_unary_op act_of[GGML_GLU_OP_COUNT] = {GGML_UNARY_OP_RELU, GGML_UNARY_OP_GELU, GGML_UNARY_OP_SILU,
                                                            GGML_UNARY_OP_SILU, GGML_UNARY_OP_GELU_ERF, GGML_UNARY_OP_GELU_QUICK};
-    GGML_ASSERT(op >= 0 && op < GGML_GLU_OP_COUNT);
+    GGML_ASSERT(op >= 0 && op < GGML_GLU_OP_SWIGLU_CLAMP); // the executor refuses the others (supports.cpp)
     float (*act)(float) = ggml_cpu_unary_scalar(act_of[op]);
     const int64_t nc = dst->ne[0];
     GGML_ASSERT(ggml_nrows(dst) == ggml_nrows(a) && nc <= (b ? a->ne[0] : a->ne[0] / 2));

@@ -111,6 +111,14 @@ enum ggml_status ggml_graph_compute(ggml_cgraph * cgraph, ggml_cplan * cplan) {
     if (cgraph->n_nodes == 0) return GGML_STATUS_SUCCESS;
     const ggml_graph_sched * sched = ggml_graph_get_sched(cgraph);
     if (!sched->ok) return GGML_STATUS_FAILED; // the message names the cycle
+    for (int i = 0; i < cgraph->n_nodes; ++i) { // before any node runs: all or nothing
+        const char * why = ggml_cpu_op_refusal(cgraph->nodes[i]);
+        if (why) {
+            GGML_LOG_ERROR("ggml_graph_compute: node %d '%s' (%s): %s\n", i, cgraph->nodes[i]->name,
+                           ggml_op_desc(cgraph->nodes[i]), why);
+            return GGML_STATUS_FAILED;
+        }
+    }
 
     const bool nested = t_in_compute;
     if (nested) n_threads = 1; // inside a kernel of another compute: run inline

@@ -287,6 +287,7 @@ const cpu_kernels & cpu_active_kernels();
 const cpu_kernels * cpu_path_kernels(cpu_path p); // a path's table; nullptr when not built (never for scalar)
 
 mm_type mm_type_of(enum ggml_type type); // aborts for types without a kernel
+bool has_mm_kernel(enum ggml_type type);
 enum ggml_type mm_vec_dot_type(enum ggml_type type); // the activation type a weight type is dotted with
 // What mul_mat converts M activation rows of K values to for weights of `type` on the active
 // path: q8_0 (as panels; bf16 / f32 for BF16 / F32 panels) where the path has panel tiles for the type and

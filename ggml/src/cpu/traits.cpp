@@ -44,6 +44,8 @@ static int mm_index(enum ggml_type type) {
     }
 }
 
+bool has_mm_kernel(enum ggml_type type) { return mm_index(type) >= 0; }
+
 mm_type mm_type_of(enum ggml_type type) {
     const int i = mm_index(type);
     if (i < 0) GGML_ABORT("no CPU matmul kernel for weight type %s", ggml_type_name(type));
