@@ -320,3 +320,42 @@ TEST_CASE("ggml_quantize_requires_imatrix, ggml_quantize_init/free") {
         CHECK(bool(ggml_get_type_traits_cpu(t)->from_float == ggml_get_type_traits(t)->from_float_ref));
     }
 }
+
+// ggml's rule for these types without an importance matrix (its from_float, cpy and set_rows):
+// the scale from the block's range, levels rounded half up. Written out here per value, the
+// decoded values must be those of kvgraph's encoder, bit for bit.
+TEST_CASE("q4_1, q5_0, q5_1 without weights encode by ggml's rounding rule") {
+    auto f16 = [](float v) { return ggml_fp16_to_fp32(ggml_fp32_to_fp16(v)); };
+    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1}) {
+        const int nmax = t == GGML_TYPE_Q4_1 ? 15 : 31;
+        for (int kind = 0; kind < 7; ++kind) {
+            CAPTURE(ggml_type_name(t));
+            CAPTURE(kKinds[kind]);
+            const std::vector<float> x = dataset(kind, 11u + (unsigned) kind);
+            const std::vector<float> y = round_trip(t, x);
+            int wrong = 0;
+            for (int64_t b = 0; b < N / 32; ++b) {
+                const float * xb = &x[(size_t) (32 * b)];
+                float lo = xb[0], hi = xb[0], peak = 0.0f;
+                for (int i = 0; i < 32; ++i) {
+                    lo = std::min(lo, xb[i]), hi = std::max(hi, xb[i]);
+                    if (std::fabs(xb[i]) > std::fabs(peak)) peak = xb[i];
+                }
+                for (int i = 0; i < 32; ++i) {
+                    float want;
+                    if (t == GGML_TYPE_Q5_0) {
+                        const float d = peak / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+                        const int q = std::min(31, (int) (xb[i] * id + 16.5f));
+                        want = f16(d) * (float) (q - 16);
+                    } else {
+                        const float d = (hi - lo) / (float) nmax, id = d != 0.0f ? 1.0f / d : 0.0f;
+                        const int q = std::min(nmax, (int) ((xb[i] - lo) * id + 0.5f));
+                        want = f16(d) * (float) q + f16(lo);
+                    }
+                    wrong += y[(size_t) (32 * b + i)] != want;
+                }
+            }
+            CHECK(wrong == 0);
+        }
+    }
+}

@@ -261,23 +261,44 @@ template <class G> float fit_scale_f16(const float * x, const float * w, int n, 
     return d;
 }
 
+// ggml's rule for q4_1, q5_0 and q5_1 without an importance matrix (its from_float, what
+// ggml's cpy and set_rows write, and ggml_quantize_chunk's unweighted path): the scale from the
+// block's range, every value rounded half up to its level. Kept bit for bit so a ggml graph
+// that converts to these types computes what ggml computes; with weights, a fit (below).
+affine nearest_affine(const float * x, int nmax, uint8_t * q) {
+    float lo = x[0], hi = x[0];
+    for (int i = 1; i < 32; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
+    const float d = (hi - lo) / (float) nmax, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < 32; ++i) q[i] = (uint8_t) std::min(nmax, (int) ((x[i] - lo) * id + 0.5f));
+    return {d, lo};
+}
+float nearest_signed(const float * x, uint8_t * q) { // q5_0: the largest magnitude maps to -16
+    float peak = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+        if (std::fabs(x[i]) > std::fabs(peak)) peak = x[i];
+    }
+    const float d = peak / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < 32; ++i) q[i] = (uint8_t) std::min(31, (int) (x[i] * id + 16.5f));
+    return d;
+}
+
 void block_q4_1_of(const float * x, const float * w, block_q4_1 * b) {
     uint8_t q[32];
-    const affine a = fit_affine_f16(x, w, 32, 15, q);
+    const affine a = w ? fit_affine_f16(x, w, 32, 15, q) : nearest_affine(x, 15, q);
     b->d = ggml_fp32_to_fp16(a.d);
     b->m = ggml_fp32_to_fp16(a.m);
     pack32(q, b->qs, nullptr);
 }
 void block_q5_1_of(const float * x, const float * w, block_q5_1 * b) {
     uint8_t q[32];
-    const affine a = fit_affine_f16(x, w, 32, 31, q);
+    const affine a = w ? fit_affine_f16(x, w, 32, 31, q) : nearest_affine(x, 31, q);
     b->d = ggml_fp32_to_fp16(a.d);
     b->m = ggml_fp32_to_fp16(a.m);
     pack32(q, b->qs, b->qh);
 }
 void block_q5_0_of(const float * x, const float * w, block_q5_0 * b) {
     uint8_t q[32];
-    b->d = ggml_fp32_to_fp16(fit_scale_f16(x, w, 32, int_grid{-16, 15}, q));
+    b->d = ggml_fp32_to_fp16(w ? fit_scale_f16(x, w, 32, int_grid{-16, 15}, q) : nearest_signed(x, q));
     pack32(q, b->qs, b->qh);
 }
 void block_iq4_nl_of(const float * x, const float * w, block_iq4_nl * b) {
