@@ -40,7 +40,8 @@ struct Client {
     rpc::Session s;
     Bytes reply;
     bool has_reply = false;
-    explicit Client(int threads = 1) : s(options(threads)) { REQUIRE(call(rpc::CMD_HELLO, hello())); }
+    explicit Client(int threads = 1) : Client(options(threads)) {}
+    explicit Client(const rpc::Options & o) : s(o) { REQUIRE(call(rpc::CMD_HELLO, hello())); }
     bool call(uint8_t cmd, const Bytes & p) { return s.dispatch(cmd, p.data(), p.size(), &reply, &has_reply); }
     uint64_t u64() const { return read_at<uint64_t>(reply, 0); }
     // a buffer of size bytes: (handle, base)
@@ -195,6 +196,67 @@ TEST_CASE("tensor data: set, get, memset, copy, init, alloc size, hash") {
     CHECK(c.u64() == 3 * 2 * 34);
     REQUIRE(c.call(rpc::CMD_SET_TENSOR_HASH, tensor_range(t, 0, 0x1234)));
     CHECK(c.reply == Bytes{0}); // no cache: always a miss
+}
+
+TEST_CASE("tensor cache (-c): marked bytes kept by FNV-1a hash, served to a later session, checked") {
+    CHECK(rpc::fnv1a64(nullptr, 0) == 0xcbf29ce484222325ull); // FNV-1a's published answers
+    CHECK(rpc::fnv1a64((const uint8_t *) "a", 1) == 0xaf63dc4c8601ec8cull);
+    char tmpl[] = "/tmp/kvg-rpc-cache-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    const std::string dir = std::string(tmpl) + "/a/rpc";
+    std::string why;
+    REQUIRE(rpc::make_dirs(dir, &why));
+    rpc::Options o = options(1);
+    o.cache_dir = dir;
+    const std::vector<float> v = ramp(64, 0.7f, 0.2f);
+    const uint64_t hash = rpc::fnv1a64((const uint8_t *) v.data(), v.size() * 4);
+    char name[17];
+    snprintf(name, sizeof name, "%016llx", (unsigned long long) hash);
+    const std::string entry = dir + "/" + name;
+    auto set_marked = [&](Client & c, const WireTensor & t, uint8_t flag) {
+        Bytes m = set_tensor(t, 0, v.data(), v.size() * 4);
+        m[rpc::WIRE_TENSOR_SIZE] = flag;
+        REQUIRE(c.call(rpc::CMD_SET_TENSOR, m));
+    };
+    {
+        Client first(o);
+        const auto [h, base] = first.buffer(1024);
+        const WireTensor t = tensor(1, GGML_TYPE_F32, {64}, h, base);
+        set_marked(first, t, 0);
+        CHECK(access(entry.c_str(), F_OK) != 0); // not marked: not kept
+        set_marked(first, t, 1);
+    }
+    FILE * f = fopen(entry.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    std::vector<float> kept(65);
+    CHECK(fread(kept.data(), 4, 65, f) == 64);
+    fclose(f);
+    kept.resize(64);
+    CHECK(kept == v);
+
+    Client c(o); // a later session (a model reload) on the same directory
+    const auto [h, base] = c.buffer(1024);
+    const WireTensor t = tensor(2, GGML_TYPE_F32, {64}, h, base + 512);
+    REQUIRE(c.call(rpc::CMD_SET_TENSOR_HASH, tensor_range(t, 0, hash)));
+    CHECK(c.reply == Bytes{1});
+    CHECK(c.get<float>(t) == v);
+    REQUIRE(c.call(rpc::CMD_SET_TENSOR_HASH, tensor_range(t, 0, hash ^ 1)));
+    CHECK(c.reply == Bytes{0}); // unknown hash: the client sends the bytes
+    // an entry that does not fit where it is asked for: refused like any range outside its buffer
+    c.refused(rpc::CMD_SET_TENSOR_HASH, tensor_range(t, 400, hash), "outside its buffer");
+    // a damaged entry is a miss, never wrong bytes
+    f = fopen(entry.c_str(), "r+b");
+    REQUIRE(f != nullptr);
+    fputc(0x5a, f);
+    fclose(f);
+    Client d(o);
+    const auto [h2, base2] = d.buffer(1024);
+    REQUIRE(d.call(rpc::CMD_SET_TENSOR_HASH, tensor_range(tensor(3, GGML_TYPE_F32, {64}, h2, base2), 0, hash)));
+    CHECK(d.reply == Bytes{0});
+    std::remove(entry.c_str());
+    rmdir(dir.c_str());
+    rmdir((std::string(tmpl) + "/a").c_str());
+    rmdir(tmpl);
 }
 
 TEST_CASE("graph: mul_mat + add against a naive loop, then recompute with new input") {

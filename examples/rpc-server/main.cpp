@@ -17,11 +17,14 @@ namespace {
 
 void usage(const char * argv0) {
     std::fprintf(stderr,
-                 "usage: %s [-H HOST] [-p PORT] [-t THREADS] [-m MEM_MIB] [--skip-refused-graphs]\n"
+                 "usage: %s [-H HOST] [-p PORT] [-t THREADS] [-m MEM_MIB] [-c] [--skip-refused-graphs]\n"
                  "  -H HOST     address to listen on (default 127.0.0.1; the protocol has no authentication)\n"
                  "  -p PORT     port (default 50052)\n"
                  "  -t THREADS  compute threads (default: half the cores, at least 1)\n"
                  "  -m MEM_MIB  memory the buffers of all clients may hold together (default: the machine's memory)\n"
+                 "  -c, --cache keep the weights clients mark for caching on disk, so a reload sends only hashes\n"
+                 "              (llama.cpp's directory: $LLAMA_CACHE/rpc, $XDG_CACHE_HOME/llama.cpp/rpc or\n"
+                 "              ~/.cache/llama.cpp/rpc)\n"
                  "  --skip-refused-graphs  log and skip a graph the server refuses, keeping the connection\n"
                  "              (conformance runs with test-backend-ops only: its outputs are left unwritten)\n",
                  argv0);
@@ -42,7 +45,7 @@ bool parse_int(const char * s, long long lo, long long hi, long long * out) {
 int main(int argc, char ** argv) {
     std::string host = "127.0.0.1";
     long long port = 50052, threads = std::max(1u, std::thread::hardware_concurrency() / 2);
-    bool skip_refused = false;
+    bool skip_refused = false, use_cache = false;
     long long mem_mib = (long long) ((uint64_t) sysconf(_SC_PHYS_PAGES) * (uint64_t) sysconf(_SC_PAGESIZE) >> 20);
     for (int i = 1; i < argc; ++i) {
         const char * a = argv[i];
@@ -52,6 +55,10 @@ int main(int argc, char ** argv) {
         }
         if (!std::strcmp(a, "--skip-refused-graphs")) {
             skip_refused = true;
+            continue;
+        }
+        if (!std::strcmp(a, "-c") || !std::strcmp(a, "--cache")) {
+            use_cache = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -79,6 +86,16 @@ int main(int argc, char ** argv) {
     opt.n_threads = (int) threads;
     opt.mem_limit = (uint64_t) mem_mib << 20;
     opt.skip_refused_graphs = skip_refused;
+    if (use_cache) {
+        std::string why;
+        opt.cache_dir = kvg::rpc::default_cache_dir();
+        if (opt.cache_dir.empty()) why = "none of LLAMA_CACHE, XDG_CACHE_HOME and HOME is set";
+        if (!why.empty() || !kvg::rpc::make_dirs(opt.cache_dir, &why)) {
+            std::fprintf(stderr, "error: -c: %s\n", why.c_str());
+            return 1;
+        }
+        std::fprintf(stderr, "kvg-rpc-server: tensor cache in %s\n", opt.cache_dir.c_str());
+    }
     std::fprintf(stderr, "kvg-rpc-server: ggml RPC protocol %d.%d.%d, %d threads, %lld MiB\n", kvg::rpc::PROTO_MAJOR,
                  kvg::rpc::PROTO_MINOR, kvg::rpc::PROTO_PATCH, opt.n_threads, mem_mib);
     return kvg::rpc::serve(host.c_str(), (int) port, opt, nullptr, [&](int bound) {

@@ -33,11 +33,14 @@ namespace {
 
 float f16_round(float x) { return ggml_fp16_to_fp32(ggml_fp32_to_fp16(x)); }
 
-// nearest integer to v in [lo, hi]; NaN gives lo (never an undefined float-to-int conversion)
+// nearest integer to v in [lo, hi], ties to even; NaN gives lo (never an undefined
+// float-to-int conversion). Clamped, |v| < 2^22: adding and removing 1.5 * 2^23 rounds as
+// nearbyint does in the default mode, without its library call (the encoders' inner loops).
 int nearest(float v, int lo, int hi) {
-    if (!(v > (float) lo)) return lo;
-    if (v >= (float) hi) return hi;
-    return (int) std::nearbyint(v);
+    constexpr float shift = 12582912.0f;
+    v = v > (float) lo ? v : (float) lo; // NaN: lo; selects, not branches (unpredictable here)
+    v = v < (float) hi ? v : (float) hi;
+    return (int) ((v + shift) - shift);
 }
 
 float weight(const float * w, int i) { return w ? w[i] : 1.0f; }
@@ -54,11 +57,15 @@ struct int_grid {   // levels lo..hi, code = level - lo
 struct nl_grid {    // IQ4_NL's ascending table
     int size() const { return 16; }
     float level(int code) const { return (float) kvg::iq4nl_levels[code]; }
+    // the midpoints below v (a tie goes to the lower level; NaN gives 0), without branches
     int code(float v) const {
-        if (!(v > level(0))) return 0;
         int c = 0;
-        while (c < 15 && level(c + 1) <= v) ++c; // last level <= v, then the nearer of it and the next
-        return c < 15 && level(c + 1) - v < v - level(c) ? c + 1 : c;
+        for (int k = 0; k < 15; ++k) c += v > mid[k];
+        return c;
+    }
+    float mid[15];
+    nl_grid() {
+        for (int k = 0; k < 15; ++k) mid[k] = 0.5f * (level(k) + level(k + 1));
     }
 };
 
@@ -82,18 +89,30 @@ template <class G> float assign_scaled(const float * x, const float * w, int n, 
     return err;
 }
 
-// Least-squares scale for fixed levels (d unchanged when the levels are all 0).
-template <class G> float refit_scale(const float * x, const float * w, int n, const G & g, const uint8_t * q, float d) {
-    float sxl = 0.0f, sll = 0.0f;
+// Levels for x at scale d, and the least-squares scale for those levels: *err is that
+// scale's error, sum w x^2 - (sum w x l)^2 / sum w l^2 (one pass per candidate scale).
+template <class G>
+float assign_refit(const float * x, const float * w, int n, const G & g, float d, uint8_t * q, float * err) {
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float sxl = 0.0f, sll = 0.0f, sxx = 0.0f;
     for (int i = 0; i < n; ++i) {
-        const float l = g.level(q[i]);
-        sxl += weight(w, i) * x[i] * l;
-        sll += weight(w, i) * l * l;
+        q[i] = (uint8_t) g.code(x[i] * id);
+        const float l = g.level(q[i]), wi = weight(w, i);
+        sxl += wi * x[i] * l;
+        sll += wi * l * l;
+        sxx += wi * x[i] * x[i];
     }
-    return sll > 0.0f ? sxl / sll : d;
+    if (!(sll > 0.0f)) {
+        *err = sxx;
+        return d;
+    }
+    *err = std::max(0.0f, sxx - sxl * sxl / sll);
+    return sxl / sll;
 }
 
-// x ~ d * level(q): returns d (0 for an all-zero run), codes in q.
+// x ~ d * level(q): returns d (0 for an all-zero run), codes in q. Candidates put the value
+// of largest magnitude near the lowest or the highest level, at 70% .. 110% of it; each is
+// refit by least squares, the best is refined twice, and the levels re-picked for it.
 template <class G> float fit_scale(const float * x, const float * w, int n, const G & g, uint8_t * q) {
     float vmax = 0.0f; // the value of largest magnitude, with its sign
     for (int i = 0; i < n; ++i) {
@@ -106,11 +125,10 @@ template <class G> float fit_scale(const float * x, const float * w, int n, cons
     uint8_t tmp[32];
     float best_d = 0.0f, best_err = INFINITY;
     auto consider = [&](float d) {
-        assign_scaled(x, w, n, g, d, tmp);
-        d = refit_scale(x, w, n, g, tmp, d);
-        keep_better(assign_scaled(x, w, n, g, d, tmp), d, tmp, n, &best_err, &best_d, q);
+        float err;
+        d = assign_refit(x, w, n, g, d, tmp, &err);
+        keep_better(err, d, tmp, n, &best_err, &best_d, q);
     };
-    // vmax near the lowest or the highest level, at 70% .. 110% of it
     for (const float edge : {g.level(0), g.level(g.size() - 1)}) {
         for (int i = 0; i <= 16; ++i) consider(vmax / (edge * (0.7f + 0.025f * (float) i)));
     }
@@ -136,29 +154,57 @@ float assign_affine(const float * x, const float * w, int n, affine a, int nmax,
     return err;
 }
 
-// Weighted least squares (d, m) for fixed q; with nonpos_m the offset is kept <= 0.
-affine refit_affine(const float * x, const float * w, int n, const uint8_t * q, affine a, bool nonpos_m) {
-    double s = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
-    for (int i = 0; i < n; ++i) {
-        const double wi = weight(w, i), qi = q[i];
-        s += wi; sq += wi * qi; sqq += wi * qi * qi; sx += wi * x[i]; sqx += wi * qi * x[i];
+// Weighted sums of a run for fixed levels q: what the least-squares (d, m) and the error of
+// any (d, m) with those levels need, so a candidate costs one pass over the values.
+struct level_sums {
+    double s = 0, sq = 0, sqq = 0, sx = 0, sqx = 0, sxx = 0;
+    // sum w (x - d q - m)^2
+    double error(affine a) const {
+        const double d = a.d, m = a.m;
+        return sxx - 2 * d * sqx - 2 * m * sx + d * d * sqq + 2 * d * m * sq + m * m * s;
     }
-    if (s <= 0.0) return a;
-    const double det = s * sqq - sq * sq;
+};
+
+// levels for a (as assign_affine) and their sums
+level_sums assign_affine_sums(const float * x, const float * w, int n, affine a, int nmax, uint8_t * q) {
+    const float id = a.d > 0.0f ? 1.0f / a.d : 0.0f;
+    level_sums t;
+    for (int i = 0; i < n; ++i) {
+        q[i] = (uint8_t) nearest((x[i] - a.m) * id, 0, nmax);
+        const double wi = weight(w, i), qi = q[i], xi = x[i];
+        t.s += wi;
+        t.sq += wi * qi;
+        t.sqq += wi * qi * qi;
+        t.sx += wi * xi;
+        t.sqx += wi * qi * xi;
+        t.sxx += wi * xi * xi;
+    }
+    return t;
+}
+
+// Weighted least squares (d, m) for the levels behind t; with nonpos_m the offset is kept <= 0.
+affine refit_affine(const level_sums & t, affine a, bool nonpos_m) {
+    if (t.s <= 0.0) return a;
+    const double det = t.s * t.sqq - t.sq * t.sq;
     affine r = a;
-    if (det > 1e-12 * s * sqq) {
-        r.d = (float) ((s * sqx - sq * sx) / det);
-        r.m = (float) ((sqq * sx - sq * sqx) / det);
+    if (det > 1e-12 * t.s * t.sqq) {
+        r.d = (float) ((t.s * t.sqx - t.sq * t.sx) / det);
+        r.m = (float) ((t.sqq * t.sx - t.sq * t.sqx) / det);
     } else {
-        r.m = (float) ((sx - a.d * sq) / s); // all q equal: only the offset is determined
+        r.m = (float) ((t.sx - a.d * t.sq) / t.s); // all q equal: only the offset is determined
     }
     if (nonpos_m && r.m > 0.0f) {
         r.m = 0.0f;
-        r.d = sqq > 0.0 ? (float) (sqx / sqq) : a.d;
+        r.d = t.sqq > 0.0 ? (float) (t.sqx / t.sqq) : a.d;
     }
     return r.d >= 0.0f ? r : a;
 }
 
+// Starts from the range [lo, hi] and from it cut by 10% at either end (outliers clipped for a
+// finer step), each refined twice by "nearest levels, then least squares"; a candidate's error
+// comes from its sums (its levels stay those of the step before, the next step can only do
+// better). Four starts and two steps: the search of 25 x 3 lowered q4_K's error by 0.4% on
+// normal data at 5x the time.
 affine fit_affine(const float * x, const float * w, int n, int nmax, bool nonpos_m, uint8_t * q) {
     float lo = x[0], hi = x[0];
     for (int i = 1; i < n; ++i) {
@@ -174,15 +220,14 @@ affine fit_affine(const float * x, const float * w, int n, int nmax, bool nonpos
     uint8_t tmp[32];
     affine best = {(hi - lo) / (float) nmax, lo};
     float best_err = INFINITY;
-    // starts: the range [lo, hi] cut by 0..20% at either end (outliers clipped for a finer step)
     const float range = hi - lo;
-    for (int i = 0; i < 25; ++i) {
-        const float l = lo + 0.05f * (float) (i % 5) * range, h = hi - 0.05f * (float) (i / 5) * range;
+    for (int i = 0; i < 4; ++i) {
+        const float l = lo + 0.1f * (float) (i % 2) * range, h = hi - 0.1f * (float) (i / 2) * range;
         affine a = {(h - l) / (float) nmax, nonpos_m ? std::min(l, 0.0f) : l};
-        for (int it = 0; it < 3; ++it) {
-            assign_affine(x, w, n, a, nmax, tmp);
-            a = refit_affine(x, w, n, tmp, a, nonpos_m);
-            keep_better(assign_affine(x, w, n, a, nmax, tmp), a, tmp, n, &best_err, &best, q);
+        for (int it = 0; it < 2; ++it) {
+            const level_sums t = assign_affine_sums(x, w, n, a, nmax, tmp);
+            a = refit_affine(t, a, nonpos_m);
+            keep_better((float) t.error(a), a, tmp, n, &best_err, &best, q);
         }
     }
     return best;

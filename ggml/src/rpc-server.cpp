@@ -374,13 +374,30 @@ bool Session::tensor_command(uint8_t cmd, const uint8_t * p, size_t n, std::vect
         case CMD_INIT_TENSOR: return check_tensor(decode_tensor(p), false, nullptr); // nothing to prepare
         default: break;
     }
-    // SET_TENSOR_HASH: no local cache, so never a hit; the client then sends the data.
-    if (!check_tensor(decode_tensor(p), true, nullptr)) return false;
-    reply->push_back(0);
+    return set_tensor_hash(p, reply);
+}
+
+// | tensor | offset (8) | hash (8) |  ->  | 1: set from the cache, 0: not cached (the client
+// then sends the bytes) |. The entry's size is the size set, within the tensor's buffer.
+bool Session::set_tensor_hash(const uint8_t * p, std::vector<uint8_t> * reply) {
+    const WireTensor t = decode_tensor(p);
+    if (!check_tensor(t, true, nullptr)) return false;
+    const uint64_t offset = load<uint64_t>(p, WIRE_TENSOR_SIZE), hash = load<uint64_t>(p, WIRE_TENSOR_SIZE + 8);
+    const int64_t size = opt_.cache_dir.empty() ? -1 : cache_size(opt_.cache_dir, hash);
+    bool hit = false;
+    if (size >= 0) {
+        const Buffer & b = *find_buffer(t.buffer);
+        if (!in_buffer(b, t.data, offset, (uint64_t) size)) {
+            return fail("SET_TENSOR_HASH '%s': the cached %lld bytes at +%llu are outside its buffer (%zu bytes)",
+                        t.name, (long long) size, (unsigned long long) offset, b.size);
+        }
+        hit = cache_load(opt_.cache_dir, hash, b.host + (t.data - b.base) + offset, (size_t) size);
+    }
+    reply->push_back(hit ? 1 : 0);
     return true;
 }
 
-// | tensor | cache flag (1) | offset (8) | data |
+// | tensor | cache flag (1) | offset (8) | data |: with the flag, the bytes are also cached (-c)
 bool Session::set_tensor(const uint8_t * p, size_t n) {
     const size_t head = WIRE_TENSOR_SIZE + 9;
     if (n < head) return fail("SET_TENSOR carries %zu bytes, at least %zu needed", n, head);
@@ -393,6 +410,11 @@ bool Session::set_tensor(const uint8_t * p, size_t n) {
                     (unsigned long long) offset, (unsigned long long) (offset + size), b.size);
     }
     if (size) std::memcpy(b.host + (t.data - b.base) + offset, p + head, size);
+    std::string why;
+    if (p[WIRE_TENSOR_SIZE] != 0 && !opt_.cache_dir.empty() && size > 0 &&
+        !cache_store(opt_.cache_dir, p + head, size, &why)) {
+        std::fprintf(stderr, "kvg-rpc-server: not cached: %s\n", why.c_str()); // the data is set all the same
+    }
     return true;
 }
 

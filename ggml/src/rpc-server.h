@@ -108,6 +108,8 @@ struct Options {
     // a refused GRAPH_COMPUTE / RECOMPUTE is logged and skipped (its outputs keep their old
     // bytes, the stored graph is dropped) and the connection stays open
     bool skip_refused_graphs = false;
+    // the tensor cache's directory (rpc-cache.cpp); empty: no cache, SET_TENSOR_HASH always misses
+    std::string cache_dir;
 };
 
 // A buffer: host memory mapped for the client, addressed by the client as [base, base + size).
@@ -178,6 +180,7 @@ private:
     bool alloc_buffer(const uint8_t * p, size_t n, std::vector<uint8_t> * reply);
     bool free_buffer(uint64_t handle);
     bool set_tensor(const uint8_t * p, size_t n);
+    bool set_tensor_hash(const uint8_t * p, std::vector<uint8_t> * reply);
     bool get_tensor(const uint8_t * p, size_t n, std::vector<uint8_t> * reply);
     bool copy_tensor(const uint8_t * p, size_t n, std::vector<uint8_t> * reply);
     bool memset_tensor(const uint8_t * p, size_t n);
@@ -200,6 +203,22 @@ private:
 // replies are appended to *out with their size prefix. Stops at the first refusal (returns
 // false) or at the end of the input (an incomplete last frame is ignored: returns true).
 bool feed_stream(Session & s, const uint8_t * data, size_t size, std::vector<uint8_t> * out);
+
+// ---- the tensor cache (rpc-cache.cpp) ----
+// FNV-1a, 64 bits: the hash ggml's client sends in SET_TENSOR_HASH.
+uint64_t fnv1a64(const uint8_t * data, size_t n);
+// llama.cpp's: $LLAMA_CACHE/rpc, else $XDG_CACHE_HOME/llama.cpp/rpc, else
+// $HOME/.cache/llama.cpp/rpc ("" if none of them is set).
+std::string default_cache_dir();
+// Creates path and its parents; false with a message if that fails or path is no directory.
+bool make_dirs(const std::string & path, std::string * why);
+// Keeps the bytes in dir under their hash (atomically: a temporary file renamed into place).
+bool cache_store(const std::string & dir, const uint8_t * data, size_t size, std::string * why);
+// The byte size of the entry for hash, or -1 if there is none.
+int64_t cache_size(const std::string & dir, uint64_t hash);
+// Reads the entry of size bytes into out; false if it cannot be read or its bytes do not
+// hash to its name (out may then hold part of it: the caller treats it as a miss).
+bool cache_load(const std::string & dir, uint64_t hash, uint8_t * out, size_t size);
 
 // ---- POSIX sockets (rpc-socket.cpp) ----
 constexpr int MAX_CLIENTS = 8; // connections served at once; more are closed on arrival
