@@ -155,11 +155,16 @@ enum kvg_ftype {
     KVG_FTYPE_Q4_0 = 3,
     KVG_FTYPE_BF16 = 4,
     KVG_FTYPE_IQ4_XS = 5, // llama.cpp's IQ4_XS: 4.25 bits per weight (super-blocks of 256 values)
+    KVG_FTYPE_TQ1_0 = 6,  // llama.cpp's TQ1_0: ternary, 1.69 bits per weight (BitNet-style models)
+    KVG_FTYPE_TQ2_0 = 7,  // llama.cpp's TQ2_0: ternary, 2.06 bits per weight
 };
 // Writes the model (weights converted to ftype; 1-D norms stay f32; for iq4_xs, as
 // llama-quantize's IQ4_XS, the output matrix (or tied embeddings) in q6_K and matrices whose
-// rows are not a multiple of 256 in iq4_nl; block-type matrices whose rows are not a multiple
-// of 32 in f16) as a GGUF v3 llama file with
+// rows are not a multiple of 256 in iq4_nl; for tq1_0 / tq2_0, as llama-quantize mixes them,
+// the token embeddings in q4_K, the output matrix (or tied embeddings) in q6_K and rows not a
+// multiple of 256 in q4_0; block-type matrices whose rows are not a multiple of 32 in f16; the
+// ternary encoders fit a scale per 256 values, so a model that is not ternary loses most of
+// its accuracy) as a GGUF v3 llama file with
 // llama.cpp's keys and tensor names, tokenizer included when the model has one (a model of
 // another architecture: false, KVG_STATUS_UNSUPPORTED). A model
 // without a tokenizer gets a placeholder vocabulary unless no_vocab is set. The file is

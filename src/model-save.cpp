@@ -81,10 +81,12 @@ static bool write_replacing(gguf_context * g, const std::string & path, std::str
 }
 
 bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool placeholder_vocab, std::string * err) {
+    const bool ternary = type == GGML_TYPE_TQ1_0 || type == GGML_TYPE_TQ2_0;
     if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16 && type != GGML_TYPE_Q8_0 &&
-        type != GGML_TYPE_Q4_0 && type != GGML_TYPE_IQ4_XS) {
+        type != GGML_TYPE_Q4_0 && type != GGML_TYPE_IQ4_XS && !ternary) {
         return fail(err, KVG_STATUS_UNSUPPORTED,
-                    strfmt("cannot write weights as %s (f32, f16, bf16, q8_0, q4_0, iq4_xs)", ggml_type_name(type)));
+                    strfmt("cannot write weights as %s (f32, f16, bf16, q8_0, q4_0, iq4_xs, tq1_0, tq2_0)",
+                           ggml_type_name(type)));
     }
     if (m.arch != "llama") { // the writer knows llama's keys and tensors only
         return fail(err, KVG_STATUS_UNSUPPORTED, strfmt("cannot write a '%s' model (only 'llama')", m.arch.c_str()));
@@ -95,12 +97,14 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
 
     gguf_set_val_str(g, "general.architecture", "llama");
     gguf_set_val_str(g, "general.name", "kvgraph-converted");
-    // llama.cpp's file types: all f32, mostly f16, q4_0, q8_0, bf16, iq4_xs
+    // llama.cpp's file types: all f32, mostly f16, q4_0, q8_0, bf16, iq4_xs, tq1_0, tq2_0
     const uint32_t ftype = type == GGML_TYPE_F32      ? 0
                            : type == GGML_TYPE_F16    ? 1
                            : type == GGML_TYPE_Q4_0   ? 2
                            : type == GGML_TYPE_BF16   ? 32
                            : type == GGML_TYPE_IQ4_XS ? 30
+                           : type == GGML_TYPE_TQ1_0  ? 36
+                           : type == GGML_TYPE_TQ2_0  ? 37
                                                       : 7;
     gguf_set_val_u32(g, "general.file_type", ftype);
     gguf_set_val_u32(g, "llama.context_length", hp.n_ctx_train);
@@ -135,6 +139,14 @@ bool save_gguf(const Model & m, const std::string & path, ggml_type type, bool p
         // not a multiple of 256 in iq4_nl
         if (t == GGML_TYPE_IQ4_XS && s == m.output) t = GGML_TYPE_Q6_K;
         if (t == GGML_TYPE_IQ4_XS && s->ne[0] % QK_K != 0) t = GGML_TYPE_IQ4_NL;
+        // as llama-quantize's TQ1_0 / TQ2_0: embeddings in q4_K, the output in q6_K (tied: q6_K)
+        if (ternary && s == m.output) t = GGML_TYPE_Q6_K;
+        else if (ternary && s == m.tok_embd) t = GGML_TYPE_Q4_K;
+        if (s->ne[0] % QK_K != 0) { // llama-quantize's fallbacks for rows that do not fill 256 values
+            if (t == GGML_TYPE_Q4_K) t = GGML_TYPE_Q5_0;
+            else if (t == GGML_TYPE_Q6_K) t = GGML_TYPE_Q8_0;
+            else if (t == GGML_TYPE_TQ1_0 || t == GGML_TYPE_TQ2_0) t = GGML_TYPE_Q4_0;
+        }
         if (ggml_is_quantized(t) && s->ne[0] % ggml_blck_size(t) != 0) t = GGML_TYPE_F16;
         ggml_tensor * d = ggml_new_tensor_2d(gd.c, t, s->ne[0], s->ne[1]);
         ggml_set_name(d, s->name);

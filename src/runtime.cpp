@@ -125,6 +125,8 @@ bool kvg_model_save_gguf(const kvg_model * model, const char * path, kvg_ftype f
         case KVG_FTYPE_Q4_0: t = GGML_TYPE_Q4_0; break;
         case KVG_FTYPE_BF16: t = GGML_TYPE_BF16; break;
         case KVG_FTYPE_IQ4_XS: t = GGML_TYPE_IQ4_XS; break;
+        case KVG_FTYPE_TQ1_0: t = GGML_TYPE_TQ1_0; break;
+        case KVG_FTYPE_TQ2_0: t = GGML_TYPE_TQ2_0; break;
         default: set_err(err, err_size, "unknown output type"); return false;
     }
     std::string e;

@@ -144,38 +144,46 @@ TEST_CASE("llama.cpp's quantized files: same argmax, no farther from the f32 mod
     MESSAGE(table.str());
 }
 
-// kvg_model_save_gguf's IQ4_XS (the matrices in iq4_xs but output.weight in q6_K, as llama-quantize
-// mixes this model), without an importance matrix, as llama-quantize's file was made
-TEST_CASE("kvgraph's IQ4_XS file of the f32 model: llama.cpp's types, as close to the f32 logits as llama.cpp's file") {
+// kvg_model_save_gguf's IQ4_XS, TQ1_0 and TQ2_0 files of the f32 model, without an importance
+// matrix, as llama-quantize's files were made: the same type for every tensor as llama-quantize
+// chose (its mixtures: output.weight in q6_K; for the ternary types token_embd.weight in q4_K),
+// and logits as close to the f32 model's as those of llama-quantize's file.
+TEST_CASE("kvgraph's IQ4_XS, TQ1_0 and TQ2_0 files of the f32 model: llama-quantize's types, as close to f32") {
     const std::vector<int> tokens = read_tokens();
-    char err[512] = "";
-    kvg_model * m =
-        kvg_model_load(quant_path("tiny256-f32.gguf").c_str(), nullptr, kvg_model_default_params(), err, sizeof err);
-    INFO(err);
-    REQUIRE(m != nullptr);
-    const std::string path = temp_path("gguf-quant", "iq4_xs.gguf");
-    REQUIRE(kvg_model_save_gguf(m, path.c_str(), KVG_FTYPE_IQ4_XS, false, err, sizeof err));
-    kvg_model_free(m);
-    gguf_init_params gp = {true, nullptr};
-    gguf_context * g = gguf_init_from_file(path.c_str(), gp);
-    REQUIRE(g != nullptr);
-    int n_iq4 = 0;
-    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
-        const std::string name = gguf_get_tensor_name(g, i);
+    const std::vector<float> f32 = read_logits("f32");
+    const std::pair<kvg_ftype, const char *> cases[] = {
+        {KVG_FTYPE_IQ4_XS, "iq4_xs"}, {KVG_FTYPE_TQ1_0, "tq1_0"}, {KVG_FTYPE_TQ2_0, "tq2_0"}};
+    for (const auto & [ftype, name] : cases) {
         CAPTURE(name);
-        const ggml_type t = gguf_get_tensor_type(g, i);
-        if (name.find("norm") != std::string::npos) CHECK(t == GGML_TYPE_F32);
-        else if (name == "output.weight") CHECK(t == GGML_TYPE_Q6_K);
-        else CHECK(t == GGML_TYPE_IQ4_XS);
-        n_iq4 += t == GGML_TYPE_IQ4_XS;
+        char err[512] = "";
+        kvg_model * m = kvg_model_load(quant_path("tiny256-f32.gguf").c_str(), nullptr, kvg_model_default_params(), err,
+                                       sizeof err);
+        INFO(err);
+        REQUIRE(m != nullptr);
+        const std::string path = temp_path("gguf-quant", std::string(name) + ".gguf");
+        REQUIRE(kvg_model_save_gguf(m, path.c_str(), ftype, false, err, sizeof err));
+        kvg_model_free(m);
+        gguf_init_params gp = {true, nullptr};
+        gguf_context * ours = gguf_init_from_file(path.c_str(), gp);
+        gguf_context * theirs = gguf_init_from_file(quant_path("tiny256-" + std::string(name) + ".gguf").c_str(), gp);
+        REQUIRE(ours != nullptr);
+        REQUIRE(theirs != nullptr);
+        CHECK(gguf_get_n_tensors(ours) == gguf_get_n_tensors(theirs));
+        for (int64_t i = 0; i < gguf_get_n_tensors(theirs); ++i) {
+            const std::string tn = gguf_get_tensor_name(theirs, i);
+            CAPTURE(tn);
+            const int64_t j = gguf_find_tensor(ours, tn.c_str());
+            REQUIRE(j >= 0);
+            CHECK(ggml_type_name(gguf_get_tensor_type(ours, j)) ==
+                  std::string(ggml_type_name(gguf_get_tensor_type(theirs, i))));
+        }
+        gguf_free(ours);
+        gguf_free(theirs);
+        const std::vector<float> mine = logits_of_file(path, tokens, false), peer = read_logits(name);
+        const double d_ours = rms(mine, f32), d_theirs = rms(peer, f32);
+        MESSAGE("kvgraph's ", std::string(name), " file: rms to f32 ", d_ours, ", llama-quantize's ", d_theirs,
+                ", argmax equal to f32's at ", argmax_matches(mine, f32), "/48");
+        CHECK(d_ours <= 1.1 * d_theirs);
+        std::remove(path.c_str());
     }
-    gguf_free(g);
-    CHECK(n_iq4 == 1 + 2 * 7); // token embeddings, 7 matrices per layer
-    const std::vector<float> ours = logits_of_file(path, tokens, false), theirs = read_logits("iq4_xs"),
-                             f32 = read_logits("f32");
-    const double d_ours = rms(ours, f32), d_theirs = rms(theirs, f32);
-    MESSAGE("kvgraph's iq4_xs file: rms to f32 ", d_ours, ", llama-quantize's ", d_theirs,
-            ", argmax equal to f32's at ", argmax_matches(ours, f32), "/48");
-    CHECK(d_ours <= 1.1 * d_theirs);
-    std::remove(path.c_str());
 }

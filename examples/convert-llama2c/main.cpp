@@ -18,10 +18,11 @@
 
 static void usage(const char * argv0) {
     fprintf(stderr,
-            "usage: %s MODEL.bin OUT.gguf [-z tokenizer.bin] [--type f32|f16|bf16|q8_0|q4_0|iq4_xs] [--no-vocab]\n"
+            "usage: %s MODEL.bin OUT.gguf [-z tokenizer.bin] [--type f32|f16|bf16|q8_0|q4_0|iq4_xs|tq1_0|tq2_0] "
+            "[--no-vocab]\n"
             "  MODEL: a llama2.c checkpoint or a GGUF file. Matrices are written in --type (default f32);\n"
-            "  norms stay f32; iq4_xs matrices whose rows are not a multiple of 256 are written as iq4_nl,\n"
-            "  and block-type matrices whose rows are not a multiple of 32 as f16\n",
+            "  norms stay f32; iq4_xs, tq1_0 and tq2_0 mix types as llama-quantize does (kvgraph.h,\n"
+            "  kvg_model_save_gguf), and block-type matrices whose rows are not a multiple of 32 are f16\n",
             argv0);
 }
 
@@ -40,8 +41,11 @@ int main(int argc, char ** argv) {
             else if (t == "q8_0") ftype = KVG_FTYPE_Q8_0;
             else if (t == "q4_0") ftype = KVG_FTYPE_Q4_0;
             else if (t == "iq4_xs") ftype = KVG_FTYPE_IQ4_XS;
+            else if (t == "tq1_0") ftype = KVG_FTYPE_TQ1_0;
+            else if (t == "tq2_0") ftype = KVG_FTYPE_TQ2_0;
             else {
-                fprintf(stderr, "error: unknown type '%s' (f32, f16, bf16, q8_0, q4_0, iq4_xs)\n", t.c_str());
+                fprintf(stderr, "error: unknown type '%s' (f32, f16, bf16, q8_0, q4_0, iq4_xs, tq1_0, tq2_0)\n",
+                        t.c_str());
                 return 1;
             }
         } else if (a == "--no-vocab") no_vocab = true;

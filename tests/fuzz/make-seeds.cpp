@@ -165,6 +165,7 @@ int main(int argc, char ** argv) {
     const Config two = {32, 32, 2, 4, 2, -24, 16};    // separate classifier, rows of 32 for q8_0/q4_0
     const Config mha = {16, 24, 1, 4, 4, 267, 4};     // vocab of bytes267.bin
     const Config kv32 = {64, 32, 1, 2, 1, 16, 8};     // K/V rows of 32: the grouped q8_0 KV cache path
+    const Config wide = {256, 256, 1, 4, 2, -16, 8};  // rows of 256: the super-block types
     write_file(dir + "/llama2c/tiny.bin", checkpoint(tiny));
     write_file(dir + "/llama2c/two-layers.bin", checkpoint(two));
     write_file(dir + "/llama2c/mha.bin", checkpoint(mha));
@@ -180,6 +181,9 @@ int main(int argc, char ** argv) {
         {"two-q4_0-no-vocab.gguf", two, nullptr, KVG_FTYPE_Q4_0, true},
         {"mha-f16-bytes-vocab.gguf", mha, "tokenizer-bin/bytes267.bin", KVG_FTYPE_F16, false},
         {"kv32-bf16-vocab.gguf", kv32, "tokenizer-bin/tiny16.bin", KVG_FTYPE_BF16, false},
+        {"wide-iq4_xs-no-vocab.gguf", wide, nullptr, KVG_FTYPE_IQ4_XS, true}, // + q6_K output
+        {"wide-tq1_0-no-vocab.gguf", wide, nullptr, KVG_FTYPE_TQ1_0, true},   // + q4_K embeddings
+        {"wide-tq2_0-no-vocab.gguf", wide, nullptr, KVG_FTYPE_TQ2_0, true},
     };
     char err[512];
     for (const Out & o : outs) {
