@@ -153,19 +153,21 @@ TEST_CASE("kvgraph's IQ4_XS, TQ1_0 and TQ2_0 files of the f32 model: llama-quant
     const std::vector<float> f32 = read_logits("f32");
     const std::pair<kvg_ftype, const char *> cases[] = {
         {KVG_FTYPE_IQ4_XS, "iq4_xs"}, {KVG_FTYPE_TQ1_0, "tq1_0"}, {KVG_FTYPE_TQ2_0, "tq2_0"}};
-    for (const auto & [ftype, name] : cases) {
+    for (const auto & c : cases) {
+        const kvg_ftype ftype = c.first;
+        const std::string name = c.second;
         CAPTURE(name);
         char err[512] = "";
         kvg_model * m = kvg_model_load(quant_path("tiny256-f32.gguf").c_str(), nullptr, kvg_model_default_params(), err,
                                        sizeof err);
         INFO(err);
         REQUIRE(m != nullptr);
-        const std::string path = temp_path("gguf-quant", std::string(name) + ".gguf");
+        const std::string path = temp_path("gguf-quant", name + ".gguf");
         REQUIRE(kvg_model_save_gguf(m, path.c_str(), ftype, false, err, sizeof err));
         kvg_model_free(m);
         gguf_init_params gp = {true, nullptr};
         gguf_context * ours = gguf_init_from_file(path.c_str(), gp);
-        gguf_context * theirs = gguf_init_from_file(quant_path("tiny256-" + std::string(name) + ".gguf").c_str(), gp);
+        gguf_context * theirs = gguf_init_from_file(quant_path("tiny256-" + name + ".gguf").c_str(), gp);
         REQUIRE(ours != nullptr);
         REQUIRE(theirs != nullptr);
         CHECK(gguf_get_n_tensors(ours) == gguf_get_n_tensors(theirs));
@@ -181,7 +183,7 @@ TEST_CASE("kvgraph's IQ4_XS, TQ1_0 and TQ2_0 files of the f32 model: llama-quant
         gguf_free(theirs);
         const std::vector<float> mine = logits_of_file(path, tokens, false), peer = read_logits(name);
         const double d_ours = rms(mine, f32), d_theirs = rms(peer, f32);
-        MESSAGE("kvgraph's ", std::string(name), " file: rms to f32 ", d_ours, ", llama-quantize's ", d_theirs,
+        MESSAGE("kvgraph's ", name, " file: rms to f32 ", d_ours, ", llama-quantize's ", d_theirs,
                 ", argmax equal to f32's at ", argmax_matches(mine, f32), "/48");
         CHECK(d_ours <= 1.1 * d_theirs);
         std::remove(path.c_str());
