@@ -392,6 +392,8 @@ bool Session::set_tensor_hash(const uint8_t * p, std::vector<uint8_t> * reply) {
                         t.name, (long long) size, (unsigned long long) offset, b.size);
         }
         hit = cache_load(opt_.cache_dir, hash, b.host + (t.data - b.base) + offset, (size_t) size);
+        std::fprintf(stderr, "kvg-rpc-server: '%s' (%lld bytes) %s\n", t.name, (long long) size,
+                     hit ? "set from the cache" : "not set: its cache entry is damaged");
     }
     reply->push_back(hit ? 1 : 0);
     return true;
@@ -411,9 +413,10 @@ bool Session::set_tensor(const uint8_t * p, size_t n) {
     }
     if (size) std::memcpy(b.host + (t.data - b.base) + offset, p + head, size);
     std::string why;
-    if (p[WIRE_TENSOR_SIZE] != 0 && !opt_.cache_dir.empty() && size > 0 &&
-        !cache_store(opt_.cache_dir, p + head, size, &why)) {
-        std::fprintf(stderr, "kvg-rpc-server: not cached: %s\n", why.c_str()); // the data is set all the same
+    if (p[WIRE_TENSOR_SIZE] != 0 && !opt_.cache_dir.empty() && size > 0) {
+        if (cache_store(opt_.cache_dir, p + head, size, &why))
+            std::fprintf(stderr, "kvg-rpc-server: '%s' (%llu bytes) cached\n", t.name, (unsigned long long) size);
+        else std::fprintf(stderr, "kvg-rpc-server: not cached: %s\n", why.c_str()); // the data is set all the same
     }
     return true;
 }
