@@ -645,6 +645,9 @@ size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, i
                            const float * imatrix) {
     if ((int) type < 0 || (int) type >= GGML_TYPE_COUNT) GGML_ABORT("ggml_quantize_chunk: invalid type %d", (int) type);
     const ggml_type_traits * tt = ggml_get_type_traits(type);
+    if (ggml_quantize_requires_imatrix(type) && !imatrix) // as ggml (which asserts imatrix != NULL)
+        GGML_ABORT("ggml_quantize_chunk: type %s requires an importance matrix (imatrix is NULL)",
+                   ggml_type_name(type));
     const kvg::encode_fn weighted = kvg::weighted_encoder(type);
     if (!weighted && !tt->from_float_ref) GGML_ABORT("ggml_quantize_chunk: kvgraph cannot encode type %s", ggml_type_name(type));
     GGML_ASSERT(n_per_row > 0 && nrows >= 0 && start >= 0);
