@@ -304,7 +304,7 @@ TEST_CASE("set_rows / get_rows: out-of-range indices abort with a message") {
 }
 
 TEST_CASE("ggml_quantize_chunk: types that need an importance matrix refuse NULL, naming the type") {
-    for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ1_S}) {
+    for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M}) {
         const std::string want = std::string("type ") + ggml_type_name(t) + " requires an importance matrix";
         CHECK(aborts_with(
             [t] {

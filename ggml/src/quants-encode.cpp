@@ -14,6 +14,7 @@
 // leaves an error orthogonal to the approximation, so x . x' is short of x . x by the
 // whole squared error (at 2 bits about 4% of it); Q2_K's final d and dmin make the error
 // orthogonal to x instead.
+#include "quants-iq2.h"
 #include "types.h"
 
 #include <algorithm>
@@ -624,6 +625,11 @@ encode_fn weighted_encoder(ggml_type type) {
         case GGML_TYPE_Q5_K: return encode_q5_K;
         case GGML_TYPE_Q6_K: return encode_q6_K;
         case GGML_TYPE_TQ1_0: return encode_tq1_0;
+        case GGML_TYPE_IQ2_XXS: return encode_iq2_xxs; // quants-iq2-encode.cpp
+        case GGML_TYPE_IQ2_XS: return encode_iq2_xs;
+        case GGML_TYPE_IQ2_S: return encode_iq2_s;
+        case GGML_TYPE_IQ1_S: return encode_iq1_s;
+        case GGML_TYPE_IQ1_M: return encode_iq1_m;
         case GGML_TYPE_TQ2_0: return encode_tq2_0;
         default: return nullptr;
     }

@@ -71,8 +71,18 @@ inline ggml_fp16_t iq1m_d(const block_iq1_m & b) {
     return (ggml_fp16_t) d;
 }
 
-// iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m: decoded, not encoded (they need an importance matrix
-// in ggml; types.cpp registers them after extra_block_types)
+// iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m, registered by types.cpp after extra_block_types: decoded,
+// no from_float (as ggml: they are encoded through ggml_quantize_chunk, with an importance matrix)
 const block_type_info * iq2_block_types(int * n);
+
+// Encoders (quants-iq2-encode.cpp): k values (a multiple of 256) of x into blocks at y, the
+// squared error weighted by im (k importance weights; NULL: all 1) and the values' magnitudes.
+// Slow (every grid point tried per group and scale: iq1 ~ 2048 x 8 per group): for
+// ggml_quantize_chunk on test-size tensors, not for converting models.
+void encode_iq2_xxs(const float * x, void * y, int64_t k, const float * im);
+void encode_iq2_xs(const float * x, void * y, int64_t k, const float * im);
+void encode_iq2_s(const float * x, void * y, int64_t k, const float * im);
+void encode_iq1_s(const float * x, void * y, int64_t k, const float * im);
+void encode_iq1_m(const float * x, void * y, int64_t k, const float * im);
 
 } // namespace kvg
