@@ -186,6 +186,17 @@ struct iq1_s {
     }
 };
 
+// iq1_m: the 4 groups' deltas (-1 where bit 3 of their qh nibble is set, else +1) from the 16-bit
+// qh of a sub-block (groups 0, 1 in byte 0, 2, 3 in byte 1), in vector ops
+KVG_INLINE __m256i deltas(unsigned qh16) {
+    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, //
+                                          1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m256i bit = _mm256_setr_epi8(8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128, //
+                                         8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128);
+    const __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi16((short) qh16), pick);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(1));
+}
+
 struct iq1_m {
     static constexpr size_t BYTES = sizeof(block_iq1_m);
     using prep = no_prep;
@@ -198,9 +209,7 @@ struct iq1_m {
         const unsigned sc = u16(b + 48 + 2 * (j / 2)) >> (6 * (j % 2));
         const __m256i p =
             points(g, q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4, q[2] | (h1 & 7) << 8, q[3] | (h1 & 0x70) << 4);
-        const __m256i delta =
-            _mm256_set_epi64x(iq1_delta(h1 & 0x80), iq1_delta(h1 & 8), iq1_delta(h0 & 0x80), iq1_delta(h0 & 8));
-        return iq1_sub(p, delta, scales(sc & 7, (sc >> 3) & 7));
+        return iq1_sub(p, deltas(h0 | h1 << 8), scales(sc & 7, (sc >> 3) & 7));
     }
 };
 
