@@ -52,6 +52,12 @@ TEST_CASE("supports_op: computed ops and types yes, others no") {
     CHECK_FALSE(ggml_backend_supports_op(be, ggml_mul_mat(g.ctx, w, x)));
     ggml_tensor * wq = ggml_new_tensor_2d(g.ctx, GGML_TYPE_Q4_0, 32, 4);
     CHECK(ggml_backend_supports_op(be, ggml_mul_mat(g.ctx, wq, x)));
+    // iq2_xxs: decoded and multiplied, not encoded (no copies into it)
+    ggml_tensor *w2 = ggml_new_tensor_2d(g.ctx, GGML_TYPE_IQ2_XXS, 256, 4),
+                *x2 = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, 256, 4);
+    CHECK(ggml_backend_supports_op(be, ggml_mul_mat(g.ctx, w2, x2)));
+    CHECK(ggml_backend_supports_op(be, ggml_cpy(g.ctx, w2, x2)));
+    CHECK_FALSE(ggml_backend_supports_op(be, ggml_cpy(g.ctx, x2, w2)));
     ggml_backend_free(be);
 }
 

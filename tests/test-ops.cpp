@@ -302,6 +302,19 @@ TEST_CASE("set_rows / get_rows: out-of-range indices abort with a message") {
         compute(ggml_get_rows(c.ctx, a, ids), 1);
     }, "out of range"));
 }
+
+TEST_CASE("ggml_quantize_chunk: types that need an importance matrix refuse NULL, naming the type") {
+    for (ggml_type t : {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M}) {
+        const std::string want = std::string("type ") + ggml_type_name(t) + " requires an importance matrix";
+        CHECK(aborts_with(
+            [t] {
+                std::vector<float> x(QK_K, 0.5f);
+                std::vector<uint8_t> out(ggml_row_size(t, QK_K));
+                ggml_quantize_chunk(t, x.data(), out.data(), 0, 1, QK_K, nullptr);
+            },
+            want.c_str()));
+    }
+}
 #endif
 
 TEST_CASE("concat: every dim, non-contiguous inputs, several types") {

@@ -198,6 +198,14 @@ float frand() {
     g_state ^= g_state << 17;
     return (float) ((g_state >> 40) * (1.0 / (1 << 24)) * 2.0 - 1.0);
 }
+// a row of k values of type t as random bytes, each block's first 2 bytes a small f16 (its scale d
+// in most layouts)
+void random_blocks(ggml_type t, char * dst, int64_t k) {
+    const size_t bytes = ggml_row_size(t, k), bs = ggml_type_size(t);
+    for (size_t i = 0; i < bytes; ++i) dst[i] = (char) (frand() * 127.0f);
+    const ggml_fp16_t d = ggml_fp32_to_fp16(0.01f);
+    for (size_t at = 0; at < bytes; at += bs) std::memcpy(dst + at, &d, sizeof d);
+}
 
 struct mm_result {
     double seconds;      // best time per product
@@ -231,7 +239,9 @@ mm_result time_mul_mat(ggml_type t, int64_t K, int64_t N, int64_t M, int n_threa
             for (auto & v : row) v = frand();
             char * dst = (char *) w[0]->data + r * w[0]->nb[1];
             if (t == GGML_TYPE_F32) std::memcpy(dst, row.data(), K * 4);
-            else ggml_get_type_traits(t)->from_float_ref(row.data(), dst, K);
+            else if (ggml_get_type_traits(t)->from_float_ref)
+                ggml_get_type_traits(t)->from_float_ref(row.data(), dst, K);
+            else random_blocks(t, dst, K); // types kvgraph decodes but does not encode (iq2_*, iq1_*)
         }
         for (int c = 1; c < copies; ++c) std::memcpy(w[c]->data, w[0]->data, wbytes);
         for (int c = 0; c < copies && interleave; ++c) {

@@ -301,16 +301,19 @@ GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type typ
 GGML_API void ggml_quantize_init(enum ggml_type type);
 GGML_API void ggml_quantize_free(void);
 // true for the types that ggml cannot encode without an importance matrix: IQ2_XXS, IQ2_XS,
-// IQ1_S, IQ1_M (kvgraph encodes none of them)
+// IQ1_S, IQ1_M (ggml answers false for IQ1_M but its encoder asserts one); ggml_quantize_chunk
+// refuses them without one
 GGML_API bool ggml_quantize_requires_imatrix(enum ggml_type type);
 // Encodes nrows rows of n_per_row values (a multiple of the block size) starting at value
 // `start` of src (a multiple of n_per_row) into dst, at the rows' place in a tensor of such
 // rows (dst + start / n_per_row * ggml_row_size(type, n_per_row)); returns the bytes
 // written, nrows * ggml_row_size(type, n_per_row). imatrix: n_per_row importance weights
 // (the error of column j counts imatrix[j] times; NULL: all 1), used by Q4_1, Q5_0, Q5_1,
-// IQ4_NL, IQ4_XS, the k-quants and TQ1_0/TQ2_0 (ggml ignores it for those two), ignored by the
-// others. A type kvgraph cannot encode (IQ2_*, IQ3_*, MXFP4, ...) aborts with a message naming it (ggml aborts too for types it has no
-// encoder for). Thread-safe: chunks of one tensor may be encoded in parallel.
+// IQ4_NL, IQ4_XS, the k-quants, TQ1_0/TQ2_0 (ggml ignores it for those two) and IQ2_XXS, IQ2_XS,
+// IQ2_S, IQ1_S, IQ1_M (required but for IQ2_S; their encoders are a slow grid search, for
+// test-size tensors), ignored by the others. A type kvgraph cannot encode (IQ3_*, MXFP4, ...), or
+// one requiring an importance matrix given none, aborts with a message naming it (ggml aborts too).
+// Thread-safe: chunks of one tensor may be encoded in parallel.
 GGML_API size_t ggml_quantize_chunk(
         enum ggml_type   type,
         const float    * src,

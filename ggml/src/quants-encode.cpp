@@ -14,6 +14,7 @@
 // leaves an error orthogonal to the approximation, so x . x' is short of x . x by the
 // whole squared error (at 2 bits about 4% of it); Q2_K's final d and dmin make the error
 // orthogonal to x instead.
+#include "quants-iq2.h"
 #include "types.h"
 
 #include <algorithm>
@@ -669,6 +670,11 @@ encode_fn weighted_encoder(ggml_type type) {
         case GGML_TYPE_Q5_K: return encode_q5_K;
         case GGML_TYPE_Q6_K: return encode_q6_K;
         case GGML_TYPE_TQ1_0: return encode_tq1_0;
+        case GGML_TYPE_IQ2_XXS: return encode_iq2_xxs; // quants-iq2-encode.cpp
+        case GGML_TYPE_IQ2_XS: return encode_iq2_xs;
+        case GGML_TYPE_IQ2_S: return encode_iq2_s;
+        case GGML_TYPE_IQ1_S: return encode_iq1_s;
+        case GGML_TYPE_IQ1_M: return encode_iq1_m;
         case GGML_TYPE_TQ2_0: return encode_tq2_0;
         default: return nullptr;
     }
@@ -690,6 +696,9 @@ size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, i
                            const float * imatrix) {
     if ((int) type < 0 || (int) type >= GGML_TYPE_COUNT) GGML_ABORT("ggml_quantize_chunk: invalid type %d", (int) type);
     const ggml_type_traits * tt = ggml_get_type_traits(type);
+    if (ggml_quantize_requires_imatrix(type) && !imatrix) // as ggml (which asserts imatrix != NULL)
+        GGML_ABORT("ggml_quantize_chunk: type %s requires an importance matrix (imatrix is NULL)",
+                   ggml_type_name(type));
     const kvg::encode_fn weighted = kvg::weighted_encoder(type);
     if (!weighted && !tt->from_float_ref) GGML_ABORT("ggml_quantize_chunk: kvgraph cannot encode type %s", ggml_type_name(type));
     GGML_ASSERT(n_per_row > 0 && nrows >= 0 && start >= 0);

@@ -1,5 +1,6 @@
 // Type traits, fp16/bf16 conversion and the GGUF block formats Q8_0 and Q4_0.
 #include "types.h"
+#include "quants-iq2.h"
 
 #include <cmath>
 #ifdef __SSE2__
@@ -179,9 +180,19 @@ static bool init_traits() {
     g_traits[GGML_TYPE_I16]  = {"i16", 1, 0, 2, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I32]  = {"i32", 1, 0, 4, false, nullptr, nullptr};
     g_traits[GGML_TYPE_I64]  = {"i64", 1, 0, 8, false, nullptr, nullptr};
+    // read (and maybe encoded) types: not named only
+    const auto add = [](const kvg::block_type_info * ex, int n) {
+        for (int i = 0; i < n; ++i) {
+            g_traits[ex[i].type] = {ex[i].name,     ex[i].blck_size, 0, ex[i].type_size, true,
+                                    ex[i].to_float, ex[i].from_float};
+            g_named_only[ex[i].type] = false;
+        }
+    };
     int n = 0;
     const kvg::block_type_info * ex = kvg::extra_block_types(&n);
-    for (int i = 0; i < n; ++i) g_traits[ex[i].type] = {ex[i].name, ex[i].blck_size, 0, ex[i].type_size, true, ex[i].to_float, ex[i].from_float};
+    add(ex, n);
+    ex = kvg::iq2_block_types(&n); // iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m (quants-iq2.cpp)
+    add(ex, n);
     return true;
 }
 static const bool g_traits_ready = init_traits();

@@ -15,6 +15,10 @@ bool convertible(const ggml_tensor * t) {
     if (ggml_is_quantized(t->type)) return kvg::row_decoder(t->type) != nullptr && t->nb[0] == ggml_type_size(t->type);
     return is_float(t->type) || t->type == GGML_TYPE_I8 || t->type == GGML_TYPE_I16 || t->type == GGML_TYPE_I32;
 }
+// element-wise writable: as convertible, and quantized types need an encoder (iq2_*, iq1_* have none)
+bool writable(const ggml_tensor * t) {
+    return convertible(t) && (!ggml_is_quantized(t->type) || ggml_get_type_traits(t->type)->from_float_ref);
+}
 bool all_float(const ggml_tensor * t, int n_src) {
     if (!is_float(t->type)) return false;
     for (int i = 0; i < n_src; ++i) {
@@ -31,7 +35,7 @@ typedef const char * (*op_check)(const ggml_tensor * t, bool types);
 const char * yes(const ggml_tensor *, bool) { return nullptr; }
 const char * copy_types(const ggml_tensor * t, bool types) {
     if (!types || t->src[0]->type == t->type) return nullptr;
-    return convertible(t->src[0]) && convertible(t) ? nullptr : "no conversion between these types";
+    return convertible(t->src[0]) && writable(t) ? nullptr : "no conversion between these types";
 }
 const char * float_types(const ggml_tensor * t, bool types) {
     return !types || all_float(t, 2) ? nullptr : "types other than f32, f16, bf16";
@@ -74,7 +78,7 @@ const char * get_rows(const ggml_tensor * t, bool types) {
     return copy_types(t, types);
 }
 const char * set_rows(const ggml_tensor * t, bool types) {
-    return !types || (convertible(t->src[0]) && convertible(t)) ? nullptr : "set_rows into this type";
+    return !types || (convertible(t->src[0]) && writable(t)) ? nullptr : "set_rows into this type";
 }
 const char * soft_max(const ggml_tensor * t, bool types) {
     if (t->src[2]) return "soft_max with sinks";
