@@ -293,6 +293,37 @@ TEST_CASE("mul_mat: interleaved weights against their plain rows on every path (
     }
 }
 
+TEST_CASE("q4_0_r16 matrix-vector kernels (AVX2): a row's product has the same bits whatever rows share the call") {
+    // calls of 1 and 2 rows run both halves of a group per block, calls of 3 and 4 a half at a
+    // time: a sequence's logits must not depend on the batch beside it
+    for (int64_t K : {384, 2048}) {
+        CAPTURE(K);
+        Ctx c;
+        const int64_t N = 48, M = 4;
+        ggml_tensor * w = random_tensor(c.ctx, GGML_TYPE_Q4_0, K, N);
+        ggml_tensor * w16 = interleaved_copy(c.ctx, w);
+        ggml_tensor * x = random_tensor(c.ctx, GGML_TYPE_F32, K, M);
+        for (ggml_cpu_features path : available_paths()) {
+            if (path != GGML_CPU_FEATURES_AVX2) continue;
+            ggml_cpu_set_features_limit(path);
+            const std::vector<float> all = run(ggml_mul_mat(c.ctx, w16, x), 1);
+            std::vector<double> mag;
+            const std::vector<double> ref = reference(w, x, &mag);
+            for (size_t i = 0; i < ref.size(); ++i) REQUIRE(std::fabs(all[i] - ref[i]) <= 2e-5 * mag[i] + 1e-6);
+            for (int64_t n : {1, 2, 3}) { // rows [m0, m0 + n) alone
+                for (int64_t m0 = 0; m0 + n <= M; ++m0) {
+                    CAPTURE(n);
+                    CAPTURE(m0);
+                    ggml_tensor * xs = ggml_view_2d(c.ctx, x, K, n, x->nb[1], m0 * x->nb[1]);
+                    const std::vector<float> part = run(ggml_mul_mat(c.ctx, w16, xs), 1);
+                    CHECK(std::memcmp(part.data(), all.data() + m0 * N, part.size() * sizeof(float)) == 0);
+                }
+            }
+        }
+        ggml_cpu_set_features_limit(GGML_CPU_FEATURES_BEST);
+    }
+}
+
 namespace {
 std::vector<char> file_bytes(const std::string & path) {
     std::ifstream f(path, std::ios::binary);
