@@ -50,10 +50,18 @@ for t in "${TARGETS[@]}"; do
     mkdir -p "$work"
     extra=()
     [ -f "tests/fuzz/$t.dict" ] && extra+=("-dict=tests/fuzz/$t.dict")
-    echo "== fuzz-$t: ${SECONDS_PER_TARGET}s from $(ls "$seeds" | wc -l) seeds"
+    more=()
+    if [ "$t" = gguf ]; then # llama-quantize's files of every weight type kvgraph reads (fixtures)
+        more=("$BUILD/seeds-quant")
+        mkdir -p "${more[0]}"
+        for f in tests/fixtures/gguf-quant/*.gguf; do ln -sf "$PWD/$f" "${more[0]}/"; done
+    fi
+    n_seeds=$(ls "$seeds" | wc -l)
+    [ ${#more[@]} -eq 0 ] || n_seeds=$((n_seeds + $(ls "${more[0]}" | wc -l)))
+    echo "== fuzz-$t: ${SECONDS_PER_TARGET}s from $n_seeds seeds"
     # fixed seed: a CI run explores the same inputs as a local run of the same length
     "$exe" -seed="${FUZZ_SEED:-1}" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 -timeout=25 -rss_limit_mb=4096 \
-        -malloc_limit_mb=2048 -artifact_prefix="$BUILD/artifacts/$t-" "${extra[@]}" "$work" "$seeds" > "$log" 2>&1
+        -malloc_limit_mb=2048 -artifact_prefix="$BUILD/artifacts/$t-" "${extra[@]}" "$work" "$seeds" "${more[@]}" > "$log" 2>&1
     rc=$?
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
     last=$(grep -E '^#[0-9]+.*cov: [0-9]+' "$log" | tail -1)
