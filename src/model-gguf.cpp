@@ -415,7 +415,7 @@ struct TensorBinder {
         if (!is_weight_type(t->type) && !is_widened_type(t->type)) {
             fail(r.err, KVG_STATUS_UNSUPPORTED,
                  strfmt("%s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                        "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, tq1_0, tq2_0",
+                        "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, tq1_0, tq2_0, iq3_xxs, iq3_s",
                         path, name.c_str(), ggml_type_name(t->type)));
             return nullptr;
         }

@@ -125,7 +125,7 @@ TEST_CASE("llama.cpp's quantized files: same argmax, no farther from the f32 mod
     std::ostringstream table;
     table << "type      mode    argmax  rms(ours,f32)  rms(llama.cpp,f32)  ratio\n";
     for (const char * type : {"f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m",
-                              "q6_k", "iq4_nl", "iq4_xs", "tq2_0", "tq1_0"})
+                              "q6_k", "iq4_nl", "iq4_xs", "tq2_0", "tq1_0", "iq3_xxs", "iq3_s"})
         for (bool batch : {false, true}) {
             CAPTURE(type);
             CAPTURE(batch);

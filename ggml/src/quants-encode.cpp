@@ -14,6 +14,7 @@
 // leaves an error orthogonal to the approximation, so x . x' is short of x . x by the
 // whole squared error (at 2 bits about 4% of it); Q2_K's final d and dmin make the error
 // orthogonal to x instead.
+#include "quants-iq3.h"
 #include "types.h"
 
 #include <algorithm>
@@ -625,6 +626,8 @@ encode_fn weighted_encoder(ggml_type type) {
         case GGML_TYPE_Q6_K: return encode_q6_K;
         case GGML_TYPE_TQ1_0: return encode_tq1_0;
         case GGML_TYPE_TQ2_0: return encode_tq2_0;
+        case GGML_TYPE_IQ3_XXS: return encode_iq3_xxs;
+        case GGML_TYPE_IQ3_S: return encode_iq3_s;
         default: return nullptr;
     }
 }

@@ -49,6 +49,8 @@ template <int R, int C> struct t_q6_k : tile_decoded<GGML_TYPE_Q6_K, R, C> {};
 template <int R, int C> struct t_iq4_xs : tile_decoded<GGML_TYPE_IQ4_XS, R, C> {};
 template <int R, int C> struct t_tq1_0 : tile_decoded<GGML_TYPE_TQ1_0, R, C> {};
 template <int R, int C> struct t_tq2_0 : tile_decoded<GGML_TYPE_TQ2_0, R, C> {};
+template <int R, int C> struct t_iq3_xxs : tile_decoded<GGML_TYPE_IQ3_XXS, R, C> {};
+template <int R, int C> struct t_iq3_s : tile_decoded<GGML_TYPE_IQ3_S, R, C> {};
 
 void quantize_q8_K(const float * x, void * y, int64_t k) { quantize_row_q8_K_ref(x, (block_q8_K *) y, k); }
 
@@ -67,5 +69,7 @@ void kvg::add_block_quant_kernels_scalar(cpu_kernels & k) {
     mm_fill<t_iq4_xs, 2, 2>(k.mm[MM_IQ4_XS]);
     mm_fill<t_tq1_0, 2, 2>(k.mm[MM_TQ1_0]);
     mm_fill<t_tq2_0, 2, 2>(k.mm[MM_TQ2_0]);
+    mm_fill<t_iq3_xxs, 2, 2>(k.mm[MM_IQ3_XXS]);
+    mm_fill<t_iq3_s, 2, 2>(k.mm[MM_IQ3_S]);
     k.quantize_q8_K = quantize_q8_K;
 }

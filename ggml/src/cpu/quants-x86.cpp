@@ -406,6 +406,7 @@ void kvg::add_block_quant_kernels_avx2(cpu_kernels & k) {
     // q5_0/q4_1 are compute-bound with one (Qwen2.5-0.5B Q4_K_M, mostly q5_0: tg 1 thread +20-30%).
     for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
     add_ternary_kernels_avx2(k); // (after: it may set its own mv_rows)
+    add_iq3_kernels_avx2(k);
     k.quantize_q8_K = quantize_q8_K;
 }
 
@@ -511,6 +512,7 @@ void kvg::add_block_quant_kernels_avx512(cpu_kernels & k) {
     mm_fill<z_iq4_xs, 1, 8>(k.mm[MM_IQ4_XS]);
     for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
     add_ternary_kernels_avx512(k); // (after: it may set its own mv_rows)
+    add_iq3_kernels_avx512(k);
 }
 
 #else

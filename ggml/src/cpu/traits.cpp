@@ -34,6 +34,8 @@ static int mm_index(enum ggml_type type) {
         case GGML_TYPE_IQ4_XS: return MM_IQ4_XS;
         case GGML_TYPE_TQ1_0: return MM_TQ1_0;
         case GGML_TYPE_TQ2_0: return MM_TQ2_0;
+        case GGML_TYPE_IQ3_XXS: return MM_IQ3_XXS;
+        case GGML_TYPE_IQ3_S: return MM_IQ3_S;
         case GGML_TYPE_Q4_0_R16: return MM_Q4_0_R16;
         case GGML_TYPE_Q8_0_R16: return MM_Q8_0_R16;
         case GGML_TYPE_Q4_K_R16: return MM_Q4_K_R16;
@@ -146,6 +148,8 @@ static const ggml_type_traits_cpu * make_cpu_traits() {
     set_block_type<MM_IQ4_XS>(t, GGML_TYPE_IQ4_XS);
     set_block_type<MM_TQ1_0>(t, GGML_TYPE_TQ1_0);
     set_block_type<MM_TQ2_0>(t, GGML_TYPE_TQ2_0);
+    set_block_type<MM_IQ3_XXS>(t, GGML_TYPE_IQ3_XXS);
+    set_block_type<MM_IQ3_S>(t, GGML_TYPE_IQ3_S);
     t[GGML_TYPE_Q8_K] = {from_q8_K, vec_dot_q8_K, GGML_TYPE_Q8_K, 1};
     t[GGML_TYPE_Q4_0_R16] = {nullptr, nullptr, GGML_TYPE_Q8_0, 1}; // ggml_mul_mat's weights only
     t[GGML_TYPE_Q8_0_R16] = {nullptr, nullptr, GGML_TYPE_Q8_0, 1};
