@@ -3,7 +3,7 @@
 // Encoding. Signs are the values' own (iq3_xxs: where 8 values hold an odd count of negatives,
 // the one with the least weighted magnitude takes the wrong sign, and its target becomes
 // -|x|), so every value's target is a magnitude t, and the grid holds 4-tuples of magnitudes.
-// Per sub-block of 32, candidate scales s around "largest t on the top level" each get every
+// Per sub-block of 32, candidate scales s (largest t near the top level, or on any level) each get every
 // group's best grid entry, then the weighted least-squares scale for those entries; the lowest
 // error wins. The 8 sub-block scales are then coded as D (2 l + 1) for a few candidate D (the
 // f16 d), every group's entry is picked again for the scale actually stored, and the D with the
@@ -280,8 +280,9 @@ float fit_sub(const grid_search & G, const float * t, const float * w) {
     if (!(amax > 0.0f) || !(wtt > 0)) return 0.0f;
     double best_err = wtt, best_s = 0;
     uint16_t idx[8];
-    for (int k = 0; k < 16; ++k) {
-        const float s = amax * (0.7f + 0.04f * (float) k) / G.level[7];
+    // around amax on the top level, then amax on each level (a run of equal values is exact)
+    for (int k = 0; k < 24; ++k) {
+        const float s = k < 16 ? amax * (0.7f + 0.04f * (float) k) / G.level[7] : amax / G.level[k - 16];
         double xg, gg;
         pick_sub(G, t, w, s, idx, &xg, &gg);
         if (gg > 0 && xg > 0 && wtt - xg * xg / gg < best_err) best_err = wtt - xg * xg / gg, best_s = xg / gg;
