@@ -4,8 +4,8 @@
 // bytes in element order; the 32 signs become +1/-1 bytes that sign the activations (q8_K's
 // quants lie in -127..127, so negating never overflows). maddubs of magnitude (<= 62) times
 // activation pairs stays within 2 * 62 * 127, one madd by the sub-block's 2 l + 1 (<= 31) makes
-// int32, and the super-block ends with d (iq3_xxs: d / 4) * dx. The AVX-512 table takes the
-// same tiles: the grid lookups, not the vector width, bound them.
+// int32, and the super-block ends with d (iq3_xxs: d / 4) * dx. AVX-512 does two sub-blocks
+// per vector and negates activations under the sign bits as a byte mask.
 #include "quants-iq3.h"
 #include "simd.h"
 
@@ -32,37 +32,37 @@ KVG_INLINE __m256i sign_bytes(uint32_t bits) {
     return _mm256_or_si256(neg, _mm256_set1_epi8(1));
 }
 
-// sub-block j of a block: magnitudes, signs, scale 2 l + 1
-struct sub_block {
-    __m256i mag, sign;
+// sub-block j of a block: the groups' grid indices, 32 sign bits (value n: bit n), 2 l + 1
+struct sub_codes {
+    int idx[8];
+    uint32_t signs;
     int scale;
 };
 
 struct xxs {
     static constexpr size_t BYTES = sizeof(block_iq3_xxs);
     static constexpr float D_MUL = 0.25f;
-    static KVG_INLINE sub_block sub(const uint8_t * w, int j) {
+    static constexpr const uint32_t * GRID = iq3xxs_grid;
+    static KVG_INLINE void codes(const uint8_t * w, int j, sub_codes & s) {
         const block_iq3_xxs & b = *(const block_iq3_xxs *) w;
-        int idx[8];
-        for (int q = 0; q < 8; ++q) idx[q] = b.qs[8 * j + q];
+        for (int q = 0; q < 8; ++q) s.idx[q] = b.qs[8 * j + q];
         uint32_t sas;
         std::memcpy(&sas, b.sas + 4 * j, 4);
-        uint32_t bits = 0;
-        for (int q = 0; q < 4; ++q) bits |= (uint32_t) iq3_signs.v[(sas >> (7 * q)) & 127] << (8 * q);
-        return {grid8(iq3xxs_grid, idx), sign_bytes(bits), (int) (2 * (sas >> 28) + 1)};
+        s.signs = 0;
+        for (int q = 0; q < 4; ++q) s.signs |= (uint32_t) iq3_signs.v[(sas >> (7 * q)) & 127] << (8 * q);
+        s.scale = (int) (2 * (sas >> 28) + 1);
     }
 };
 
 struct s3 {
     static constexpr size_t BYTES = sizeof(block_iq3_s);
     static constexpr float D_MUL = 1.0f;
-    static KVG_INLINE sub_block sub(const uint8_t * w, int j) {
+    static constexpr const uint32_t * GRID = iq3s_grid;
+    static KVG_INLINE void codes(const uint8_t * w, int j, sub_codes & s) {
         const block_iq3_s & b = *(const block_iq3_s *) w;
-        int idx[8];
-        for (int q = 0; q < 8; ++q) idx[q] = b.qs[8 * j + q] | ((b.qh[j] >> q) & 1) << 8;
-        uint32_t bits;
-        std::memcpy(&bits, b.signs + 4 * j, 4);
-        return {grid8(iq3s_grid, idx), sign_bytes(bits), 1 + 2 * ((b.scales[j / 2] >> (4 * (j % 2))) & 15)};
+        for (int q = 0; q < 8; ++q) s.idx[q] = b.qs[8 * j + q] | ((b.qh[j] >> q) & 1) << 8;
+        std::memcpy(&s.signs, b.signs + 4 * j, 4);
+        s.scale = 1 + 2 * ((b.scales[j / 2] >> (4 * (j % 2))) & 15);
     }
 };
 
@@ -78,11 +78,13 @@ template <typename T, int R, int C> KVG_INLINE void tile_iq3(const mm_tile_args 
             __m256i isum[C];
             for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
             for (int j = 0; j < 8; ++j) {
-                const sub_block s = T::sub(w, j);
+                sub_codes s;
+                T::codes(w, j, s);
+                const __m256i mag = grid8(T::GRID, s.idx), sign = sign_bytes(s.signs);
                 const __m256i scale = _mm256_set1_epi16((short) s.scale);
                 for (int c = 0; c < C; ++c) {
-                    const __m256i xs = _mm256_sign_epi8(load32((const uint8_t *) x[c]->qs + 32 * j), s.sign);
-                    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(s.mag, xs), scale));
+                    const __m256i xs = _mm256_sign_epi8(load32((const uint8_t *) x[c]->qs + 32 * j), sign);
+                    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(mag, xs), scale));
                 }
             }
             const float d = half_at(w) * T::D_MUL;
@@ -109,7 +111,62 @@ void kvg::add_iq3_kernels_avx2(cpu_kernels & k) {
     mm_fill<t_iq3_xxs, 1, 8>(k.mm[MM_IQ3_XXS]);
     mm_fill<t_iq3_s, 1, 8>(k.mm[MM_IQ3_S]);
 }
-void kvg::add_iq3_kernels_avx512(cpu_kernels & k) { add_iq3_kernels_avx2(k); }
+namespace {
+
+// ---- AVX-512: two sub-blocks (64 values) per vector; the sign bits are a byte mask ----------------
+#define KVG_TARGET512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define KVG_INLINE512 KVG_TARGET512 inline __attribute__((always_inline))
+
+KVG_INLINE512 __m512i pair(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+template <typename T, int R, int C> KVG_INLINE512 void tile_iq3_512(const mm_tile_args & a) {
+    __m256 acc[R * C];
+    for (int i = 0; i < R * C; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < a.k / QK_K; ++b) {
+        const block_q8_K * x[C];
+        for (int c = 0; c < C; ++c) x[c] = (const block_q8_K *) (a.x + c * a.x_stride) + b;
+        for (int r = 0; r < R; ++r) {
+            const uint8_t * w = (const uint8_t *) a.w + r * a.w_stride + b * T::BYTES;
+            if (C == 1) prefetch_block<T::BYTES>((const char *) w + PF_DIST);
+            __m512i isum[C];
+            for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j += 2) {
+                sub_codes s0, s1;
+                T::codes(w, j, s0);
+                T::codes(w, j + 1, s1);
+                const __m512i mag = pair(grid8(T::GRID, s0.idx), grid8(T::GRID, s1.idx));
+                const __mmask64 neg = (__mmask64) s0.signs | (__mmask64) s1.signs << 32;
+                const __m512i scale = pair(_mm256_set1_epi16((short) s0.scale), _mm256_set1_epi16((short) s1.scale));
+                for (int c = 0; c < C; ++c) {
+                    const __m512i xv = _mm512_loadu_si512((const void *) (x[c]->qs + 32 * j));
+                    const __m512i xs = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+                    isum[c] = _mm512_add_epi32(isum[c], _mm512_madd_epi16(_mm512_maddubs_epi16(mag, xs), scale));
+                }
+            }
+            const float d = half_at(w) * T::D_MUL;
+            for (int c = 0; c < C; ++c) {
+                const __m256i s =
+                    _mm256_add_epi32(_mm512_castsi512_si256(isum[c]), _mm512_extracti64x4_epi64(isum[c], 1));
+                acc[r * C + c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * x[c]->d), acc[r * C + c]);
+            }
+        }
+    }
+    finish_tile<R, C>(a, acc);
+}
+
+template <int R, int C> struct z_iq3_xxs {
+    static KVG_TARGET512 void run(const mm_tile_args & a) { tile_iq3_512<xxs, R, C>(a); }
+};
+template <int R, int C> struct z_iq3_s {
+    static KVG_TARGET512 void run(const mm_tile_args & a) { tile_iq3_512<s3, R, C>(a); }
+};
+
+} // namespace
+
+void kvg::add_iq3_kernels_avx512(cpu_kernels & k) {
+    mm_fill<z_iq3_xxs, 1, 8>(k.mm[MM_IQ3_XXS]);
+    mm_fill<z_iq3_s, 1, 8>(k.mm[MM_IQ3_S]);
+}
 
 #else
 void kvg::add_iq3_kernels_avx2(cpu_kernels &) {}
