@@ -1,6 +1,6 @@
 // llama.cpp's own quantized GGUF files (../shared/gguf-quant: one tiny llama model written
 // by llama-quantize in 11 types, mixed as that tool mixes them, with llama.cpp's logits for
-// 48 tokens; tests/fixtures/gguf-quant: IQ4_XS, TQ2_0 and TQ1_0, made the same way, see its
+// 48 tokens; tests/fixtures/gguf-quant: IQ4_XS, TQ2_0, TQ1_0, IQ3_XXS and IQ3_S, made the same way, see its
 // README): each loads and decodes; its argmax equals llama.cpp's at >= 46 of 48 positions and
 // wherever llama.cpp's top two logits are more than 1e-3 apart, and its logits
 // are no farther from llama.cpp's f32 logits than 1.1x the distance of llama.cpp's own
