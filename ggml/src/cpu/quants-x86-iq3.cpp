@@ -17,6 +17,7 @@ namespace {
 using namespace kvg;
 using namespace kvg::avx2;
 
+// the 8 grid entries at idx[0..7] (scalar loads: Zen 3's gather was slower for iq3_xxs, no faster for iq3_s)
 KVG_INLINE __m256i grid8(const uint32_t * grid, const int * i) {
     return _mm256_setr_epi32((int) grid[i[0]], (int) grid[i[1]], (int) grid[i[2]], (int) grid[i[3]], (int) grid[i[4]],
                              (int) grid[i[5]], (int) grid[i[6]], (int) grid[i[7]]);
@@ -32,9 +33,9 @@ KVG_INLINE __m256i sign_bytes(uint32_t bits) {
     return _mm256_or_si256(neg, _mm256_set1_epi8(1));
 }
 
-// sub-block j of a block: the groups' grid indices, 32 sign bits (value n: bit n), 2 l + 1
+// sub-block j of a block: its 8 grid indices, 32 sign bits (value n: bit n), 2 l + 1
 struct sub_codes {
-    int idx[8];
+    alignas(32) int idx[8];
     uint32_t signs;
     int scale;
 };
@@ -60,7 +61,12 @@ struct s3 {
     static constexpr const uint32_t * GRID = iq3s_grid;
     static KVG_INLINE void codes(const uint8_t * w, int j, sub_codes & s) {
         const block_iq3_s & b = *(const block_iq3_s *) w;
-        for (int q = 0; q < 8; ++q) s.idx[q] = b.qs[8 * j + q] | ((b.qh[j] >> q) & 1) << 8;
+        // lane q: bit q of qh[j] moved to bit 8 (in vectors: the scalar bit picking cost more than the lookups)
+        const __m256i high =
+            _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(b.qh[j]), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)),
+                             _mm256_set1_epi32(256));
+        const __m256i low = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qs + 8 * j)));
+        _mm256_store_si256((__m256i *) s.idx, _mm256_or_si256(low, high));
         std::memcpy(&s.signs, b.signs + 4 * j, 4);
         s.scale = 1 + 2 * ((b.scales[j / 2] >> (4 * (j % 2))) & 15);
     }
