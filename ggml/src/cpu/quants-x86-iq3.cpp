@@ -83,6 +83,7 @@ template <typename T, int R, int C> KVG_INLINE void tile_iq3(const mm_tile_args 
             if (C == 1) prefetch_block<T::BYTES>((const char *) w + PF_DIST);
             __m256i isum[C];
             for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
                 sub_codes s;
                 T::codes(w, j, s);
