@@ -97,7 +97,7 @@ struct GgufReader {
 };
 
 // Types the CPU matmul runs directly: f32, f16, bf16 and llama.cpp's block types
-// (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, iq4_nl, iq4_xs, tq1_0, tq2_0, iq2_*, iq1_*). Not q8_K: the k-quants' activation
+// (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, iq4_nl, iq4_xs, tq1_0, tq2_0, iq3_xxs, iq3_s, iq2_*, iq1_*). Not q8_K: the k-quants' activation
 // format has a vec_dot (with itself) but no matmul kernel.
 bool is_weight_type(ggml_type t) {
     return t >= 0 && t < GGML_TYPE_COUNT && t != GGML_TYPE_Q8_K && ggml_get_type_traits_cpu(t)->vec_dot != nullptr;
@@ -416,7 +416,7 @@ struct TensorBinder {
             fail(r.err, KVG_STATUS_UNSUPPORTED,
                  strfmt(
                      "%s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                     "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, tq1_0, tq2_0, iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m",
+                     "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, tq1_0, tq2_0, iq3_xxs, iq3_s, iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m",
                      path, name.c_str(), ggml_type_name(t->type)));
             return nullptr;
         }

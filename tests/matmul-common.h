@@ -24,10 +24,10 @@
 
 namespace {
 
-const ggml_type ALL_TYPES[] = {GGML_TYPE_F32,   GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,   GGML_TYPE_Q4_0,
-                               GGML_TYPE_Q4_1,  GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
-                               GGML_TYPE_Q3_K,  GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,   GGML_TYPE_IQ4_XS,
-                               GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0};
+const ggml_type ALL_TYPES[] = {GGML_TYPE_F32,   GGML_TYPE_F16,   GGML_TYPE_BF16,    GGML_TYPE_Q8_0,   GGML_TYPE_Q4_0,
+                               GGML_TYPE_Q4_1,  GGML_TYPE_Q5_0,  GGML_TYPE_Q5_1,    GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
+                               GGML_TYPE_Q3_K,  GGML_TYPE_Q4_K,  GGML_TYPE_Q5_K,    GGML_TYPE_Q6_K,   GGML_TYPE_IQ4_XS,
+                               GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S};
 
 inline const char * path_name(ggml_cpu_features p) {
     return p == GGML_CPU_FEATURES_SCALAR ? "scalar" : p == GGML_CPU_FEATURES_AVX2 ? "avx2"
@@ -44,7 +44,9 @@ inline std::vector<size_t> scale_offsets(ggml_type t) {
         case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: return {0, 2};
         case GGML_TYPE_Q5_0:
         case GGML_TYPE_IQ4_NL:
-        case GGML_TYPE_IQ4_XS: return {0};
+        case GGML_TYPE_IQ4_XS:
+        case GGML_TYPE_IQ3_XXS:
+        case GGML_TYPE_IQ3_S: return {0};
         case GGML_TYPE_Q2_K: return {80, 82};
         case GGML_TYPE_Q3_K: return {108};
         case GGML_TYPE_Q6_K: return {208};

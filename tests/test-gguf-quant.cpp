@@ -1,6 +1,6 @@
 // llama.cpp's own quantized GGUF files (../shared/gguf-quant: one tiny llama model written
 // by llama-quantize in 11 types, mixed as that tool mixes them, with llama.cpp's logits for
-// 48 tokens; tests/fixtures/gguf-quant: IQ4_XS, TQ2_0, TQ1_0 and, with an importance matrix,
+// 48 tokens; tests/fixtures/gguf-quant: IQ4_XS, TQ2_0, TQ1_0, IQ3_XXS, IQ3_S and, with an importance matrix,
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and IQ1_M, made the same way, see its
 // README): each loads and decodes; its argmax equals llama.cpp's at >= 46 of 48 positions and
 // wherever llama.cpp's top two logits are more than 1e-3 apart, and its logits
@@ -127,7 +127,7 @@ TEST_CASE("llama.cpp's quantized files: same argmax, no farther from the f32 mod
     table << "type      mode    argmax  rms(ours,f32)  rms(llama.cpp,f32)  ratio\n";
     for (const char * type :
          {"f32",  "q8_0",   "q4_0",   "q4_1",  "q5_0",  "q5_1",    "q2_k",   "q3_k_m", "q4_k_m", "q5_k_m",
-          "q6_k", "iq4_nl", "iq4_xs", "tq2_0", "tq1_0", "iq2_xxs", "iq2_xs", "iq2_s",  "iq1_s",  "iq1_m"})
+          "q6_k", "iq4_nl", "iq4_xs", "tq2_0", "tq1_0", "iq3_xxs", "iq3_s", "iq2_m", "iq2_xxs", "iq2_xs", "iq2_s",  "iq1_s",  "iq1_m"})
         for (bool batch : {false, true}) {
             CAPTURE(type);
             CAPTURE(batch);

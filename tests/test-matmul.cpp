@@ -19,7 +19,7 @@ TEST_CASE("cpu traits: vec_dot types and activation conversion") {
         CHECK(ggml_get_type_traits_cpu(t)->vec_dot_type == GGML_TYPE_Q8_0);
     }
     for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
-                        GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
+                        GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S}) {
         CHECK(ggml_get_type_traits_cpu(t)->vec_dot_type == GGML_TYPE_Q8_K);
     }
     for (ggml_type t : ALL_TYPES) {
@@ -466,8 +466,9 @@ TEST_CASE("VNNI matrix-vector kernels give the bits of the AVX-512 tiles") {
 }
 
 TEST_CASE("mul_mat: one activation row (matrix-vector kernels) against the reference on every path") {
-    for (ggml_type t : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
-                        GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
+    for (ggml_type t :
+         {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0,
+          GGML_TYPE_TQ2_0, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0}) {
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
         for (int64_t K : {256, 768, 2048}) {
@@ -480,10 +481,11 @@ TEST_CASE("mul_mat: one activation row (matrix-vector kernels) against the refer
 // scale code and the largest products (iq4_xs: level -127, scale -32, activations at +-127;
 // tq2_0: code 3, which the encoder never writes; tq1_0: every byte, 243..255 too) occur; odd
 // weight row counts; every activation count the tiles switch on (1..8 columns, several tiles,
-// panels' sizes on other types); K within one chunk and across several.
-TEST_CASE("mul_mat: iq4_xs, tq1_0, tq2_0 random blocks, odd rows, every activation count, every path") {
+// panels' sizes on other types); K within one chunk and across several. iq3_xxs / iq3_s: every
+// grid index, sign pattern (iq3_xxs's parity bit too) and scale code occur.
+TEST_CASE("mul_mat: iq4_xs, tq1_0, tq2_0, iq3_xxs, iq3_s random blocks, odd rows, every activation count, every path") {
     std::mt19937 gen(11);
-    for (ggml_type t : {GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
+    for (ggml_type t : {GGML_TYPE_IQ4_XS, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S}) {
         const std::string type_name = ggml_type_name(t);
         CAPTURE(type_name);
         const auto random_blocks = [&gen, t](ggml_tensor * a) {

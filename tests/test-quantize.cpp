@@ -6,6 +6,7 @@
 
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "quants-iq3.h"
 #include "types.h"
 
 #include <cmath>
@@ -26,11 +27,11 @@ struct type_bound {
     double rel_rms;
 };
 const type_bound kTypes[] = {
-    {GGML_TYPE_F16, 4e-4},    {GGML_TYPE_BF16, 3e-3},  {GGML_TYPE_Q8_0, 3e-3},    {GGML_TYPE_Q4_0, 0.047},
-    {GGML_TYPE_Q4_1, 0.039},  {GGML_TYPE_Q5_0, 0.021}, {GGML_TYPE_Q5_1, 0.02},    {GGML_TYPE_IQ4_NL, 0.053},
-    {GGML_TYPE_Q2_K, 0.17},   {GGML_TYPE_Q3_K, 0.091}, {GGML_TYPE_Q4_K, 0.039},   {GGML_TYPE_Q5_K, 0.02},
-    {GGML_TYPE_Q6_K, 0.0093}, {GGML_TYPE_Q8_K, 3e-3},  {GGML_TYPE_IQ4_XS, 0.054}, {GGML_TYPE_TQ1_0, 0.24},
-    {GGML_TYPE_TQ2_0, 0.24},
+    {GGML_TYPE_F16, 4e-4},    {GGML_TYPE_BF16, 3e-3},    {GGML_TYPE_Q8_0, 3e-3},    {GGML_TYPE_Q4_0, 0.047},
+    {GGML_TYPE_Q4_1, 0.039},  {GGML_TYPE_Q5_0, 0.021},   {GGML_TYPE_Q5_1, 0.02},    {GGML_TYPE_IQ4_NL, 0.053},
+    {GGML_TYPE_Q2_K, 0.17},   {GGML_TYPE_Q3_K, 0.091},   {GGML_TYPE_Q4_K, 0.039},   {GGML_TYPE_Q5_K, 0.02},
+    {GGML_TYPE_Q6_K, 0.0093}, {GGML_TYPE_Q8_K, 3e-3},    {GGML_TYPE_IQ4_XS, 0.054}, {GGML_TYPE_TQ1_0, 0.24},
+    {GGML_TYPE_TQ2_0, 0.24},  {GGML_TYPE_IQ3_XXS, 0.16}, {GGML_TYPE_IQ3_S, 0.12},
 };
 
 const int64_t N = 4096; // 16 k-quant super-blocks, 128 blocks of 32
@@ -176,6 +177,34 @@ void naive_tq1_0(const block_tq1_0 & b, float * y) {
     }
 }
 
+// iq3_xxs / iq3_s, value n of the block: magnitude byte n % 4 of the grid entry of group n / 4,
+// the sub-block (n / 32) scale, the sign of n (iq3_xxs: 7 stored bits per 8 values, the 8th
+// the parity of those 7), all read byte by byte
+uint8_t grid_magnitude(const uint32_t * grid, int index, int n) { return (uint8_t) (grid[index] >> (8 * (n % 4))); }
+void naive_iq3_xxs(const block_iq3_xxs & b, float * y) {
+    for (int n = 0; n < QK_K; ++n) {
+        const uint8_t * sas = b.sas + 4 * (n / 32);
+        const uint32_t word = sas[0] | sas[1] << 8 | sas[2] << 16 | (uint32_t) sas[3] << 24;
+        const uint32_t field = (word >> (7 * ((n % 32) / 8))) & 127;
+        int neg = 0;
+        if (n % 8 < 7) neg = (field >> (n % 8)) & 1;
+        else
+            for (int k = 0; k < 7; ++k) neg ^= (field >> k) & 1;
+        const float db = h2f(b.d) * (0.5f + (float) (word >> 28)) * 0.5f;
+        y[n] = db * (float) grid_magnitude(kvg::iq3xxs_grid, b.qs[n / 4], n) * (neg ? -1.0f : 1.0f);
+    }
+}
+void naive_iq3_s(const block_iq3_s & b, float * y) {
+    for (int n = 0; n < QK_K; ++n) {
+        const int g = n / 4, j = n / 32;
+        const int index = b.qs[g] + 256 * ((b.qh[g / 8] >> (g % 8)) & 1);
+        const int scale = j % 2 ? b.scales[j / 2] >> 4 : b.scales[j / 2] & 15;
+        const bool neg = (b.signs[n / 8] >> (n % 8)) & 1;
+        y[n] = h2f(b.d) * (float) (1 + 2 * scale) * (float) grid_magnitude(kvg::iq3s_grid, index, n) *
+               (neg ? -1.0f : 1.0f);
+    }
+}
+
 template <class B>
 void check_decoder(ggml_type t, int64_t bs, void (*naive)(const B &, float *)) {
     const int64_t n = 8 * bs;
@@ -214,6 +243,58 @@ TEST_CASE("kvgraph's decoders agree with naive decoders on encoded and random bl
     check_decoder<block_iq4_xs>(GGML_TYPE_IQ4_XS, QK_K, naive_iq4_xs);
     check_decoder<block_tq1_0>(GGML_TYPE_TQ1_0, QK_K, naive_tq1_0);
     check_decoder<block_tq2_0>(GGML_TYPE_TQ2_0, QK_K, naive_tq2_0);
+    check_decoder<block_iq3_xxs>(GGML_TYPE_IQ3_XXS, QK_K, naive_iq3_xxs);
+    check_decoder<block_iq3_s>(GGML_TYPE_IQ3_S, QK_K, naive_iq3_s);
+}
+
+// The grids are ggml's (ggml-common.h): FNV-1a 64 of their little-endian bytes and a few entries,
+// taken from that file; every byte one of the format's 8 levels, no entry twice.
+TEST_CASE("iq3 grids: ggml's tables") {
+    auto fnv = [](const uint32_t * g, int n) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < 4; ++j) h = (h ^ ((g[i] >> (8 * j)) & 255)) * 0x100000001b3ull;
+        return h;
+    };
+    CHECK(fnv(kvg::iq3xxs_grid, 256) == 0xdfa5dc83d6a155d5ull);
+    CHECK(fnv(kvg::iq3s_grid, 512) == 0xfa37020c25b44829ull);
+    CHECK(kvg::iq3xxs_grid[1] == 0x04040414u);
+    CHECK(kvg::iq3xxs_grid[255] == 0x3e341c04u);
+    CHECK(kvg::iq3s_grid[511] == 0x0f0f0101u);
+    for (int t = 0; t < 2; ++t) {
+        const uint32_t * g = t ? kvg::iq3s_grid : kvg::iq3xxs_grid;
+        const int n = t ? 512 : 256;
+        for (int i = 0; i < n; ++i) {
+            for (int j = 0; j < 4; ++j) {
+                const int v = (g[i] >> (8 * j)) & 255;
+                CHECK((t ? v % 2 == 1 && v <= 15 : (v % 8 == 4 && v <= 52) || v == 62));
+            }
+            for (int k = 0; k < i; ++k) REQUIRE(g[k] != g[i]);
+        }
+    }
+}
+
+// iq3_xxs keeps an even count of negatives per 8 values: where x has an odd count, the one
+// value of least magnitude takes the wrong sign (it decodes to the grid's smallest level or
+// its opposite sign); every other value keeps its sign.
+TEST_CASE("iq3_xxs: signs kept but for the least magnitude of an odd group of 8") {
+    const std::vector<float> x = dataset(1, 21);
+    const std::vector<float> y = round_trip(GGML_TYPE_IQ3_XXS, x);
+    int flipped = 0;
+    for (int64_t c = 0; c < N / 8; ++c) {
+        int neg = 0;
+        int64_t least = 8 * c;
+        for (int64_t i = 8 * c; i < 8 * c + 8; ++i) {
+            neg += x[i] < 0;
+            if (std::fabs(x[i]) < std::fabs(x[least])) least = i;
+        }
+        for (int64_t i = 8 * c; i < 8 * c + 8; ++i) {
+            CAPTURE(i);
+            if (neg % 2 && i == least) flipped += (x[i] < 0) != (y[i] < 0);
+            else CHECK((x[i] < 0) == (y[i] < 0));
+        }
+    }
+    CHECK(flipped > 0);
 }
 
 // Ternary weights (s * {-1, 0, 1}, s exact in f16: a BitNet-style block) come back exactly from
@@ -285,8 +366,9 @@ TEST_CASE("importance weights shift the error toward the unimportant columns") {
     const std::vector<float> x = dataset(1, 11);
     std::vector<float> w(n);
     for (int64_t j = 0; j < n; ++j) w[j] = j % 4 == 0 ? 10.0f : 0.0f; // a zero weight must not break the fit
-    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K,
-                        GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
+    for (ggml_type t :
+         {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+          GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S}) {
         const std::string name = ggml_type_name(t);
         CAPTURE(name);
         auto weighted_err = [&](const float * im) {
@@ -314,9 +396,9 @@ TEST_CASE("ggml_quantize_requires_imatrix, ggml_quantize_init/free") {
     }
     ggml_quantize_free();
     // the CPU traits encode the new types with the same encoders
-    for (ggml_type t :
-         {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K,
-          GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0}) {
+    for (ggml_type t : {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
+                        GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_TQ1_0,
+                        GGML_TYPE_TQ2_0, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S}) {
         CHECK(bool(ggml_get_type_traits_cpu(t)->from_float == ggml_get_type_traits(t)->from_float_ref));
     }
 }

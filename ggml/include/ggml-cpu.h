@@ -113,7 +113,7 @@ struct ggml_type_traits_cpu {
 };
 // As ggml: vec_dot_type is F32 for F32, F16 for F16, BF16 for BF16 (kvgraph's matmul dots f16
 // and bf16 weights with f32 activations, except where docs/ggml-compat.md says), Q8_0 for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
-// and IQ4_NL (ggml: Q8_1 for Q4_1/Q5_1), Q8_K for the k-quants, IQ4_XS, TQ1_0, TQ2_0, IQ2_* and IQ1_*; Q8_K also has a vec_dot
+// and IQ4_NL (ggml: Q8_1 for Q4_1/Q5_1), Q8_K for the k-quants, IQ4_XS, TQ1_0, TQ2_0, IQ3_XXS, IQ3_S, IQ2_* and IQ1_*; Q8_K also has a vec_dot
 // (with itself). from_float is set for every type with a from_float_ref (not IQ2_*, IQ1_*: as in ggml,
 // ggml_quantize_chunk encodes them with an importance matrix).
 GGML_API const struct ggml_type_traits_cpu * ggml_get_type_traits_cpu(enum ggml_type type);

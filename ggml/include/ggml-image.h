@@ -290,7 +290,7 @@ GGML_API struct ggml_tensor * ggml_rms_norm_inplace(
 
 // Matrix product: every row of b dotted with every row of a.
 //   a:      [K, N, ne02, ne03]   F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0,
-//                                Q2_K..Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S or IQ1_M;
+//                                Q2_K..Q6_K, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S or IQ1_M;
 //                                dense rows, not transposed
 //   b:      [K, M, ne12, ne13]   F32, any strides; ne12 % ne02 == 0 and ne13 % ne03 == 0
 //   result: [N, M, ne12, ne13]   F32, i.e. [a->ne[1], b->ne[1], b->ne[2], b->ne[3]]

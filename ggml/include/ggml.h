@@ -156,7 +156,7 @@ enum ggml_type {
 
 #define QK4_0 32
 #define QK8_0 32
-#define QK_K 256 // values per k-quant super-block (q2_K..q6_K, q8_K, iq4_xs, tq1_0, tq2_0)
+#define QK_K 256 // values per k-quant super-block (q2_K..q6_K, q8_K, iq4_xs, tq1_0, tq2_0, iq3_xxs, iq3_s)
 
 enum ggml_op { // ggml 0.21's values, in ggml's order; kvgraph implements the ones with a constructor below
     GGML_OP_NONE, GGML_OP_DUP, GGML_OP_ADD, GGML_OP_ADD_ID, GGML_OP_ADD1, GGML_OP_ACC, GGML_OP_SUB,
@@ -292,7 +292,7 @@ GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type typ
 
 // ---- quantization ------------------------------------------------------------
 // Encoding f32 into a type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K, TQ1_0, TQ2_0 and Q8_K (bit-compatible with ggml's block layouts). The same
+// Q3_K, Q4_K, Q5_K, Q6_K, TQ1_0, TQ2_0, IQ3_XXS, IQ3_S and Q8_K (bit-compatible with ggml's block layouts). The same
 // encoders are the types' from_float_ref (ggml_get_type_traits) and from_float
 // (ggml_get_type_traits_cpu; Q8_0 and Q8_K use a SIMD path there). They choose each block's
 // scale (and min) by least squares over candidate scales, not by ggml's algorithms: bytes
@@ -309,9 +309,9 @@ GGML_API bool ggml_quantize_requires_imatrix(enum ggml_type type);
 // rows (dst + start / n_per_row * ggml_row_size(type, n_per_row)); returns the bytes
 // written, nrows * ggml_row_size(type, n_per_row). imatrix: n_per_row importance weights
 // (the error of column j counts imatrix[j] times; NULL: all 1), used by Q4_1, Q5_0, Q5_1,
-// IQ4_NL, IQ4_XS, the k-quants, TQ1_0/TQ2_0 (ggml ignores it for those two) and IQ2_XXS, IQ2_XS,
+// IQ4_NL, IQ4_XS, the k-quants, IQ3_XXS/IQ3_S, TQ1_0/TQ2_0 (ggml ignores it for those two) and IQ2_XXS, IQ2_XS,
 // IQ2_S, IQ1_S, IQ1_M (required but for IQ2_S; their encoders are a slow grid search, for
-// test-size tensors), ignored by the others. A type kvgraph cannot encode (IQ3_*, MXFP4, ...), or
+// test-size tensors), ignored by the others. A type kvgraph cannot encode (MXFP4, ...), or
 // one requiring an importance matrix given none, aborts with a message naming it (ggml aborts too).
 // Thread-safe: chunks of one tensor may be encoded in parallel.
 GGML_API size_t ggml_quantize_chunk(

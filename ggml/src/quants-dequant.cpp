@@ -19,6 +19,7 @@
 //   tq1_0  48 bytes of 5 trits | 4 bytes of 4 trits | d 256 values: d * (t - 1)
 // A k-quant super-block holds 256 values in sub-blocks of 16 (q2_K, q3_K, q6_K) or 32.
 #include "ggml.h"
+#include "quants-iq3.h"
 #include "types.h"
 
 #include <algorithm>
@@ -281,6 +282,8 @@ const block_type_info * extra_block_types(int * n) {
         {GGML_TYPE_IQ4_XS, "iq4_xs", QK_K, 136, row_iq4_xs, encode_unweighted<encode_iq4_xs>},
         {GGML_TYPE_TQ1_0, "tq1_0", QK_K, 54, row_tq1_0, encode_unweighted<encode_tq1_0>},
         {GGML_TYPE_TQ2_0, "tq2_0", QK_K, 66, row_tq2_0, encode_unweighted<encode_tq2_0>},
+        {GGML_TYPE_IQ3_XXS, "iq3_xxs", QK_K, 98, row_iq3_xxs, encode_unweighted<encode_iq3_xxs>},
+        {GGML_TYPE_IQ3_S, "iq3_s", QK_K, 110, row_iq3_s, encode_unweighted<encode_iq3_s>},
         {GGML_TYPE_Q8_K, "q8_K", QK_K, 292, row_q8_k, q8_k_from_float},
     };
     *n = (int) (sizeof(types) / sizeof(types[0]));

@@ -15,6 +15,7 @@
 // whole squared error (at 2 bits about 4% of it); Q2_K's final d and dmin make the error
 // orthogonal to x instead.
 #include "quants-iq2.h"
+#include "quants-iq3.h"
 #include "types.h"
 
 #include <algorithm>
@@ -676,6 +677,8 @@ encode_fn weighted_encoder(ggml_type type) {
         case GGML_TYPE_IQ1_S: return encode_iq1_s;
         case GGML_TYPE_IQ1_M: return encode_iq1_m;
         case GGML_TYPE_TQ2_0: return encode_tq2_0;
+        case GGML_TYPE_IQ3_XXS: return encode_iq3_xxs;
+        case GGML_TYPE_IQ3_S: return encode_iq3_s;
         default: return nullptr;
     }
 }

@@ -152,8 +152,7 @@ static bool init_traits() {
     };
     static const named_type named_only[] = {
         {GGML_TYPE_Q8_1, "q8_1", 32, 36},      {GGML_TYPE_IQ2_XXS, "iq2_xxs", 256, 66},
-        {GGML_TYPE_IQ2_XS, "iq2_xs", 256, 74}, {GGML_TYPE_IQ3_XXS, "iq3_xxs", 256, 98},
-        {GGML_TYPE_IQ1_S, "iq1_s", 256, 50},   {GGML_TYPE_IQ3_S, "iq3_s", 256, 110},
+        {GGML_TYPE_IQ2_XS, "iq2_xs", 256, 74}, {GGML_TYPE_IQ1_S, "iq1_s", 256, 50},
         {GGML_TYPE_IQ2_S, "iq2_s", 256, 82},   {GGML_TYPE_F64, "f64", 1, 8},
         {GGML_TYPE_IQ1_M, "iq1_m", 256, 56},   {GGML_TYPE_MXFP4, "mxfp4", 32, 17},
         {GGML_TYPE_NVFP4, "nvfp4", 64, 36},    {GGML_TYPE_Q1_0, "q1_0", 128, 18},

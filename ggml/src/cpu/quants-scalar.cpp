@@ -54,6 +54,8 @@ template <int R, int C> struct t_iq2_xs : tile_decoded<GGML_TYPE_IQ2_XS, R, C> {
 template <int R, int C> struct t_iq2_s : tile_decoded<GGML_TYPE_IQ2_S, R, C> {};
 template <int R, int C> struct t_iq1_s : tile_decoded<GGML_TYPE_IQ1_S, R, C> {};
 template <int R, int C> struct t_iq1_m : tile_decoded<GGML_TYPE_IQ1_M, R, C> {};
+template <int R, int C> struct t_iq3_xxs : tile_decoded<GGML_TYPE_IQ3_XXS, R, C> {};
+template <int R, int C> struct t_iq3_s : tile_decoded<GGML_TYPE_IQ3_S, R, C> {};
 
 void quantize_q8_K(const float * x, void * y, int64_t k) { quantize_row_q8_K_ref(x, (block_q8_K *) y, k); }
 
@@ -77,5 +79,7 @@ void kvg::add_block_quant_kernels_scalar(cpu_kernels & k) {
     mm_fill<t_iq2_s, 2, 2>(k.mm[MM_IQ2_S]);
     mm_fill<t_iq1_s, 2, 2>(k.mm[MM_IQ1_S]);
     mm_fill<t_iq1_m, 2, 2>(k.mm[MM_IQ1_M]);
+    mm_fill<t_iq3_xxs, 2, 2>(k.mm[MM_IQ3_XXS]);
+    mm_fill<t_iq3_s, 2, 2>(k.mm[MM_IQ3_S]);
     k.quantize_q8_K = quantize_q8_K;
 }

@@ -407,6 +407,7 @@ void kvg::add_block_quant_kernels_avx2(cpu_kernels & k) {
     for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
     add_ternary_kernels_avx2(k); // (after: it may set its own mv_rows)
     add_iq2_kernels_avx2(k);
+    add_iq3_kernels_avx2(k);
     k.quantize_q8_K = quantize_q8_K;
 }
 
@@ -513,6 +514,7 @@ void kvg::add_block_quant_kernels_avx512(cpu_kernels & k) {
     for (int t = MM_Q2_K; t < MM_TYPE_COUNT; ++t) k.mm[t].mv_rows = 1;
     add_ternary_kernels_avx512(k); // (after: it may set its own mv_rows)
     add_iq2_kernels_avx512(k);
+    add_iq3_kernels_avx512(k);
 }
 
 #else

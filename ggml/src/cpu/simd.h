@@ -45,6 +45,7 @@ enum mm_type {
     MM_IQ4_XS,                                        // (iq4_xs: iq4_nl's levels, a scale per 32 values)
     MM_TQ1_0, MM_TQ2_0,                               // ternary: d * (t - 1), no sub-block scales
     MM_IQ2_XXS, MM_IQ2_XS, MM_IQ2_S, MM_IQ1_S, MM_IQ1_M, // grid points (quants-iq2.h)
+    MM_IQ3_XXS, MM_IQ3_S,                             // grids of 4 magnitudes, signs, a scale per 32 values
     MM_Q4_0_R16, MM_Q8_0_R16, MM_Q4_K_R16, MM_Q6_K_R16, MM_IQ4_NL_R16, // rows interleaved by 16 (types.h): matrix-vector
                               // (and for the first two panel) kernels only, where a path has them;
                               // other products unpack the rows to the plain type for its kernels
@@ -308,6 +309,9 @@ void add_ternary_kernels_avx512(cpu_kernels & k); // no-op when not built for x8
 // The iq2 / iq1 types' tiles (quants-x86-iq2.cpp), added by add_block_quant_kernels_avx2 / _avx512.
 void add_iq2_kernels_avx2(cpu_kernels & k);   // no-op when not built for x86-64
 void add_iq2_kernels_avx512(cpu_kernels & k); // no-op when not built for x86-64
+// The iq3 types' tiles (quants-x86-iq3.cpp), added by add_block_quant_kernels_avx2 / _avx512.
+void add_iq3_kernels_avx2(cpu_kernels & k);   // no-op when not built for x86-64
+void add_iq3_kernels_avx512(cpu_kernels & k); // no-op when not built for x86-64
 // VNNI panel tiles of the k-quants and iq4_nl (quants-vnni.cpp), added to the VNNI table.
 void add_panel_kernels_vnni(cpu_kernels & k);         // no-op when not built for x86-64
 // q5_0_r16's matrix-vector kernel for the AVX2 table (quants-avx2-q5r16.cpp)

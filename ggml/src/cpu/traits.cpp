@@ -39,6 +39,8 @@ static int mm_index(enum ggml_type type) {
         case GGML_TYPE_IQ2_S: return MM_IQ2_S;
         case GGML_TYPE_IQ1_S: return MM_IQ1_S;
         case GGML_TYPE_IQ1_M: return MM_IQ1_M;
+        case GGML_TYPE_IQ3_XXS: return MM_IQ3_XXS;
+        case GGML_TYPE_IQ3_S: return MM_IQ3_S;
         case GGML_TYPE_Q4_0_R16: return MM_Q4_0_R16;
         case GGML_TYPE_Q8_0_R16: return MM_Q8_0_R16;
         case GGML_TYPE_Q4_K_R16: return MM_Q4_K_R16;
@@ -156,6 +158,8 @@ static const ggml_type_traits_cpu * make_cpu_traits() {
     set_block_type<MM_IQ2_S>(t, GGML_TYPE_IQ2_S);
     set_block_type<MM_IQ1_S>(t, GGML_TYPE_IQ1_S);
     set_block_type<MM_IQ1_M>(t, GGML_TYPE_IQ1_M);
+    set_block_type<MM_IQ3_XXS>(t, GGML_TYPE_IQ3_XXS);
+    set_block_type<MM_IQ3_S>(t, GGML_TYPE_IQ3_S);
     t[GGML_TYPE_Q8_K] = {from_q8_K, vec_dot_q8_K, GGML_TYPE_Q8_K, 1};
     t[GGML_TYPE_Q4_0_R16] = {nullptr, nullptr, GGML_TYPE_Q8_0, 1}; // ggml_mul_mat's weights only
     t[GGML_TYPE_Q8_0_R16] = {nullptr, nullptr, GGML_TYPE_Q8_0, 1};
