@@ -230,7 +230,7 @@ TEST_CASE(
             CAPTURE((int) kv);
             CAPTURE(ratio);
             Ctx c;
-            // 37 query rows (blocks of 48 pairs end mid-row), 2 KV heads of 64 packed in a cache row; sequence 0
+            // 37 query rows (blocks of FA_TILE_Q pairs end mid-row), 2 KV heads of 64 packed in a cache row; sequence 0
             // sees 230 of 240 slots (a partial tile), sequence 1 holds 131 and its mask adds a finite bias
             const int64_t D = 64, n_head_kv = 2, n_head = n_head_kv * ratio, n_kv = 240, ne3 = 2, n_q = 37,
                           n_q_pad = 40;

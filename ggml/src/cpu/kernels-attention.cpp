@@ -635,14 +635,22 @@ enum tile_mask {
 // Mask values of positions [c0, c0 + cn) for the block's rows: all -inf (skip), all 0, or else.
 tile_mask classify(const ggml_tensor * m, const fa_tile_block & b, int64_t c0, int64_t cn) {
     if (!m) return TILE_CLEAN;
+    // by the bits: -inf, and zero of either sign (no conversion of the mask)
     const bool f16 = m->type == GGML_TYPE_F16;
+    const uint32_t ninf = f16 ? 0xFC00u : 0xFF800000u, abs_mask = f16 ? 0x7FFFu : 0x7FFFFFFFu;
+    uint32_t bits[TKV];
     bool any_live = false, all_zero = true;
     for (int i = 0; i < b.n_distinct; ++i) {
-        for (int64_t j = c0; j < c0 + cn; ++j) {
-            const float x =
-                f16 ? ggml_fp16_to_fp32(((const ggml_fp16_t *) b.distinct[i])[j]) : ((const float *) b.distinct[i])[j];
-            any_live |= x != -INFINITY;
-            all_zero &= x == 0.0f;
+        if (f16) {
+            uint16_t h[TKV];
+            std::memcpy(h, (const ggml_fp16_t *) b.distinct[i] + c0, cn * sizeof(uint16_t));
+            for (int64_t j = 0; j < cn; ++j) bits[j] = h[j];
+        } else {
+            std::memcpy(bits, (const float *) b.distinct[i] + c0, cn * sizeof(uint32_t));
+        }
+        for (int64_t j = 0; j < cn; ++j) {
+            any_live |= bits[j] != ninf;
+            all_zero &= (bits[j] & abs_mask) == 0;
         }
     }
     return !any_live ? TILE_SKIP : all_zero ? TILE_CLEAN : TILE_MIXED;

@@ -283,7 +283,7 @@ const fa_dec_kernels * fa_dec_kernels_avx2();
 //            whose maximum stays -inf keeps zero weights
 //   values:  o[r * os + i] = o[r * os + i] * alpha[r] + sum over t < n of s[t * FA_TILE_Q + r] *
 //            vf[t * vs + i], for r < nr (rounded up to 3), i < dv (a multiple of 32)
-constexpr int FA_TILE_Q = 48, FA_TILE_KV = 32;
+constexpr int FA_TILE_Q = 96, FA_TILE_KV = 32;
 struct fa_tile_kernels {
     void (*scores)(int64_t D, const float * kf, int64_t ts, int64_t ds, const float * qt, float * s);
     void (*softmax)(float * s, float * m, float * l, float * alpha);
