@@ -285,6 +285,22 @@ TEST_CASE("flash_attn_ext: no mask, long K/V with large scores (online rescaling
     }
 }
 
+TEST_CASE("flash_attn_ext prompts: no mask or an F32 causal one, large scores (online rescaling), Dv != D") {
+    for (bool masked : {false, true}) {
+        CAPTURE(masked);
+        Ctx c;
+        const int64_t D = 64, Dv = 32, n_q = 20, n_kv = 301, n_head = 4, n_head_kv = 2;
+        ggml_tensor * q = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, D, n_q, n_head, 2);
+        ggml_tensor * k = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head_kv, 2);
+        ggml_tensor * v = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F16, Dv, n_kv, n_head_kv, 2);
+        fill(q, 3.0f);
+        fill(k, 3.0f);
+        fill(v, 1.0f);
+        ggml_tensor * m = masked ? causal_mask(c.ctx, GGML_TYPE_F32, n_kv, n_q, 24) : nullptr;
+        check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.25f, 0.0f, 0.0f), 5e-5);
+    }
+}
+
 TEST_CASE("flash_attn_ext: softcap and ALiBi with per-head masks") {
     for (ggml_type kv : {GGML_TYPE_F32, GGML_TYPE_F16}) {
         Ctx c;
