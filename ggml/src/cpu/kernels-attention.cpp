@@ -23,6 +23,11 @@
 // cache length is cut into segments of SEG (a grid fixed by the shape): phase 0 runs every
 // (block, segment) with its own maximum, sum and accumulators, phase 1 merges a block's
 // segments, so every thread streams the cache even when there are fewer KV heads than threads.
+//
+// Prompts (more than DEC_MAX_Q query rows, AVX2, no softcap or ALiBi) take tile_unit: FA_TILE_Q
+// (query row, head) pairs of one KV head against tiles of FA_TILE_KV positions (one K group when
+// grouped), K and V converted to f32 once per tile for all the block's rows, scores and values as
+// register tiles (simd.h's fa_tile_kernels); tiles the mask hides for every row are skipped.
 #include "kernels.h"
 #include "simd.h"
 #include "types.h"
