@@ -181,6 +181,12 @@ ggml_tensor * cache_rows(ggml_context * ctx, ggml_type type, int64_t D, int64_t 
     return t;
 }
 
+// Per-head views [D, n_kv, n_head_kv, ne3] of random cache rows (cache_rows).
+ggml_tensor * cache_heads(ggml_context * ctx, ggml_type type, int64_t D, int64_t n_head_kv, int64_t n_kv, int64_t ne3) {
+    ggml_tensor * t = cache_rows(ctx, type, D, n_head_kv, n_kv, ne3);
+    return ggml_view_4d(ctx, t, D, n_kv, n_head_kv, ne3, t->nb[1], ggml_row_size(type, D), t->nb[3], 0);
+}
+
 TEST_CASE(
     "flash_attn_ext at depth: few query rows over long f16/q8_0 caches, GQA 1/4/8, ragged kv_len, segments merged") {
     for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_Q8_0}) {
@@ -195,11 +201,8 @@ TEST_CASE(
                 const int64_t D = 64, n_head_kv = 2, n_head = n_head_kv * ratio, n_kv = 1300, ne3 = 2;
                 ggml_tensor * q = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, D, n_q, n_head, ne3);
                 fill(q, 2.0f);
-                ggml_tensor * kc = cache_rows(c.ctx, kv, D, n_head_kv, n_kv, ne3);
-                ggml_tensor * vc = cache_rows(c.ctx, kv, D, n_head_kv, n_kv, ne3);
-                const size_t hb = ggml_row_size(kv, D);
-                ggml_tensor * k = ggml_view_4d(c.ctx, kc, D, n_kv, n_head_kv, ne3, kc->nb[1], hb, kc->nb[3], 0);
-                ggml_tensor * v = ggml_view_4d(c.ctx, vc, D, n_kv, n_head_kv, ne3, vc->nb[1], hb, vc->nb[3], 0);
+                ggml_tensor * k = cache_heads(c.ctx, kv, D, n_head_kv, n_kv, ne3);
+                ggml_tensor * v = cache_heads(c.ctx, kv, D, n_head_kv, n_kv, ne3);
                 ggml_tensor * m = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F16, n_kv, 4, 1, ne3);
                 const int64_t len[ne3] = {n_kv, 777};
                 for (int64_t s = 0; s < ne3; ++s) // causal rows ending at len[s]; slots past it hidden
@@ -216,6 +219,39 @@ TEST_CASE(
                 CHECK(ggml_flash_attn_ext_n_phases(out) == 2);
                 check(c.ctx, out, 5e-5);
             }
+        }
+    }
+}
+
+TEST_CASE(
+    "flash_attn_ext prompts: many query rows in tiles, f32/f16/q8_0 caches, GQA 1/4/8, ragged kv_len, masked tails") {
+    for (ggml_type kv : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0}) {
+        for (int64_t ratio : {1, 4, 8}) {
+            CAPTURE((int) kv);
+            CAPTURE(ratio);
+            Ctx c;
+            // 37 query rows (blocks of FA_TILE_Q pairs end mid-row), 2 KV heads of 64 packed in a cache row; sequence 0
+            // sees 230 of 240 slots (a partial tile), sequence 1 holds 131 and its mask adds a finite bias
+            const int64_t D = 64, n_head_kv = 2, n_head = n_head_kv * ratio, n_kv = 240, ne3 = 2, n_q = 37,
+                          n_q_pad = 40;
+            ggml_tensor * q = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, D, n_q, n_head, ne3);
+            fill(q, 2.0f);
+            ggml_tensor * k = cache_heads(c.ctx, kv, D, n_head_kv, n_kv, ne3);
+            ggml_tensor * v = cache_heads(c.ctx, kv, D, n_head_kv, n_kv, ne3);
+            ggml_tensor * m = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F16, n_kv, n_q_pad, 1, ne3);
+            const int64_t len[ne3] = {230, 131};
+            for (int64_t s = 0; s < ne3; ++s) // causal rows ending at len[s]; slots past it hidden
+                for (int64_t i = 0; i < n_q_pad; ++i)
+                    for (int64_t j = 0; j < n_kv; ++j) {
+                        const bool visible = i < n_q && j <= len[s] - n_q + i;
+                        const float bias = s == 1 && j % 7 == 3 ? -0.75f : 0.0f;
+                        set_mask(m, j, s * n_q_pad + i, 0, visible ? bias : -INFINITY);
+                    }
+            ggml_tensor * lens = ggml_new_tensor_1d(c.ctx, GGML_TYPE_I32, ne3);
+            for (int64_t s = 0; s < ne3; ++s) ((int32_t *) lens->data)[s] = (int32_t) len[s];
+            ggml_tensor * out = ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.125f, 0.0f, 0.0f);
+            ggml_flash_attn_ext_set_kv_len(c.ctx, out, lens);
+            check(c.ctx, out, 5e-5);
         }
     }
 }
@@ -246,6 +282,22 @@ TEST_CASE("flash_attn_ext: no mask, long K/V with large scores (online rescaling
         ggml_tensor * v = ggml_new_tensor_4d(c.ctx, kv, D, n_kv, n_head, 2);
         fill(q, 3.0f); fill(k, 3.0f); fill(v, 1.0f);
         check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, nullptr, 1.0f, 0.0f, 0.0f), 2e-5);
+    }
+}
+
+TEST_CASE("flash_attn_ext prompts: no mask or an F32 causal one, large scores (online rescaling), Dv != D") {
+    for (bool masked : {false, true}) {
+        CAPTURE(masked);
+        Ctx c;
+        const int64_t D = 64, Dv = 32, n_q = 20, n_kv = 301, n_head = 4, n_head_kv = 2;
+        ggml_tensor * q = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F32, D, n_q, n_head, 2);
+        ggml_tensor * k = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F16, D, n_kv, n_head_kv, 2);
+        ggml_tensor * v = ggml_new_tensor_4d(c.ctx, GGML_TYPE_F16, Dv, n_kv, n_head_kv, 2);
+        fill(q, 3.0f);
+        fill(k, 3.0f);
+        fill(v, 1.0f);
+        ggml_tensor * m = masked ? causal_mask(c.ctx, GGML_TYPE_F32, n_kv, n_q, 24) : nullptr;
+        check(c.ctx, ggml_flash_attn_ext(c.ctx, q, k, v, m, 0.25f, 0.0f, 0.0f), 5e-5);
     }
 }
 

@@ -34,14 +34,16 @@ struct KernelCase {
     ggml_type kt; // type of the K groups
     int D, n_head, n_head_kv, n_kv;
     bool mask, kv_len;
+    int n_q = 3; // query rows (above 4 with heads of 32k: the prompt path's tiles)
 };
 
 // One kernel case's inputs and what the reference reads. Sequence 0's recent group is a
 // middle one (as in a ring), sequence 1's the last one it uses. Bytes the kernel must not
 // read are NaN.
 struct grouped_case {
-    static constexpr int n_q = 3, n_seq = 2;
+    static constexpr int n_seq = 2;
     const KernelCase kc;
+    const int n_q;
     const int D, n_kv, C, n_grp;
     int len[n_seq];
     int32_t recent[n_seq];
@@ -53,8 +55,9 @@ struct grouped_case {
     std::vector<float> vref;        // values as attention must see them, [s][j][c]
 
     explicit grouped_case(const KernelCase & c)
-        : kc(c), D(c.D), n_kv(c.n_kv), C(c.D * c.n_head_kv), n_grp((c.n_kv + G - 1) / G), len{c.n_kv, c.kv_len ? c.n_kv - 30 : c.n_kv},
-          recent{1, (len[1] - 1) / G}, rng(7 + c.n_kv + c.D), ctx(ggml_init({64 << 20, nullptr, false})) {
+        : kc(c), n_q(c.n_q), D(c.D), n_kv(c.n_kv), C(c.D * c.n_head_kv),
+          n_grp((c.n_kv + G - 1) / G), len{c.n_kv, c.kv_len ? c.n_kv - 30 : c.n_kv}, recent{1, (len[1] - 1) / G},
+          rng(7 + c.n_kv + c.D), ctx(ggml_init({64 << 20, nullptr, false})) {
         REQUIRE(ctx);
         make_keys();
         make_values();
@@ -226,6 +229,19 @@ TEST_CASE(
         }
     }
     MESSAGE("depth cases, 1 and 3 threads: max relative error vs the naive reference ", worst);
+}
+
+TEST_CASE("flash_attn_ext_grouped prompts: many query rows in tiles of one group, q8_0/f32/f16, GQA 1/4/8, kv_len") {
+    double worst = 0.0;
+    for (ggml_type kt : {GGML_TYPE_Q8_0, GGML_TYPE_F32, GGML_TYPE_F16}) {
+        for (int ratio : {1, 4, 8}) {
+            // heads of 64, 21 query rows against 5 groups (the open one a middle group for sequence 0)
+            const KernelCase kc{kt, 64, 2 * ratio, 2, 150, ratio != 4, true, 21};
+            INFO(ggml_type_name(kt), " GQA ", ratio);
+            worst = std::max(worst, run_grouped_case(kc));
+        }
+    }
+    MESSAGE("prompt cases, 1 and 3 threads: max relative error vs the naive reference ", worst);
 }
 
 // ---- the runtime with a q8_0 cache -------------------------------------------------------------------

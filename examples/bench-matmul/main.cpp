@@ -18,10 +18,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -274,6 +275,64 @@ mm_result time_mul_mat(ggml_type t, int64_t K, int64_t N, int64_t M, int n_threa
     return res;
 }
 
+// ---- flash attention of a prompt at depth ------------------------------------------------------
+// A 1.1B-shaped layer (32 query heads, 4 KV heads of 64): 512 query rows after `depth` cached
+// positions, causal, over an f16 cache (K and V rows) or a q8_0 one (K by channel in groups,
+// the open group in f32, V rows). FLOPs: 2 x 2 x 64 per (query head, visible position).
+double time_attention(ggml_type kv, int64_t depth, int n_threads, int reps, double * flops) {
+    const int64_t D = 64, n_head = 32, n_head_kv = 4, n_q = 512, n_kv = depth + n_q, C = D * n_head_kv;
+    const size_t mem = (size_t) (n_kv * C * 2 * 4 + n_kv * n_q * 4 + 2 * D * n_q * n_head * 4) + (32 << 20);
+    ggml_context * ctx = ggml_init({mem, nullptr, false});
+    if (!ctx) std::exit(1);
+    auto random_rows = [&](ggml_tensor * t, int64_t width, int64_t rows) {
+        std::vector<float> x(width * rows);
+        for (float & e : x) e = frand();
+        ggml_quantize_chunk(t->type, x.data(), t->data, 0, rows, width, nullptr);
+    };
+    ggml_tensor * q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, D, n_q, n_head);
+    random_rows(q, D, n_q * n_head);
+    ggml_tensor * v = ggml_new_tensor_2d(ctx, kv, C, n_kv);
+    random_rows(v, C, n_kv);
+    ggml_tensor * mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n_kv, n_q);
+    for (int64_t i = 0; i < n_q; ++i)
+        for (int64_t j = 0; j < n_kv; ++j)
+            ((ggml_fp16_t *) mask->data)[i * n_kv + j] = ggml_fp32_to_fp16(j <= depth + i ? 0.0f : -INFINITY);
+    const size_t hb = ggml_row_size(kv, D);
+    ggml_tensor * vh = ggml_view_3d(ctx, v, D, n_kv, n_head_kv, v->nb[1], hb, 0);
+    ggml_tensor * out;
+    if (kv == GGML_TYPE_Q8_0) {
+        const int64_t n_grp = (n_kv + GGML_KV_GROUP - 1) / GGML_KV_GROUP;
+        ggml_tensor * kg = ggml_new_tensor_3d(ctx, kv, GGML_KV_GROUP, C, n_grp);
+        random_rows(kg, GGML_KV_GROUP, C * n_grp);
+        ggml_tensor * kr = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, C, GGML_KV_GROUP);
+        random_rows(kr, C, GGML_KV_GROUP);
+        ggml_tensor * krg = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 1);
+        ((int32_t *) krg->data)[0] = (int32_t) (n_grp - 1);
+        out = ggml_flash_attn_ext_grouped(ctx, q, kg, kr, krg, vh, mask, 0.125f, 0.0f, 0.0f);
+    } else {
+        ggml_tensor * k = ggml_new_tensor_2d(ctx, kv, C, n_kv);
+        random_rows(k, C, n_kv);
+        out = ggml_flash_attn_ext(ctx, q, ggml_view_3d(ctx, k, D, n_kv, n_head_kv, k->nb[1], hb, 0), vh, mask, 0.125f,
+                                  0.0f, 0.0f);
+    }
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, out);
+    ggml_cplan plan = ggml_graph_plan(g, n_threads, nullptr);
+    std::vector<uint8_t> work(plan.work_size + 64);
+    plan.work_data = work.data();
+    ggml_graph_compute(g, &plan); // warm up
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+        g_timed_threads = n_threads;
+        const double t0 = now_s();
+        ggml_graph_compute(g, &plan);
+        best = std::min(best, now_s() - t0);
+    }
+    ggml_free(ctx);
+    *flops = 4.0 * n_head * D * (double) (n_q * depth + n_q * (n_q + 1) / 2);
+    return best;
+}
+
 #ifdef KVG_BENCH_OPENBLAS
 // sgemm C[M x N] = A[M x K] * B[N x K]^T (the shape of our products), best GFLOP/s.
 double time_sgemm(int M, int N, int K, int n_threads, int reps) {
@@ -342,6 +401,7 @@ struct bench_options {
     std::vector<int> threads = {1, 2};
     std::vector<shape> shapes;
     std::vector<ggml_type> types;
+    std::vector<int> attn_depths; // --attention
 };
 
 // The comma-separated items of s ("a,,b": three; a trailing comma adds none).
@@ -364,7 +424,10 @@ static bool parse_options(int argc, char ** argv, bench_options * o) {
         else if (a == "--matvec-only") o->matvec_only = true;
         else if (a == "--cpu-time") g_cpu_time = true;
         else if (a == "--reps" && i + 1 < argc) o->reps = std::max(1, std::atoi(argv[++i]));
-        else if (a == "--shape" && i + 1 < argc) {
+        else if (a == "--attention" && i + 1 < argc) {
+            for (const std::string & t : comma_items(argv[++i]))
+                o->attn_depths.push_back(std::max(0, std::atoi(t.c_str())));
+        } else if (a == "--shape" && i + 1 < argc) {
             long long k, n, m;
             if (std::sscanf(argv[++i], "%lld,%lld,%lld", &k, &n, &m) != 3 || k < 1 || n < 1 || m < 1) {
                 std::fprintf(stderr, "--shape wants K,N,M\n");
@@ -377,8 +440,10 @@ static bool parse_options(int argc, char ** argv, bench_options * o) {
             o->threads.clear();
             for (const std::string & t : comma_items(argv[++i])) o->threads.push_back(std::max(1, std::atoi(t.c_str())));
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--reps N] [--threads 1,2] [--matvec-only] [--cpu-time] "
-                                 "[--shape K,N,M ...] [--types f32,f16,...]\n", argv[0]);
+            std::fprintf(stderr,
+                         "usage: %s [--quick] [--reps N] [--threads 1,2] [--matvec-only] [--cpu-time] "
+                         "[--shape K,N,M ...] [--types f32,f16,...] [--attention DEPTH,...]\n",
+                         argv[0]);
             return false;
         }
     }
@@ -482,6 +547,26 @@ static void blas_section(const bench_options & o, const std::vector<double> & pe
 #endif
 }
 
+// --attention: a prompt's flash attention at each depth, f16 and q8_0 caches, against the FMA peak.
+static void attention_section(const bench_options & o) {
+    std::printf(
+        "\n== flash_attn_ext: 512 query rows (32 heads, 4 KV heads of 64), causal, after DEPTH cached positions:\n"
+        "   GFLOP/s (2 x 2 x 64 per head and visible position) and the fraction of the FMA peak\n");
+    char b1[16];
+    for (int t : o.threads) {
+        const double peak = measure_fma_peak(t, o.reps * 10);
+        std::printf("  %d thread(s): FMA peak %7.1f GFLOP/s\n", t, peak);
+        for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_Q8_0}) {
+            for (int d : o.attn_depths) {
+                double flops = 0;
+                const double s = time_attention(kv, d, t, o.reps, &flops);
+                std::printf("    %-4s depth %5d: %8.2f ms %7.1f GFLOP/s %s\n", ggml_type_name(kv), d, s * 1e3,
+                            flops / s / 1e9, pct(flops / s / 1e9 / peak, b1));
+            }
+        }
+    }
+}
+
 int main(int argc, char ** argv) {
     bench_options o;
     if (!parse_options(argc, argv, &o)) return 1;
@@ -489,6 +574,10 @@ int main(int argc, char ** argv) {
     if (!o.shapes.empty()) {
         if (o.types.empty()) o.types = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
         run_shapes(o.shapes, o.types, o.threads, o.reps);
+        return 0;
+    }
+    if (!o.attn_depths.empty()) {
+        attention_section(o);
         return 0;
     }
     read_pool pool((size_t) 768 << 20);

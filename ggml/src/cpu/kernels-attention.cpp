@@ -23,6 +23,11 @@
 // cache length is cut into segments of SEG (a grid fixed by the shape): phase 0 runs every
 // (block, segment) with its own maximum, sum and accumulators, phase 1 merges a block's
 // segments, so every thread streams the cache even when there are fewer KV heads than threads.
+//
+// Prompts (more than DEC_MAX_Q query rows, AVX2, no softcap or ALiBi) take tile_unit: FA_TILE_Q
+// (query row, head) pairs of one KV head against tiles of FA_TILE_KV positions (one K group when
+// grouped), K and V converted to f32 once per tile for all the block's rows, scores and values as
+// register tiles (simd.h's fa_tile_kernels); tiles the mask hides for every row are skipped.
 #include "kernels.h"
 #include "simd.h"
 #include "types.h"
@@ -164,6 +169,16 @@ bool pick_dec(const fa_info & f, const fa_dec_type ** dk, const fa_dec_type ** d
     return *dk && *dv;
 }
 
+// The prompt path: more query rows than decoding takes, no softcap or ALiBi, heads the tiles
+// cover (q8_0 rows: heads on block boundaries).
+const fa_tile_kernels * pick_tiles(const fa_info & f, float softcap, float max_bias) {
+    const fa_tile_kernels * t = cpu_active_path() >= PATH_AVX2 ? fa_tile_kernels_avx2() : nullptr;
+    if (!t || f.n_q <= DEC_MAX_Q || softcap != 0.0f || max_bias != 0.0f || f.D % 8 != 0 || f.Dv % 32 != 0)
+        return nullptr;
+    if (!f.k_grouped && f.k->type == GGML_TYPE_Q8_0 && f.D % QK8_0 != 0) return nullptr;
+    return t;
+}
+
 // Segments of the cache length (1: none). Fixed by the shape: results do not depend on the tasks.
 int64_t n_segments(const fa_info & f) { return f.n_q <= DEC_MAX_Q && f.n_kv > SEG ? (f.n_kv + SEG - 1) / SEG : 1; }
 
@@ -194,10 +209,15 @@ void gather_grouped_k(const fa_info & f, const char * kbase, int64_t hk, int64_t
 // Per-task scratch for a block of MM_MAX_COLS queries: accumulators [C][Dv], scores and
 // dot products [C][CHUNK] each, gathered queries [C][D], active-position flags [CHUNK];
 // quantized K/V add dequantized rows [CHUNK][D] / [CHUNK][Dv] and a block buffer.
+// The prompt path's tiles (tile_unit) take queries transposed [Dp][TQ], scores [TKV][TQ],
+// accumulators [TQ][Dvp], K [TKV][Dp] (or [Dp][TKV] by channel), V [TKV][Dvp], and m, l, alpha [TQ].
+constexpr int64_t TQ = FA_TILE_Q, TKV = FA_TILE_KV;
+static_assert(TKV == GGML_KV_GROUP, "a tile of grouped K is one group");
 int64_t scratch_floats(const fa_info & f) {
     const int64_t Dp = GGML_PAD(f.D, 16), Dvp = GGML_PAD(f.Dv, 16);
     const int64_t deq = f.k_quant || f.v_quant ? CHUNK * (Dp + Dvp) + std::max(Dp, Dvp) + 64 : 0;
-    return MM_MAX_COLS * (Dvp + 2 * CHUNK + Dp) + CHUNK + deq;
+    const int64_t tiles = TQ * Dp + TKV * TQ + TQ * Dvp + TKV * Dp + TKV * Dvp + 3 * TQ + 64;
+    return std::max(MM_MAX_COLS * (Dvp + 2 * CHUNK + Dp) + CHUNK + deq, tiles);
 }
 
 // ALiBi slope of head h (1 when max_bias is 0).
@@ -218,6 +238,7 @@ struct fa_run {
     bool dec;               // the decode kernels (dk, dv, and dk_recent for grouped K's F32 group)
     const fa_dec_type *dk, *dv, *dk_recent;
     bool use_dots;          // score with dots_f32 (short F32 K rows)
+    const fa_tile_kernels * tiles; // the prompt path (tile_unit), or nullptr
     int RN, QB;
     decltype(cpu_kernels::accum_f32) accum;
     int64_t Dp, Dvp;
@@ -245,6 +266,7 @@ fa_run start_run(const ggml_compute_params * params, const ggml_tensor * dst) {
     r.dec = pick_dec(f, &r.dk, &r.dv);
     r.dk_recent = r.dec ? &fa_dec_kernels_avx2()->f32 : nullptr;
     r.use_dots = !r.dec && !f.k_quant && f.k->type == GGML_TYPE_F32 && f.D <= DOTS_MAX_D && r.kern->dots_f32;
+    r.tiles = pick_tiles(f, r.softcap, r.max_bias);
     r.RN = r.kdot->rows;
     r.QB = r.dec ? MM_MAX_COLS : r.kdot->cols;
     r.accum = f.v->type == GGML_TYPE_F16 ? r.kern->accum_f16 : r.kern->accum_f32;
@@ -593,6 +615,161 @@ void merge_segments(const ggml_compute_params * params, const fa_run & r, const 
     }
 }
 
+// ---- prompts: blocks of TQ (query row, head) pairs against tiles of TKV cache positions ----------
+
+// Elements [e0, e0 + n) of a cache row as floats (q8_0: e0 and n multiples of 32).
+void row_floats(const fa_run & r, ggml_type type, const char * row, int64_t e0, int64_t n, float * out) {
+    if (type == GGML_TYPE_F32) std::memcpy(out, (const float *) row + e0, n * sizeof(float));
+    else if (type == GGML_TYPE_F16) r.kern->f16_to_f32((const ggml_fp16_t *) row + e0, out, n);
+    else r.kern->dequantize_q8_0(row + e0 / QK8_0 * sizeof(block_q8_0), out, n);
+}
+
+// A block's view of the mask: each query row's mask row, and the rows that differ.
+struct fa_tile_block {
+    int64_t hk, iq3, p0, qb; // pairs [p0, p0 + qb) of KV head hk, sequence iq3
+    const char * mrow[TQ];
+    int n_distinct;
+    const char * distinct[TQ];
+};
+
+enum tile_mask {
+    TILE_SKIP,
+    TILE_CLEAN,
+    TILE_MIXED
+};
+// Mask values of positions [c0, c0 + cn) for the block's rows: all -inf (skip), all 0, or else.
+tile_mask classify(const ggml_tensor * m, const fa_tile_block & b, int64_t c0, int64_t cn) {
+    if (!m) return TILE_CLEAN;
+    // by the bits: -inf, and zero of either sign (no conversion of the mask)
+    const bool f16 = m->type == GGML_TYPE_F16;
+    const uint32_t ninf = f16 ? 0xFC00u : 0xFF800000u, abs_mask = f16 ? 0x7FFFu : 0x7FFFFFFFu;
+    uint32_t bits[TKV];
+    bool any_live = false, all_zero = true;
+    for (int i = 0; i < b.n_distinct; ++i) {
+        if (f16) {
+            uint16_t h[TKV];
+            std::memcpy(h, (const ggml_fp16_t *) b.distinct[i] + c0, cn * sizeof(uint16_t));
+            for (int64_t j = 0; j < cn; ++j) bits[j] = h[j];
+        } else {
+            std::memcpy(bits, (const float *) b.distinct[i] + c0, cn * sizeof(uint32_t));
+        }
+        for (int64_t j = 0; j < cn; ++j) {
+            any_live |= bits[j] != ninf;
+            all_zero &= (bits[j] & abs_mask) == 0;
+        }
+    }
+    return !any_live ? TILE_SKIP : all_zero ? TILE_CLEAN : TILE_MIXED;
+}
+
+// Adds the mask to the tile's scores; positions past cn (and past the rows' masks) are -inf.
+void mask_tile(const ggml_tensor * m, const fa_tile_block & b, int64_t c0, int64_t cn, float * s) {
+    for (int64_t t = cn; t < TKV; ++t) std::fill(s + t * TQ, s + (t + 1) * TQ, -INFINITY);
+    if (!m) return;
+    for (int r = 0; r < b.qb; ++r) {
+        for (int64_t t = 0; t < cn; ++t) {
+            const int64_t j = c0 + t;
+            s[t * TQ + r] += m->type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(((const ggml_fp16_t *) b.mrow[r])[j])
+                                                      : ((const float *) b.mrow[r])[j];
+        }
+    }
+}
+
+// The K tile at c0 as floats in kf; returns its element strides (position, channel).
+std::pair<int64_t, int64_t> k_tile(const fa_run & r, const fa_tile_block & b, int64_t c0, int64_t cn, float * kf) {
+    const fa_info & f = r.f;
+    const ggml_tensor * k = f.k;
+    const int64_t Dp = GGML_PAD(f.D, 16);
+    if (!f.k_grouped) {
+        const char * base = (const char *) k->data + (b.hk / f.kpack) * k->nb[2] + b.iq3 * k->nb[3];
+        for (int64_t t = 0; t < cn; ++t)
+            row_floats(r, k->type, base + (c0 + t) * k->nb[1], (b.hk % f.kpack) * f.D, f.D, kf + t * Dp);
+        return {Dp, 1};
+    }
+    const int64_t g = c0 / GGML_KV_GROUP;
+    if (g == ((const int32_t *) f.k_recent_group->data)[b.iq3]) { // the open group: f32 rows
+        const ggml_tensor * kr = f.k_recent;
+        for (int64_t t = 0; t < cn; ++t) {
+            const char * row = (const char *) kr->data + t * kr->nb[1] + b.iq3 * kr->nb[2];
+            std::memcpy(kf + t * Dp, (const float *) row + b.hk * f.D, f.D * sizeof(float));
+        }
+        return {Dp, 1};
+    }
+    const char * base = (const char *) k->data + g * k->nb[2] + b.iq3 * k->nb[3];
+    for (int64_t d = 0; d < f.D; ++d) row_floats(r, k->type, base + (b.hk * f.D + d) * k->nb[1], 0, TKV, kf + d * TKV);
+    return {1, TKV};
+}
+
+// Gathers the block's queries (transposed, times the scale) and mask rows; [begin, end): the
+// positions some row sees, starting on a tile.
+void start_tile_block(const fa_run & r, const fa_grid & g, int64_t u, fa_tile_block & b, float * qt, int64_t & begin,
+                      int64_t & end) {
+    const fa_info & f = r.f;
+    const ggml_tensor *q = f.q, *m = f.mask;
+    const int64_t blk = u % g.blocks;
+    b.hk = (u / g.blocks) % f.n_head_kv;
+    b.iq3 = u / (g.blocks * f.n_head_kv);
+    b.p0 = blk * TQ;
+    b.qb = std::min<int64_t>(TQ, g.pairs - b.p0);
+    std::fill(qt, qt + f.D * TQ, 0.0f);
+    b.n_distinct = 0;
+    end = f.n_kv;
+    if (f.kv_len) end = std::max<int64_t>(0, std::min<int64_t>(end, ((const int32_t *) f.kv_len->data)[b.iq3]));
+    int64_t first = end, last = 0;
+    for (int rr = 0; rr < b.qb; ++rr) {
+        const int64_t pr = b.p0 + rr, iq = pr / g.group, h = b.hk * g.group + pr % g.group;
+        const char * qrow = (const char *) q->data + iq * q->nb[1] + h * q->nb[2] + b.iq3 * q->nb[3];
+        for (int64_t d = 0; d < f.D; ++d) qt[d * TQ + rr] = *(const float *) (qrow + d * q->nb[0]) * r.scale;
+        if (!m) continue;
+        b.mrow[rr] = (const char *) m->data + iq * m->nb[1] + (h % m->ne[2]) * m->nb[2] + (b.iq3 % m->ne[3]) * m->nb[3];
+        if (std::find(b.distinct, b.distinct + b.n_distinct, b.mrow[rr]) != b.distinct + b.n_distinct) continue;
+        b.distinct[b.n_distinct++] = b.mrow[rr];
+        int64_t lo = 0, hi = end;
+        live_range(m, b.mrow[rr], lo, hi);
+        if (lo < hi) {
+            first = std::min(first, lo);
+            last = std::max(last, hi);
+        }
+    }
+    if (m) end = first < last ? last : 0;
+    begin = m && first < last ? first / TKV * TKV : 0;
+}
+
+// One block: per tile of the cache, scores, online softmax and the weighted values.
+void tile_unit(const fa_run & r, const fa_grid & g, int64_t u, ggml_tensor * dst) {
+    const fa_info & f = r.f;
+    const int64_t Dp = GGML_PAD(f.D, 16), Dvp = GGML_PAD(f.Dv, 16);
+    float * qt = r.acc; // the task's scratch (scratch_floats)
+    float *s = qt + TQ * Dp, *o = s + TKV * TQ, *kf = o + TQ * Dvp, *vf = kf + TKV * Dp;
+    float *m = vf + TKV * Dvp, *l = m + TQ, *alpha = l + TQ;
+    fa_tile_block b;
+    int64_t begin, end;
+    start_tile_block(r, g, u, b, qt, begin, end);
+    std::fill(m, m + TQ, -INFINITY);
+    std::fill(l, l + TQ, 0.0f);
+    std::fill(o, o + TQ * Dvp, 0.0f);
+    const int nr = (int) (b.qb + 2) / 3 * 3;
+    const ggml_tensor * v = f.v;
+    const char * vbase = (const char *) v->data + (b.hk / f.vpack) * v->nb[2] + b.iq3 * v->nb[3];
+    for (int64_t c0 = begin; c0 < end; c0 += TKV) {
+        const int64_t cn = std::min(TKV, end - c0);
+        const tile_mask cls = classify(f.mask, b, c0, cn);
+        if (cls == TILE_SKIP) continue;
+        const std::pair<int64_t, int64_t> st = k_tile(r, b, c0, cn, kf);
+        r.tiles->scores(f.D, kf, st.first, st.second, qt, s);
+        if (cls == TILE_MIXED || cn < TKV) mask_tile(cls == TILE_MIXED ? f.mask : nullptr, b, c0, cn, s);
+        r.tiles->softmax(s, m, l, alpha);
+        for (int64_t t = 0; t < cn; ++t)
+            row_floats(r, v->type, vbase + (c0 + t) * v->nb[1], (b.hk % f.vpack) * f.Dv, f.Dv, vf + t * Dvp);
+        r.tiles->values(cn, nr, s, vf, Dvp, f.Dv, alpha, o, Dvp);
+    }
+    for (int rr = 0; rr < b.qb; ++rr) {
+        const int64_t pr = b.p0 + rr, iq = pr / g.group, h = b.hk * g.group + pr % g.group;
+        float * out = (float *) ((char *) dst->data + h * dst->nb[1] + iq * dst->nb[2] + b.iq3 * dst->nb[3]);
+        const float inv = l[rr] > 0.0f ? 1.0f / l[rr] : 0.0f; // a fully masked row: zeros
+        for (int64_t i = 0; i < f.Dv; ++i) out[i] = o[rr * Dvp + i] * inv;
+    }
+}
+
 } // namespace
 
 // Chunks of blocks per task (task_chunks).
@@ -621,6 +798,14 @@ void ggml_compute_forward_flash_attn_ext(const ggml_compute_params * params, ggm
         (float *) (((uintptr_t) params->wdata + 63) & ~(uintptr_t) 63) + std::max(params->nth, 1) * scratch_floats(f);
     if (params->phase == 1) {
         merge_segments(params, r, g, parts, dst);
+        return;
+    }
+    if (r.tiles) {
+        const fa_grid gt = grid_of(f, (int) TQ);
+        task_chunks chunks(params, f.ne3 * f.n_head_kv * gt.blocks, FA_CHUNKS_PER_TASK);
+        for (int64_t u0, u1; chunks.next(u0, u1);) {
+            for (int64_t u = u0; u < u1; ++u) tile_unit(r, gt, u, dst);
+        }
         return;
     }
     const int64_t units = f.ne3 * f.n_head_kv * g.blocks * g.n_seg; // segments of a block adjacent

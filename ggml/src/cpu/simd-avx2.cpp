@@ -616,20 +616,6 @@ KVG_TARGET void scale_f32(int64_t n, float a, float * y) {
     for (; i < n; ++i) y[i] *= a;
 }
 
-// exp(x) for x <= 0 as simd.h's EXP_POLY describes (the AVX-512 path's bits).
-KVG_INLINE __m256 exp_nonpositive(__m256 x) {
-    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN_ARG), _CMP_LT_OQ);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(EXP_POLY[0]);
-    for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_POLY[i]));
-    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    // 2^n through the exponent field; n >= -127 here, so 2^n >= 2^-127 is still a (denormal-free) scale for p
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(_mm256_max_ps(n, _mm256_set1_ps(-126.0f))), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
-
 // silu(x) as the AVX-512 path computes it (the same bits)
 KVG_INLINE __m256 silu8(__m256 x) {
     const __m256 t = exp_nonpositive(_mm256_min_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), x)));

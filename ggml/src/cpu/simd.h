@@ -275,6 +275,26 @@ struct fa_dec_kernels {
 // AVX2 (also run by the AVX-512 paths); nullptr when not built for x86-64.
 const fa_dec_kernels * fa_dec_kernels_avx2();
 
+// Attention of many query rows (flash_attn_ext's prompt path): a tile of FA_TILE_KV cache
+// positions against a block of FA_TILE_Q query rows in f32, K and V converted once per tile and
+// shared by the block's rows (register tiles of broadcast x vector FMAs, no horizontal sums):
+//   scores:  s[t * FA_TILE_Q + r] = sum over d < D of kf[t * ts + d * ds] * qt[d * FA_TILE_Q + r]
+//            for t < FA_TILE_KV, r < FA_TILE_Q (K as rows: ts = row stride, ds = 1; by channel: ts = 1)
+//   softmax: per row r the online update: mx = max(m[r], max over t of s), s = exp(s - mx) (0 where
+//            s is -inf), alpha[r] = exp(m[r] - mx), l[r] = l[r] * alpha[r] + sum, m[r] = mx; a row
+//            whose maximum stays -inf keeps zero weights
+//   values:  o[r * os + i] = o[r * os + i] * alpha[r] + sum over t < n of s[t * FA_TILE_Q + r] *
+//            vf[t * vs + i], for r < nr (rounded up to 3), i < dv (a multiple of 32)
+constexpr int FA_TILE_Q = 96, FA_TILE_KV = 32;
+struct fa_tile_kernels {
+    void (*scores)(int64_t D, const float * kf, int64_t ts, int64_t ds, const float * qt, float * s);
+    void (*softmax)(float * s, float * m, float * l, float * alpha);
+    void (*values)(int64_t n, int nr, const float * s, const float * vf, int64_t vs, int64_t dv, const float * alpha,
+                   float * o, int64_t os);
+};
+// AVX2 (also run by the AVX-512 paths); nullptr when not built for x86-64.
+const fa_tile_kernels * fa_tile_kernels_avx2();
+
 const cpu_kernels & kernels_scalar();
 const cpu_kernels * kernels_avx2();   // nullptr when not built for x86-64
 const cpu_kernels * kernels_avx512(); // nullptr when not built for x86-64
