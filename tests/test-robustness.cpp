@@ -15,9 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -574,8 +575,10 @@ TEST_CASE("kvg-generate: weights that are all NaN or infinite run to the end wit
 
 namespace {
 
-// Runs kvg-generate for at most `seconds`, then kills it; what it printed by then.
-std::string generate_output_within(const std::vector<std::string> & args, double seconds) {
+// Runs kvg-generate for at most `seconds` (less once its output holds every string of
+// `until`), then kills it; what it printed by then.
+std::string generate_output_within(const std::vector<std::string> & args, double seconds,
+                                   const std::vector<std::string> & until = {}) {
     const std::string exe = generate_path();
     int fd = -1;
     const pid_t pid = spawn([&] {
@@ -596,6 +599,9 @@ std::string generate_output_within(const std::vector<std::string> & args, double
         const ssize_t n = read(fd, buf, sizeof buf);
         if (n <= 0) break;
         out.append(buf, (size_t) n);
+        if (!until.empty() && std::all_of(until.begin(), until.end(),
+                                          [&](const std::string & u) { return out.find(u) != std::string::npos; }))
+            break;
     }
     kill(pid, SIGKILL);
     int status = 0;
@@ -651,9 +657,13 @@ TEST_CASE("kvg-generate: long pieces, streaming --parallel with -n -1, and the c
         CHECK(contains(r.output, piece));
         std::remove(path.c_str());
     }
-    SUBCASE("--parallel with -n -1 in ring mode prints within a second") {
-        const std::string out = generate_output_within({"-m", model, "-p", "And God said", "--parallel", "2", "-n", "-1",
-                                                        "--kv-mode", "ring", "-c", "32", "-t", "1", "--temp", "1"}, 1.0);
+    // the program never ends (-n -1, ring): both sequences must stream while it runs (the
+    // deadline is generous: a loaded Debug build took more than one second)
+    SUBCASE("--parallel with -n -1 in ring mode prints both sequences while it runs") {
+        const std::string out =
+            generate_output_within({"-m", model, "-p", "And God said", "--parallel", "2", "-n", "-1", "--kv-mode",
+                                    "ring", "-c", "32", "-t", "1", "--temp", "1"},
+                                   20.0, {"[1] ", "[2] "});
         INFO(out);
         CHECK(contains(out, "[1] "));
         CHECK(contains(out, "[2] "));
